@@ -1,0 +1,77 @@
+"""Train DDPG, TD3, DASE_DDPG or DASE_TD3 on one Gymnasium environment and save learning curves."""
+from __future__ import annotations
+
+import sys
+
+from utils.cli import Parser, add_common_flags, main_guard, resolve_device, resolve_env
+from utils.errors import UsageError
+
+POLICIES = ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG")
+
+
+def parse(argv=None):
+    p = Parser(prog="DASE_main.py", description=__doc__)
+    p.add_argument("--policy", type=str, default="DASE_TD3", help=f"one of {', '.join(POLICIES)} (default: DASE_TD3)")
+    add_common_flags(p)
+    p.add_argument("--start_time_steps", type=int, default=25_000,
+                   help="initial steps with uniformly random actions and no updates (default: 25000)")
+    p.add_argument("--max_time_steps", type=int, default=1_000_000,
+                   help="environment steps per agent (default: 1e6)")
+    p.add_argument("--expl_noise", type=float, default=0.1,
+                   help="std of the Gaussian exploration noise, times max action (default: 0.1)")
+    p.add_argument("--discount", type=float, default=0.99, help="discount factor (default: 0.99)")
+    p.add_argument("--tau", type=float, default=None,
+                   help="target network update rate (default: 0.005 for TD3; 0.001 for DDPG, as in the paper)")
+    p.add_argument("--policy_noise", type=float, default=0.2,
+                   help="TD3 target policy noise, times max action (default: 0.2)")
+    p.add_argument("--noise_clip", type=float, default=0.5,
+                   help="TD3 target noise clip, times max action (default: 0.5)")
+    p.add_argument("--policy_freq", type=int, default=2,
+                   help="TD3: update actor and targets every this many critic updates (default: 2)")
+    return p.parse_args(argv)
+
+
+def build_config(args):
+    """Turn flags into a RunConfig (checks what the flags alone can tell)."""
+    from utils.training import RunConfig
+
+    if args.policy not in POLICIES:
+        hint = " (SAC policies run with sac_main.py)" if "SAC" in args.policy else ""
+        raise UsageError(f"--policy: unknown policy {args.policy!r}; use one of {', '.join(POLICIES)}{hint}")
+    algorithm = args.policy.removeprefix("DASE_")
+    tau = args.tau if args.tau is not None else (0.001 if algorithm == "DDPG" else 0.005)
+    checks = [(0.0 < tau <= 1.0, f"--tau {tau} must be in (0, 1]"),
+              (0.0 <= args.discount <= 1.0, f"--discount {args.discount} must be in [0, 1]"),
+              (args.kl_div_var > 0, f"--kl_div_var {args.kl_div_var} must be positive"),
+              (args.expl_noise >= 0, f"--expl_noise {args.expl_noise} must be >= 0"),
+              (args.policy_noise >= 0 and args.noise_clip >= 0, "--policy_noise and --noise_clip must be >= 0"),
+              (args.policy_freq > 0, f"--policy_freq must be a positive integer, got {args.policy_freq}")]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+    sharing = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
+    if algorithm == "TD3":
+        algo = dict(discount=args.discount, tau=tau, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
+                    policy_freq=args.policy_freq, expl_noise=args.expl_noise, **sharing)
+    else:
+        algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise, **sharing)
+    num_agents = args.num_agents if args.num_agents is not None else (2 if args.policy.startswith("DASE_") else 1)
+    return RunConfig(
+        policy=args.policy, env=resolve_env(args.env, args.quiet), seed=args.seed, num_agents=num_agents,
+        max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps, eval_freq=args.eval_freq,
+        eval_episodes=args.eval_episodes, batch_size=args.batch_size, buffer_size=args.buffer_size,
+        device=resolve_device(args.device, args.gpu), results_dir=args.results_dir, save_model=args.save_model,
+        load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet, algo=algo, flags=vars(args),
+    )
+
+
+def run(argv=None):
+    from utils.training import train, validate
+
+    cfg = build_config(parse(argv))
+    validate(cfg)
+    return train(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(run))

@@ -1,0 +1,92 @@
+"""What every algorithm shares: acting, exploring, and per-agent save/load of stacked weights."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from .nets import AgentRNG
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """A seed for one named random stream of an agent, derived from the agent's seed."""
+    return int(np.random.SeedSequence([int(seed), sum(map(ord, stream))]).generate_state(1)[0])
+
+
+@dataclass
+class Batch:
+    """Transitions for N learners, every field [N, B, ...]; own[n, b] says agent n wrote it."""
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor  # [N, B, 1]
+    next_obs: torch.Tensor
+    not_done: torch.Tensor  # [N, B, 1]: 1 - terminated (a time-limit cut still bootstraps)
+    own: torch.Tensor  # [N, B] bool
+    behaviour_mean: Optional[torch.Tensor] = None  # Gaussian SAC only (pre-tanh)
+    behaviour_std: Optional[torch.Tensor] = None
+
+
+class StackedAgents:
+    """N agents of one algorithm with parameters stacked on a leading agent dimension.
+
+    Subclasses build ``self.actor`` (returns deterministic actions for [N, B, obs]) and
+    list their networks in ``self.networks`` (name -> module) for saving.
+    """
+
+    gaussian_behaviour = False  # True when transitions must carry the behaviour Gaussian
+
+    def __init__(self, seeds, low, high, device, expl_noise: float):
+        self.n = len(seeds)
+        self.seeds = [int(s) for s in seeds]
+        self.device = torch.device(device)
+        self.low = torch.as_tensor(np.asarray(low), dtype=torch.float32, device=self.device)
+        self.high = torch.as_tensor(np.asarray(high), dtype=torch.float32, device=self.device)
+        self.scale = (self.high - self.low) / 2
+        self.expl_noise = float(expl_noise)
+        self.update_rng = AgentRNG([stream_seed(s, "update") for s in self.seeds], self.device)
+        self.explore_rng = AgentRNG([stream_seed(s, "explore") for s in self.seeds], self.device)
+        self.networks: dict[str, nn.Module] = {}
+
+    def _obs(self, obs) -> torch.Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    @torch.no_grad()
+    def act(self, obs) -> torch.Tensor:
+        """Deterministic actions (evaluation): obs [N, B, obs_dim] -> [N, B, act_dim]."""
+        return self.actor(self._obs(obs))
+
+    @torch.no_grad()
+    def explore(self, obs) -> tuple[np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
+        """Training actions for one state per agent: obs [N, obs_dim] -> ([N, act_dim], behaviour)."""
+        a = self.actor(self._obs(obs).unsqueeze(1)).squeeze(1)
+        noise = self.explore_rng.normal(a.shape[-1]) * (self.expl_noise * self.scale)
+        return torch.clamp(a + noise, self.low, self.high).cpu().numpy(), None
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    # ---- per-agent files ------------------------------------------------------------
+    def agent_state(self, i: int) -> dict[str, dict[str, torch.Tensor]]:
+        """Agent i's parameters (networks and targets) as ordinary single-agent tensors."""
+        return {
+            name: {k: p.detach()[i : i + 1].cpu().clone() for k, p in net.named_parameters()}
+            for name, net in self.networks.items()
+        }
+
+    @torch.no_grad()
+    def load_agent_state(self, i: int, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Load one agent's parameters (from ``agent_state``) into slot i."""
+        for name, net in self.networks.items():
+            if name not in state:
+                raise KeyError(f"model file has no {name!r} networks")
+            params = dict(net.named_parameters())
+            if set(params) != set(state[name]):
+                raise KeyError(f"{name!r} networks do not match this algorithm's architecture")
+            for k, p in params.items():
+                if p[i : i + 1].shape != state[name][k].shape:
+                    raise ValueError(f"{name}.{k}: shape {tuple(state[name][k].shape)} does not match {tuple(p[i:i+1].shape)}")
+                p[i : i + 1].copy_(state[name][k].to(self.device))

@@ -1,0 +1,73 @@
+"""DDPG (Lillicrap et al., 2016; the 400-300 variant of Fujimoto et al.) for N agents at once."""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .base import Batch, StackedAgents
+from .nets import BatchedLinear, DeterministicActor, freeze, init_generators, soft_update, weighted_mean
+from .sharing import batch_weights
+
+
+class DDPGCritic(nn.Module):
+    """Q(s, a): state -> 400, then [features, action] -> 300 -> 1."""
+
+    def __init__(self, obs_dim: int, act_dim: int, gens):
+        super().__init__()
+        self.l1 = BatchedLinear(obs_dim, 400, gens)
+        self.l2 = BatchedLinear(400 + act_dim, 300, gens)
+        self.l3 = BatchedLinear(300, 1, gens)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.l1(obs))
+        h = F.relu(self.l2(torch.cat([h, action], dim=-1)))
+        return self.l3(h)
+
+
+class DDPG(StackedAgents):
+    """One critic, actor and targets updated every step, small tau."""
+
+    def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.001,
+                 expl_noise=0.1, actor_lr=1e-4, critic_lr=1e-3, critic_weight_decay=1e-2,
+                 similarity="js", kl_div_var=0.1):
+        super().__init__(seeds, low, high, device, expl_noise)
+        gens = init_generators(self.seeds)
+        self.actor = DeterministicActor(obs_dim, act_dim, (400, 300), gens, low, high).to(self.device)
+        self.critic = DDPGCritic(obs_dim, act_dim, gens).to(self.device)
+        self.actor_target = freeze(copy.deepcopy(self.actor))
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
+        self.networks = {"actor": self.actor, "critic": self.critic,
+                         "actor_target": self.actor_target, "critic_target": self.critic_target}
+        self.discount, self.tau = discount, tau
+        self.similarity, self.kl_div_var = similarity, kl_div_var
+
+    @torch.no_grad()
+    def target(self, batch: Batch) -> torch.Tensor:
+        """r + gamma * not_done * Q'(s', pi'(s'))."""
+        q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))
+        return batch.reward + batch.not_done * self.discount * q
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One gradient step for all N agents; losses are DASE-weighted means."""
+        with torch.no_grad():
+            w = batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
+        target = self.target(batch)
+
+        critic_loss = weighted_mean((self.critic(batch.obs, batch.action) - target).pow(2), w)
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.sum().backward()
+        self.critic_opt.step()
+
+        actor_loss = weighted_mean(-self.critic(batch.obs, self.actor(batch.obs)), w)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.sum().backward()
+        self.actor_opt.step()
+
+        soft_update(self.critic_target, self.critic, self.tau)
+        soft_update(self.actor_target, self.actor, self.tau)
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weight": w.mean(dim=(1, 2))}

@@ -1,0 +1,78 @@
+"""TD3 (Fujimoto et al., 2018) for N agents at once, with DASE sharing weights."""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .base import Batch, StackedAgents
+from .nets import DeterministicActor, QNetwork, freeze, init_generators, soft_update, weighted_mean
+from .sharing import batch_weights
+
+
+class TwinQ(nn.Module):
+    """Two independent Q networks; TD3 and SAC take the minimum for their targets."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden, gens, init: str = "torch"):
+        super().__init__()
+        self.q1 = QNetwork(obs_dim, act_dim, hidden, gens, init)
+        self.q2 = QNetwork(obs_dim, act_dim, hidden, gens, init)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.q1(obs, action), self.q2(obs, action)
+
+
+class TD3(StackedAgents):
+    """Twin critics, target policy smoothing, delayed actor and target updates."""
+
+    def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.005,
+                 policy_noise=0.2, noise_clip=0.5, policy_freq=2, expl_noise=0.1, lr=3e-4,
+                 hidden=(256, 256), similarity="js", kl_div_var=0.1):
+        super().__init__(seeds, low, high, device, expl_noise)
+        gens = init_generators(self.seeds)
+        self.actor = DeterministicActor(obs_dim, act_dim, hidden, gens, low, high).to(self.device)
+        self.critic = TwinQ(obs_dim, act_dim, hidden, gens).to(self.device)
+        self.actor_target = freeze(copy.deepcopy(self.actor))
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=lr)
+        self.networks = {"actor": self.actor, "critic": self.critic,
+                         "actor_target": self.actor_target, "critic_target": self.critic_target}
+        self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
+        self.policy_noise, self.noise_clip = policy_noise, noise_clip
+        self.similarity, self.kl_div_var = similarity, kl_div_var
+        self.total_it = 0
+
+    @torch.no_grad()
+    def target(self, batch: Batch) -> torch.Tensor:
+        """r + gamma * not_done * min_j Q'_j(s', clip(pi'(s') + clipped noise))."""
+        noise = self.update_rng.normal(*batch.action.shape[1:]) * (self.policy_noise * self.scale)
+        noise = torch.maximum(torch.minimum(noise, self.noise_clip * self.scale), -self.noise_clip * self.scale)
+        next_action = torch.clamp(self.actor_target(batch.next_obs) + noise, self.low, self.high)
+        q1, q2 = self.critic_target(batch.next_obs, next_action)
+        return batch.reward + batch.not_done * self.discount * torch.min(q1, q2)
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One gradient step for all N agents; losses are DASE-weighted means."""
+        self.total_it += 1
+        with torch.no_grad():
+            w = batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
+        target = self.target(batch)
+
+        q1, q2 = self.critic(batch.obs, batch.action)
+        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.sum().backward()  # sum over agents: each agent's gradient is its own loss's
+        self.critic_opt.step()
+        info = {"critic_loss": critic_loss.detach(), "weight": w.mean(dim=(1, 2))}
+
+        if self.total_it % self.policy_freq == 0:
+            actor_loss = weighted_mean(-self.critic.q1(batch.obs, self.actor(batch.obs)), w)
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.sum().backward()
+            self.actor_opt.step()
+            soft_update(self.critic_target, self.critic, self.tau)
+            soft_update(self.actor_target, self.actor, self.tau)
+            info["actor_loss"] = actor_loss.detach()
+        return info

@@ -1,0 +1,80 @@
+"""Train SAC or DASE_SAC (Gaussian or deterministic policy) on one Gymnasium environment."""
+from __future__ import annotations
+
+import sys
+
+from utils.cli import Parser, add_common_flags, main_guard, resolve_device, resolve_env
+from utils.errors import UsageError
+
+POLICIES = ("DASE_SAC", "SAC")
+
+
+def parse(argv=None):
+    p = Parser(prog="sac_main.py", description=__doc__)
+    p.add_argument("--policy", type=str, default="DASE_SAC", help="DASE_SAC or SAC (default: DASE_SAC)")
+    p.add_argument("--policy_type", type=str, default="Deterministic", choices=["Deterministic", "Gaussian"],
+                   help="policy family (default: Deterministic)")
+    add_common_flags(p)
+    p.add_argument("--start_steps", type=int, default=25_000,
+                   help="initial steps with uniformly random actions and no updates (default: 25000)")
+    p.add_argument("--num_steps", type=int, default=1_000_000, help="environment steps per agent (default: 1e6)")
+    p.add_argument("--updates_per_step", type=int, default=1, help="gradient updates per environment step (default: 1)")
+    p.add_argument("--target_update_interval", type=int, default=1,
+                   help="soft-update the target critics every this many updates (default: 1)")
+    p.add_argument("--alpha", type=float, default=0.2, help="entropy temperature (initial value when tuned) (default: 0.2)")
+    p.add_argument("--automatic_entropy_tuning", action="store_true",
+                   help="learn alpha towards entropy -|A| (Gaussian policy only; default: off)")
+    p.add_argument("--reward_scale", type=float, default=None,
+                   help="reward multiplier in the critic target (default: 5; 20 for Humanoid)")
+    p.add_argument("--gamma", type=float, default=0.99, help="discount factor (default: 0.99)")
+    p.add_argument("--tau", type=float, default=0.005, help="target critic update rate (default: 0.005)")
+    p.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate of every network (default: 3e-4)")
+    p.add_argument("--hidden_size", type=int, default=256, help="width of the two hidden layers (default: 256)")
+    return p.parse_args(argv)
+
+
+def build_config(args):
+    """Turn flags into a RunConfig (checks what the flags alone can tell)."""
+    from utils.training import RunConfig
+
+    if args.policy not in POLICIES:
+        hint = " (DDPG/TD3 policies run with DASE_main.py)" if ("TD3" in args.policy or "DDPG" in args.policy) else ""
+        raise UsageError(f"--policy: unknown policy {args.policy!r}; use one of {', '.join(POLICIES)}{hint}")
+    env = resolve_env(args.env, args.quiet)
+    reward_scale = args.reward_scale if args.reward_scale is not None else (20.0 if env.startswith("Humanoid") else 5.0)
+    checks = [(0.0 < args.tau <= 1.0, f"--tau {args.tau} must be in (0, 1]"),
+              (0.0 <= args.gamma <= 1.0, f"--gamma {args.gamma} must be in [0, 1]"),
+              (args.kl_div_var > 0, f"--kl_div_var {args.kl_div_var} must be positive"),
+              (args.lr > 0, f"--lr {args.lr} must be positive"),
+              (args.alpha >= 0, f"--alpha {args.alpha} must be >= 0"),
+              (args.alpha > 0 or not args.automatic_entropy_tuning, "--automatic_entropy_tuning needs --alpha > 0"),
+              (args.hidden_size > 0, f"--hidden_size must be a positive integer, got {args.hidden_size}"),
+              (args.target_update_interval > 0,
+               f"--target_update_interval must be a positive integer, got {args.target_update_interval}")]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+    algo = dict(policy_type=args.policy_type, gamma=args.gamma, tau=args.tau, lr=args.lr, alpha=args.alpha,
+                automatic_entropy_tuning=args.automatic_entropy_tuning, reward_scale=reward_scale,
+                hidden_size=args.hidden_size, target_update_interval=args.target_update_interval,
+                similarity=args.similarity, kl_div_var=args.kl_div_var)
+    num_agents = args.num_agents if args.num_agents is not None else (2 if args.policy.startswith("DASE_") else 1)
+    return RunConfig(
+        policy=args.policy, env=env, seed=args.seed, num_agents=num_agents, max_time_steps=args.num_steps,
+        start_time_steps=args.start_steps, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
+        batch_size=args.batch_size, buffer_size=args.buffer_size, updates_per_step=args.updates_per_step,
+        device=resolve_device(args.device, args.gpu), results_dir=args.results_dir, save_model=args.save_model,
+        load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet, algo=algo, flags=vars(args),
+    )
+
+
+def run(argv=None):
+    from utils.training import train, validate
+
+    cfg = build_config(parse(argv))
+    validate(cfg)
+    return train(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(run))

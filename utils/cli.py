@@ -1,0 +1,94 @@
+"""Pieces both command lines share: flags, device choice, one-line errors with exit code 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from .errors import UsageError
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: 'prog: error: ... (see --help)', exit code 2."""
+
+    def error(self, message: str):
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.exit(EXIT_USAGE)
+
+
+def add_common_flags(p: argparse.ArgumentParser) -> None:
+    """Flags that mean the same in DASE_main.py and sac_main.py."""
+    p.add_argument("--env", type=str, default="Hopper",
+                   help="Gymnasium environment id (default: Hopper = newest, Hopper-v5); "
+                        "the paper's MuJoCo -v2 ids map to -v5")
+    p.add_argument("--seed", type=int, default=0, help="run seed; agent i uses seed + 100 * i (default: 0)")
+    p.add_argument("--gpu", type=int, default=0,
+                   help="GPU ordinal, the paper's spelling; CPU when no GPU is present (default: 0)")
+    p.add_argument("--device", type=str, default=None,
+                   help="cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing (default: auto)")
+    p.add_argument("--num_agents", type=int, default=None,
+                   help="agents sharing one buffer (default: 2 for DASE_ policies, 1 otherwise)")
+    p.add_argument("--similarity", type=str, default="js", choices=["js", "kl", "none"],
+                   help="divergence for the sharing weights: js (paper), kl, or none = no correction (default: js)")
+    p.add_argument("--kl_div_var", type=float, default=0.1,
+                   help="variance v of the reference Gaussian N(0, v I) (default: 0.1)")
+    p.add_argument("--buffer_size", type=int, default=1_000_000,
+                   help="capacity of the one replay buffer all agents share, in transitions (default: 1e6)")
+    p.add_argument("--eval_freq", type=int, default=1000, help="evaluate every this many steps (default: 1000)")
+    p.add_argument("--eval_episodes", type=int, default=10, help="episodes per evaluation (default: 10)")
+    p.add_argument("--batch_size", type=int, default=256, help="minibatch size per agent (default: 256)")
+    p.add_argument("--results_dir", type=str, default="Learning Curves",
+                   help="where curves (.npy) and the run's config (.json) go (default: 'Learning Curves')")
+    p.add_argument("--save_model", action="store_true", help="save each agent's networks after every evaluation")
+    p.add_argument("--load_model", type=str, default="",
+                   help="model to start from: NAME loads models/NAME[_Agent_i].pt, 'default' the run's own name")
+    p.add_argument("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def resolve_device(device: str | None, gpu: int) -> str:
+    """--device wins and must exist; otherwise --gpu N picks cuda:N when CUDA is present, else CPU."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device is None:
+        if count == 0 or gpu < 0:
+            return "cpu"
+        if gpu >= count:
+            raise UsageError(f"--gpu {gpu}: only {count} GPU(s) present; use --gpu 0..{count - 1} or --device cpu")
+        return f"cuda:{gpu}"
+    if device == "cpu":
+        return device
+    if device == "cuda" or device.startswith("cuda:"):
+        index = 0 if device == "cuda" else device.split(":", 1)[1]
+        if count == 0:
+            raise UsageError(f"--device {device}: no CUDA GPU is available here; use --device cpu")
+        if not str(index).isdigit() or int(index) >= count:
+            raise UsageError(f"--device {device}: only {count} GPU(s) present; use cuda:0..cuda:{count - 1}")
+        return f"cuda:{index}"
+    raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
+
+
+def resolve_env(env: str, quiet: bool) -> str:
+    """The maintained Gymnasium id for --env, with a notice on stderr when it was mapped."""
+    from .envs import resolve_env_id
+
+    env_id, notice = resolve_env_id(env)
+    if notice and not quiet:
+        print(notice, file=sys.stderr)
+    return env_id
+
+
+def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:
+    """Run a command line; a UsageError becomes one line on stderr and exit code 2."""
+    try:
+        run(argv)
+    except UsageError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")
+        return 130
+    return 0

@@ -1,0 +1,87 @@
+"""Environment names, construction and seeding (Gymnasium, MuJoCo -v5, Box2D)."""
+from __future__ import annotations
+
+import difflib
+import re
+import warnings
+
+import gymnasium as gym
+import numpy as np
+
+from .errors import UsageError
+
+_VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
+
+
+def _latest(name: str) -> str | None:
+    versions = [s.version for s in gym.registry.values() if s.name == name and s.namespace is None and s.version is not None]
+    return f"{name}-v{max(versions)}" if versions else None
+
+
+def resolve_env_id(env: str) -> tuple[str, str | None]:
+    """Map a user's environment name to a maintained Gymnasium id; returns (id, notice or None).
+
+    A bare name ("Hopper") takes the newest version. The paper's MuJoCo -v2/-v3 ids need the dead
+    mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest.
+    """
+    m = _VERSIONED.match(env)
+    if m is None:
+        latest = _latest(env)
+        if latest is None:
+            raise UsageError(_unknown(env))
+        return latest, None
+    name, version = m.group("name"), int(m.group("version"))
+    latest = _latest(name)
+    if latest is None:
+        raise UsageError(_unknown(env))
+    spec = gym.registry.get(env)
+    mujoco_py = spec is not None and "mujoco" in str(spec.entry_point) and version < 4
+    if spec is None or mujoco_py:
+        why = "needs the unmaintained mujoco-py" if mujoco_py else "is not in this Gymnasium"
+        return latest, f"note: {env} {why}; using {latest} instead (results differ from the paper's -v2 numbers)"
+    return env, None
+
+
+def _unknown(env: str) -> str:
+    names = sorted({s.id for s in gym.registry.values() if s.namespace is None})
+    close = difflib.get_close_matches(env, names, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else "e.g. Hopper-v5, HalfCheetah-v5, Pendulum-v1"
+    return f"--env: unknown environment {env!r}; {hint}"
+
+
+def make_env(env_id: str) -> gym.Env:
+    """Create one environment and check it has a bounded continuous (Box) action space."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = gym.make(env_id)
+    except gym.error.DependencyNotInstalled as e:
+        raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
+    except Exception as e:  # e.g. a registered id whose module fails to import
+        raise UsageError(f"--env {env_id}: cannot create it ({type(e).__name__}: {e})") from None
+    space = env.action_space
+    if not isinstance(space, gym.spaces.Box):
+        env.close()
+        raise UsageError(
+            f"--env {env_id}: action space is {type(space).__name__}, DASE needs a continuous (Box) action space; "
+            "pick e.g. Pendulum-v1 or LunarLanderContinuous-v3"
+        )
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        env.close()
+        raise UsageError(f"--env {env_id}: action space is unbounded; a tanh policy needs finite bounds")
+    if len(env.observation_space.shape or ()) != 1:
+        env.close()
+        raise UsageError(f"--env {env_id}: observations must be flat vectors, got shape {env.observation_space.shape}")
+    return env
+
+
+def seeded_envs(env_id: str, seeds) -> tuple[list[gym.Env], np.ndarray]:
+    """One environment per seed, reset with that seed; its action-space sampler seeded too."""
+    envs, obs = [], []
+    for s in seeds:
+        env = make_env(env_id)
+        o, _ = env.reset(seed=int(s))
+        env.action_space.seed(int(s))
+        envs.append(env)
+        obs.append(o)
+    return envs, np.stack(obs)

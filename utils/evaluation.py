@@ -1,0 +1,42 @@
+"""Evaluation: every agent plays the same seeded episodes without exploration noise."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .envs import make_env
+
+
+def episode_seeds(seed: int, episodes: int) -> list[int]:
+    """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + 100)."""
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
+
+
+class Evaluator:
+    """Plays ``episodes`` episodes for each of N agents in lockstep: one policy call per step for all."""
+
+    def __init__(self, env_id: str, num_agents: int, seed: int, episodes: int = 10):
+        self.envs = [[make_env(env_id) for _ in range(episodes)] for _ in range(num_agents)]
+        self.seeds = episode_seeds(seed, episodes)
+
+    def __call__(self, policy: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """policy maps observations [N, E, obs_dim] to actions [N, E, act_dim]; returns mean returns [N]."""
+        n, e = len(self.envs), len(self.seeds)
+        obs = np.stack([np.stack([env.reset(seed=s)[0] for env, s in zip(row, self.seeds)]) for row in self.envs])
+        returns = np.zeros((n, e))
+        active = np.ones((n, e), dtype=bool)
+        while active.any():
+            actions = policy(obs)
+            for i, j in zip(*np.nonzero(active)):
+                o, r, terminated, truncated, _ = self.envs[i][j].step(actions[i, j])
+                returns[i, j] += r
+                obs[i, j] = o
+                if terminated or truncated:
+                    active[i, j] = False
+        return returns.mean(axis=1)
+
+    def close(self) -> None:
+        for row in self.envs:
+            for env in row:
+                env.close()

@@ -1,0 +1,52 @@
+"""Atomic file writes: a run killed mid-write leaves the old file or the new one, never half of one."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_curve(path: str | os.PathLike, values) -> None:
+    """Save a learning curve as a float64 .npy file, atomically."""
+    arr = np.asarray(values, dtype=np.float64)
+    atomic_write(path, lambda f: np.save(f, arr))
+
+
+def save_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write pretty JSON atomically."""
+    atomic_write(path, lambda f: f.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"), mode="w")
+
+
+def save_torch(path: str | os.PathLike, obj: Any) -> None:
+    """torch.save, atomically."""
+    import torch
+
+    atomic_write(path, lambda f: torch.save(obj, f))

@@ -1,0 +1,221 @@
+"""The one training loop behind both command lines: N agents, lockstep environments, one shared buffer."""
+from __future__ import annotations
+
+import platform
+import random
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from algorithms import DDPG, SAC, TD3
+from algorithms.base import stream_seed
+from algorithms.nets import AgentRNG
+
+from .buffer import SharedReplayBuffer
+from .envs import seeded_envs
+from .errors import UsageError
+from .evaluation import Evaluator
+from .io import save_curve, save_json, save_torch
+
+ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs; the command lines fill it from their flags."""
+
+    policy: str  # TD3, DDPG, SAC, or DASE_ + one of them
+    env: str  # a resolved Gymnasium id
+    seed: int = 0
+    num_agents: int = 1
+    max_time_steps: int = 1_000_000
+    start_time_steps: int = 25_000
+    eval_freq: int = 1000
+    eval_episodes: int = 10
+    batch_size: int = 256
+    buffer_size: int = 1_000_000
+    updates_per_step: int = 1
+    device: str = "cpu"
+    results_dir: str = "Learning Curves"
+    save_model: bool = False
+    load_model: str = ""
+    models_dir: str = "models"
+    quiet: bool = False
+    algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
+    flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
+
+    @property
+    def algorithm(self) -> str:
+        return self.policy.removeprefix("DASE_")
+
+    @property
+    def is_dase(self) -> bool:
+        return self.policy.startswith("DASE_")
+
+    @property
+    def stem(self) -> str:
+        return f"{self.policy}_{self.env}_{self.seed}"
+
+    def agent_names(self) -> list[str]:
+        """File stems per agent, as in the paper's data: {stem} or {stem}_Agent_{i}."""
+        if not self.is_dase:
+            return [self.stem]
+        return [f"{self.stem}_Agent_{i}" for i in range(self.num_agents)]
+
+    def agent_seeds(self) -> list[int]:
+        return [self.seed + 100 * i for i in range(self.num_agents)]
+
+
+def validate(cfg: RunConfig) -> None:
+    """Reject impossible settings before anything is created or written."""
+    if cfg.algorithm not in ALGORITHMS:
+        raise UsageError(f"--policy: unknown policy {cfg.policy!r}")
+    positive = {"num_agents": cfg.num_agents, "max_time_steps": cfg.max_time_steps, "eval_freq": cfg.eval_freq,
+                "batch_size": cfg.batch_size, "buffer_size": cfg.buffer_size, "updates_per_step": cfg.updates_per_step,
+                "eval_episodes": cfg.eval_episodes}
+    for name, value in positive.items():
+        if value <= 0:
+            raise UsageError(f"--{name} must be a positive integer, got {value}")
+    if not cfg.is_dase and cfg.num_agents != 1:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy} for several")
+    if cfg.start_time_steps < 0:
+        raise UsageError(f"--start_time_steps must be >= 0, got {cfg.start_time_steps}")
+    if cfg.eval_freq > cfg.max_time_steps:
+        raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
+                         "lower --eval_freq or raise the step budget")
+    if cfg.buffer_size < cfg.num_agents:
+        raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
+
+
+def software_versions() -> dict:
+    import gymnasium
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+                "gymnasium": gymnasium.__version__}
+    for mod in ("mujoco", "Box2D"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:
+            versions[mod] = None
+    return versions
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+def load_models(agents, cfg: RunConfig) -> None:
+    """--load_model NAME: agent i loads models/NAME[_Agent_i].pt ("default": the run's own names)."""
+    for i, own in enumerate(cfg.agent_names()):
+        if cfg.load_model == "default":
+            candidates = [own]
+        else:
+            candidates = [f"{cfg.load_model}_Agent_{i}", cfg.load_model]
+        paths = [Path(cfg.models_dir) / f"{c}.pt" for c in candidates]
+        path = next((p for p in paths if p.is_file()), None)
+        if path is None:
+            raise UsageError(f"--load_model: no model file {paths[0]} (save one with --save_model, or check --models_dir)")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            agents.load_agent_state(i, state)
+        except Exception as e:
+            raise UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env}: {e}") from None
+
+
+def set_global_seeds(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train(cfg: RunConfig) -> list[np.ndarray]:
+    """Train cfg.num_agents agents; returns (and saves after every evaluation) their learning curves."""
+    validate(cfg)
+    set_global_seeds(cfg.seed)
+    device = torch.device(cfg.device)
+    n = cfg.num_agents
+    seeds = cfg.agent_seeds()
+
+    envs, obs = seeded_envs(cfg.env, seeds)
+    space = envs[0].action_space
+    obs_dim, act_dim = envs[0].observation_space.shape[0], space.shape[0]
+    agents = ALGORITHMS[cfg.algorithm](obs_dim, act_dim, space.low, space.high, seeds, device, **cfg.algo)
+    if cfg.load_model:
+        load_models(agents, cfg)
+    buffer = SharedReplayBuffer(obs_dim, act_dim, cfg.buffer_size, n, device, agents.gaussian_behaviour)
+    sampler = AgentRNG([stream_seed(s, "sample") for s in seeds], device)
+    evaluate = Evaluator(cfg.env, n, cfg.seed + 100, cfg.eval_episodes)
+
+    # everything that can fail on bad input has happened: now the run writes files
+    results = Path(cfg.results_dir)
+    results.mkdir(parents=True, exist_ok=True)
+    curve_paths = [results / f"{name}.npy" for name in cfg.agent_names()]
+    record = {"config": asdict(cfg), "versions": software_versions(), "device": str(device),
+              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+              "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in curve_paths],
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    save_json(results / f"{cfg.stem}.json", record)
+
+    def policy(o: np.ndarray) -> np.ndarray:
+        return agents.act(o).cpu().numpy()
+
+    curves: list[list[float]] = [[] for _ in range(n)]
+    clock = {"start": time.time(), "last": time.time(), "last_step": 0}
+
+    def evaluation(step: int) -> None:
+        scores = evaluate(policy)
+        for i in range(n):
+            curves[i].append(float(scores[i]))
+            save_curve(curve_paths[i], curves[i])
+        if cfg.save_model:
+            for i, name in enumerate(cfg.agent_names()):
+                save_torch(Path(cfg.models_dir) / f"{name}.pt", agents.agent_state(i))
+        now = time.time()
+        rate = (step - clock["last_step"]) / max(now - clock["last"], 1e-9)
+        clock.update(last=now, last_step=step)
+        if not cfg.quiet:
+            elapsed = time.strftime("%H:%M:%S", time.gmtime(now - clock["start"]))
+            returns = " ".join(f"{s:9.1f}" for s in scores)
+            print(f"{cfg.stem} | step {step:>8d}/{cfg.max_time_steps} | {rate:7.1f} steps/s | "
+                  f"return {returns} | {elapsed}", flush=True)
+
+    evaluation(0)
+    for t in range(cfg.max_time_steps):
+        if t < cfg.start_time_steps:
+            actions = np.stack([env.action_space.sample() for env in envs])
+            behaviour = None
+        else:
+            actions, behaviour = agents.explore(obs)
+        next_obs = np.empty_like(obs)
+        rewards = np.empty(n)
+        terminated = np.zeros(n, dtype=bool)
+        done = np.zeros(n, dtype=bool)
+        for i, env in enumerate(envs):
+            next_obs[i], rewards[i], terminated[i], truncated, _ = env.step(actions[i])
+            done[i] = terminated[i] or truncated
+        buffer.add(obs, actions, rewards, next_obs, terminated, behaviour)
+        obs = next_obs
+        for i in np.nonzero(done)[0]:
+            obs[i], _ = envs[i].reset()
+
+        if t >= cfg.start_time_steps:
+            for _ in range(cfg.updates_per_step):
+                agents.update(buffer.sample(cfg.batch_size, sampler))
+
+        if (t + 1) % cfg.eval_freq == 0:
+            evaluation(t + 1)
+
+    for env in envs:
+        env.close()
+    evaluate.close()
+    return [np.asarray(c, dtype=np.float64) for c in curves]
