@@ -7,6 +7,7 @@ from utils.cli import Parser, add_common_flags, main_guard, resolve_device, reso
 from utils.errors import UsageError
 
 POLICIES = ("DASE_SAC", "SAC")
+FLAG_NAMES = {"max_time_steps": "num_steps", "start_time_steps": "start_steps"}
 
 
 def parse(argv=None):
@@ -72,7 +73,7 @@ def run(argv=None):
     from utils.training import train, validate
 
     cfg = build_config(parse(argv))
-    validate(cfg)
+    validate(cfg, FLAG_NAMES)
     return train(cfg)
 
 

@@ -27,6 +27,9 @@ def kl_to_isotropic(mu: torch.Tensor, cov: torch.Tensor, var: float) -> tuple[to
     a = mu.shape[-1]
     chol, info = torch.linalg.cholesky_ex(cov)
     ok = info == 0
+    # failed factorisations get an identity factor so nothing below raises; callers drop them via ok
+    eye = torch.eye(a, dtype=cov.dtype, device=cov.device).expand_as(cov)
+    chol = torch.where(ok.unsqueeze(-1).unsqueeze(-1), chol, eye)
     logdet = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
     trace = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)
     sq = (mu * mu).sum(-1)

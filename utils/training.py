@@ -72,8 +72,12 @@ class RunConfig:
         return [self.seed + 100 * i for i in range(self.num_agents)]
 
 
-def validate(cfg: RunConfig) -> None:
-    """Reject impossible settings before anything is created or written."""
+def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
+    """Reject impossible settings before anything is created or written.
+
+    ``names`` maps RunConfig fields to the flag names of the calling command line.
+    """
+    flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
     if cfg.algorithm not in ALGORITHMS:
         raise UsageError(f"--policy: unknown policy {cfg.policy!r}")
     positive = {"num_agents": cfg.num_agents, "max_time_steps": cfg.max_time_steps, "eval_freq": cfg.eval_freq,
@@ -81,14 +85,14 @@ def validate(cfg: RunConfig) -> None:
                 "eval_episodes": cfg.eval_episodes}
     for name, value in positive.items():
         if value <= 0:
-            raise UsageError(f"--{name} must be a positive integer, got {value}")
+            raise UsageError(f"{flag(name)} must be a positive integer, got {value}")
     if not cfg.is_dase and cfg.num_agents != 1:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy} for several")
     if cfg.start_time_steps < 0:
-        raise UsageError(f"--start_time_steps must be >= 0, got {cfg.start_time_steps}")
+        raise UsageError(f"{flag('start_time_steps')} must be >= 0, got {cfg.start_time_steps}")
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
-                         "lower --eval_freq or raise the step budget")
+                         f"lower --eval_freq or raise {flag('max_time_steps')}")
     if cfg.buffer_size < cfg.num_agents:
         raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
 
@@ -138,84 +142,111 @@ def set_global_seeds(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train(cfg: RunConfig) -> list[np.ndarray]:
-    """Train cfg.num_agents agents; returns (and saves after every evaluation) their learning curves."""
-    validate(cfg)
-    set_global_seeds(cfg.seed)
-    device = torch.device(cfg.device)
-    n = cfg.num_agents
-    seeds = cfg.agent_seeds()
+class Trainer:
+    """Sets up a run (environments, agents, shared buffer, evaluator) and runs its training loop."""
 
-    envs, obs = seeded_envs(cfg.env, seeds)
-    space = envs[0].action_space
-    obs_dim, act_dim = envs[0].observation_space.shape[0], space.shape[0]
-    agents = ALGORITHMS[cfg.algorithm](obs_dim, act_dim, space.low, space.high, seeds, device, **cfg.algo)
-    if cfg.load_model:
-        load_models(agents, cfg)
-    buffer = SharedReplayBuffer(obs_dim, act_dim, cfg.buffer_size, n, device, agents.gaussian_behaviour)
-    sampler = AgentRNG([stream_seed(s, "sample") for s in seeds], device)
-    evaluate = Evaluator(cfg.env, n, cfg.seed + 100, cfg.eval_episodes)
+    def __init__(self, cfg: RunConfig):
+        validate(cfg)
+        self.cfg = cfg
+        set_global_seeds(cfg.seed)
+        self.device = torch.device(cfg.device)
+        seeds = cfg.agent_seeds()
+        self.envs, self.obs = seeded_envs(cfg.env, seeds)
+        space = self.envs[0].action_space
+        obs_dim, act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
+        self.agents = ALGORITHMS[cfg.algorithm](obs_dim, act_dim, space.low, space.high, seeds, self.device, **cfg.algo)
+        if cfg.load_model:
+            load_models(self.agents, cfg)
+        self.buffer = SharedReplayBuffer(obs_dim, act_dim, cfg.buffer_size, cfg.num_agents, self.device,
+                                         self.agents.gaussian_behaviour)
+        self.sampler = AgentRNG([stream_seed(s, "sample") for s in seeds], self.device)
+        self.evaluate = Evaluator(cfg.env, cfg.num_agents, cfg.seed + 100, cfg.eval_episodes)
+        self.results = Path(cfg.results_dir)
+        self.curve_paths = [self.results / f"{name}.npy" for name in cfg.agent_names()]
+        self.curves: list[list[float]] = [[] for _ in range(cfg.num_agents)]
+        self.t = 0
 
-    # everything that can fail on bad input has happened: now the run writes files
-    results = Path(cfg.results_dir)
-    results.mkdir(parents=True, exist_ok=True)
-    curve_paths = [results / f"{name}.npy" for name in cfg.agent_names()]
-    record = {"config": asdict(cfg), "versions": software_versions(), "device": str(device),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-              "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in curve_paths],
-              "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    save_json(results / f"{cfg.stem}.json", record)
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic actions for the evaluator: [N, E, obs_dim] -> [N, E, act_dim]."""
+        return self.agents.act(obs).cpu().numpy()
 
-    def policy(o: np.ndarray) -> np.ndarray:
-        return agents.act(o).cpu().numpy()
+    def write_config(self) -> None:
+        cfg = self.cfg
+        record = {"config": asdict(cfg), "versions": software_versions(), "device": str(self.device),
+                  "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else platform.processor(),
+                  "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curve_paths],
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        save_json(self.results / f"{cfg.stem}.json", record)
 
-    curves: list[list[float]] = [[] for _ in range(n)]
-    clock = {"start": time.time(), "last": time.time(), "last_step": 0}
+    def evaluation(self) -> np.ndarray:
+        """Evaluate every agent, append to and save the curves (and models with --save_model)."""
+        scores = self.evaluate(self.policy)
+        for i, path in enumerate(self.curve_paths):
+            self.curves[i].append(float(scores[i]))
+            save_curve(path, self.curves[i])
+        if self.cfg.save_model:
+            for i, name in enumerate(self.cfg.agent_names()):
+                save_torch(Path(self.cfg.models_dir) / f"{name}.pt", self.agents.agent_state(i))
+        return scores
 
-    def evaluation(step: int) -> None:
-        scores = evaluate(policy)
-        for i in range(n):
-            curves[i].append(float(scores[i]))
-            save_curve(curve_paths[i], curves[i])
-        if cfg.save_model:
-            for i, name in enumerate(cfg.agent_names()):
-                save_torch(Path(cfg.models_dir) / f"{name}.pt", agents.agent_state(i))
-        now = time.time()
-        rate = (step - clock["last_step"]) / max(now - clock["last"], 1e-9)
-        clock.update(last=now, last_step=step)
-        if not cfg.quiet:
-            elapsed = time.strftime("%H:%M:%S", time.gmtime(now - clock["start"]))
-            returns = " ".join(f"{s:9.1f}" for s in scores)
-            print(f"{cfg.stem} | step {step:>8d}/{cfg.max_time_steps} | {rate:7.1f} steps/s | "
-                  f"return {returns} | {elapsed}", flush=True)
-
-    evaluation(0)
-    for t in range(cfg.max_time_steps):
-        if t < cfg.start_time_steps:
+    def step(self) -> None:
+        """One environment step for every agent, then the agents' updates."""
+        cfg, envs, n = self.cfg, self.envs, self.cfg.num_agents
+        if self.t < cfg.start_time_steps:
             actions = np.stack([env.action_space.sample() for env in envs])
             behaviour = None
         else:
-            actions, behaviour = agents.explore(obs)
-        next_obs = np.empty_like(obs)
+            actions, behaviour = self.agents.explore(self.obs)
+        next_obs = np.empty_like(self.obs)
         rewards = np.empty(n)
         terminated = np.zeros(n, dtype=bool)
         done = np.zeros(n, dtype=bool)
         for i, env in enumerate(envs):
             next_obs[i], rewards[i], terminated[i], truncated, _ = env.step(actions[i])
             done[i] = terminated[i] or truncated
-        buffer.add(obs, actions, rewards, next_obs, terminated, behaviour)
-        obs = next_obs
+        self.buffer.add(self.obs, actions, rewards, next_obs, terminated, behaviour)
+        self.obs = next_obs
         for i in np.nonzero(done)[0]:
-            obs[i], _ = envs[i].reset()
-
-        if t >= cfg.start_time_steps:
+            self.obs[i], _ = envs[i].reset()
+        if self.t >= cfg.start_time_steps:
             for _ in range(cfg.updates_per_step):
-                agents.update(buffer.sample(cfg.batch_size, sampler))
+                self.agents.update(self.buffer.sample(cfg.batch_size, self.sampler))
+        self.t += 1
 
-        if (t + 1) % cfg.eval_freq == 0:
-            evaluation(t + 1)
+    def run(self) -> list[np.ndarray]:
+        """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps."""
+        cfg = self.cfg
+        self.results.mkdir(parents=True, exist_ok=True)
+        self.write_config()
+        start = last = time.time()
+        last_step = self.t
+        if self.t == 0:
+            self.progress(self.evaluation(), 0.0, start)
+        while self.t < cfg.max_time_steps:
+            self.step()
+            if self.t % cfg.eval_freq == 0:
+                scores = self.evaluation()
+                now = time.time()
+                self.progress(scores, (self.t - last_step) / max(now - last, 1e-9), start)
+                last, last_step = now, self.t
+        self.close()
+        return [np.asarray(c, dtype=np.float64) for c in self.curves]
 
-    for env in envs:
-        env.close()
-    evaluate.close()
-    return [np.asarray(c, dtype=np.float64) for c in curves]
+    def progress(self, scores: np.ndarray, rate: float, start: float) -> None:
+        """One line per evaluation: step, throughput, every agent's return, elapsed time."""
+        if self.cfg.quiet:
+            return
+        elapsed = time.strftime("%H:%M:%S", time.gmtime(time.time() - start))
+        returns = " ".join(f"{s:9.1f}" for s in scores)
+        print(f"{self.cfg.stem} | step {self.t:>8d}/{self.cfg.max_time_steps} | {rate:7.1f} steps/s | "
+              f"return {returns} | {elapsed}", flush=True)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.evaluate.close()
+
+
+def train(cfg: RunConfig) -> list[np.ndarray]:
+    """Train cfg.num_agents agents; returns (and saves after every evaluation) their learning curves."""
+    return Trainer(cfg).run()

@@ -1,0 +1,115 @@
+"""N agents stacked in one model and one optimizer == N agents built and trained separately."""
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from algorithms import DDPG, SAC, TD3, Batch
+from algorithms.nets import BatchedLinear, init_generators
+from algorithms.sharing import batch_weights
+
+OBS, ACT, B = 5, 2, 64
+LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)
+
+CASES = {
+    "DDPG": (DDPG, {}),
+    "TD3": (TD3, {"hidden": (32, 32)}),
+    "SAC-Gaussian": (SAC, {"policy_type": "Gaussian", "hidden_size": 32, "automatic_entropy_tuning": True}),
+    "SAC-Deterministic": (SAC, {"policy_type": "Deterministic", "hidden_size": 32}),
+}
+
+
+def random_batch(n: int, gen: torch.Generator, gaussian: bool) -> Batch:
+    writer = torch.randint(0, n, (n, B), generator=gen)
+    return Batch(
+        obs=torch.randn(n, B, OBS, generator=gen),
+        action=torch.rand(n, B, ACT, generator=gen) * 4 - 2,
+        reward=torch.randn(n, B, 1, generator=gen),
+        next_obs=torch.randn(n, B, OBS, generator=gen),
+        not_done=(torch.rand(n, B, 1, generator=gen) > 0.1).float(),
+        own=writer == torch.arange(n).view(-1, 1),
+        behaviour_mean=torch.randn(n, B, ACT, generator=gen) if gaussian else None,
+        behaviour_std=torch.rand(n, B, ACT, generator=gen) + 0.3 if gaussian else None,
+    )
+
+
+def agent_slice(batch: Batch, i: int) -> Batch:
+    return Batch(*[None if v is None else v[i : i + 1] for v in vars(batch).values()])
+
+
+def params(agents):
+    return {f"{name}.{k}": p.detach() for name, net in agents.networks.items() for k, p in net.named_parameters()}
+
+
+@pytest.fixture
+def default_dtype(request):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(request.param)
+    yield request.param
+    torch.set_default_dtype(old)
+
+
+# float64 shows the two computations are the same math (1e-6 is generous there); in float32 a few
+# elements whose gradient is ~0 may differ by a fraction of one Adam step (|step| <= lr <= 1e-3)
+@pytest.mark.parametrize("default_dtype,atol", [(torch.float64, 1e-6), (torch.float32, 2e-5)],
+                         indirect=["default_dtype"], ids=["float64", "float32"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_stacked_agents_equal_separate_agents(case, default_dtype, atol):
+    cls, kw = CASES[case]
+    n, seeds = 3, [4, 104, 204]
+    stacked = cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
+    singles = [cls(OBS, ACT, LOW, HIGH, [s], "cpu", **kw) for s in seeds]
+    for i, single in enumerate(singles):  # same initialisation, slice by slice
+        for k, p in params(single).items():
+            assert torch.equal(params(stacked)[k][i : i + 1], p), k
+    gen = torch.Generator().manual_seed(0)
+    gaussian = kw.get("policy_type") == "Gaussian"
+    for _ in range(6):  # TD3's delayed actor update happens 3 times
+        batch = random_batch(n, gen, gaussian)
+        stacked.update(batch)
+        for i, single in enumerate(singles):
+            single.update(agent_slice(batch, i))
+    moved = False
+    for i, single in enumerate(singles):
+        for k, p in params(single).items():
+            torch.testing.assert_close(params(stacked)[k][i : i + 1], p, rtol=1e-5, atol=atol)
+    for k, p in params(stacked).items():
+        fresh = params(cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw))[k]
+        moved |= not torch.allclose(p, fresh)
+    assert moved, "the updates changed nothing"
+
+
+def test_batched_linear_is_n_plain_linear_layers():
+    gens = init_generators([1, 2, 3])
+    layer = BatchedLinear(4, 6, gens)
+    x = torch.randn(3, 10, 4)
+    y = layer(x)
+    for i in range(3):
+        torch.testing.assert_close(y[i], F.linear(x[i], layer.weight[i].T, layer.bias[i, 0]))
+    # each agent's initialisation depends on its own seed only
+    other = BatchedLinear(4, 6, init_generators([9, 2, 3]))
+    assert torch.equal(other.weight[1:], layer.weight[1:]) and not torch.equal(other.weight[0], layer.weight[0])
+
+
+@pytest.mark.parametrize("cls", [TD3, DDPG])
+def test_critic_loss_is_the_weighted_td_error(cls):
+    """The reported critic loss equals sum_k w_k (TD error_k)^2 / sum_k w_k, computed by hand."""
+    n = 2
+    kw = {"policy_noise": 0.0, "hidden": (32, 32)} if cls is TD3 else {}
+    agents = cls(OBS, ACT, LOW, HIGH, [0, 100], "cpu", **kw)
+    batch = random_batch(n, torch.Generator().manual_seed(5), False)
+    with torch.no_grad():
+        w = batch_weights(batch.action, agents.actor(batch.obs), batch.own, 0.1, "js")
+        next_a = agents.actor_target(batch.next_obs)
+        if cls is TD3:
+            q1t, q2t = agents.critic_target(batch.next_obs, next_a)
+            y = batch.reward + 0.99 * batch.not_done * torch.min(q1t, q2t)
+            q1, q2 = agents.critic(batch.obs, batch.action)
+            sq = (q1 - y) ** 2 + (q2 - y) ** 2
+        else:
+            y = batch.reward + 0.99 * batch.not_done * agents.critic_target(batch.next_obs, next_a)
+            sq = (agents.critic(batch.obs, batch.action) - y) ** 2
+    expected = torch.stack([(w[i] * sq[i]).sum() / w[i].sum() for i in range(n)])
+    assert float(w[~batch.own].min()) < 1.0  # the weights really are in play
+    info = agents.update(batch)
+    torch.testing.assert_close(info["critic_loss"], expected, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,118 @@
+"""The two command lines: smoke runs of all six policies, and one-line errors with exit code 2."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import DASE_main
+import sac_main
+from utils.cli import main_guard
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--env", "Pendulum-v1", "--seed", "5", "--eval_freq", "200", "--eval_episodes", "2", "--batch_size", "32"]
+SCRIPTS = {"DDPG": "DASE_main.py", "TD3": "DASE_main.py", "SAC": "sac_main.py"}
+
+
+def cli(script, *args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("policy", ["DDPG", "TD3", "SAC", "DASE_DDPG", "DASE_TD3", "DASE_SAC"])
+def test_smoke_run_writes_curves(policy, tmp_path):
+    script = SCRIPTS[policy.removeprefix("DASE_")]
+    budget = ["--num_steps", "600", "--start_steps", "200", "--policy_type", "Gaussian"] if script == "sac_main.py" \
+        else ["--max_time_steps", "600", "--start_time_steps", "200"]
+    out = cli(script, "--policy", policy, *TINY, *budget, "--results_dir", str(tmp_path), "--device", "cpu")
+    assert out.returncode == 0, out.stderr
+    stem = f"{policy}_Pendulum-v1_5"
+    names = [f"{stem}_Agent_{i}.npy" for i in range(2)] if policy.startswith("DASE_") else [f"{stem}.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names + [f"{stem}.json"])
+    for name in names:
+        curve = np.load(tmp_path / name)
+        assert curve.dtype == np.float64 and curve.shape == (4,) and np.isfinite(curve).all()
+        assert curve.min() > -2000 and curve.max() <= 0  # Pendulum returns per 200-step episode
+    record = json.loads((tmp_path / f"{stem}.json").read_text())
+    assert record["config"]["policy"] == policy and record["device"] == "cpu"
+    assert record["versions"]["torch"] == torch.__version__ and "git_commit" in record
+    assert len(out.stdout.strip().splitlines()) == 4  # one progress line per evaluation
+
+
+def test_v2_names_map_to_maintained_versions(tmp_path):
+    out = cli("DASE_main.py", "--policy", "TD3", "--env", "LunarLanderContinuous-v2", "--max_time_steps", "200",
+              "--start_time_steps", "200", "--eval_freq", "200", "--eval_episodes", "1", "--results_dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "LunarLanderContinuous-v3 instead" in out.stderr
+    assert (tmp_path / "TD3_LunarLanderContinuous-v3_0.npy").is_file()
+
+
+def test_save_and_load_model_round_trip(tmp_path):
+    args = ["--policy", "DASE_TD3", *TINY, "--max_time_steps", "400", "--start_time_steps", "200",
+            "--results_dir", str(tmp_path / "r"), "--models_dir", str(tmp_path / "m"), "--quiet"]
+    assert main_guard(DASE_main.run, args + ["--save_model"]) == 0
+    files = sorted(p.name for p in (tmp_path / "m").iterdir())
+    assert files == ["DASE_TD3_Pendulum-v1_5_Agent_0.pt", "DASE_TD3_Pendulum-v1_5_Agent_1.pt"]
+    # a run that loads them and does not train evaluates exactly the saved policies
+    curves = DASE_main.run(args[:-5] + ["--max_time_steps", "200", "--start_time_steps", "1000", "--eval_freq", "200",
+                                        "--results_dir", str(tmp_path / "r2"), "--models_dir", str(tmp_path / "m"),
+                                        "--load_model", "default", "--quiet"])
+    saved = [np.load(tmp_path / "r" / f"DASE_TD3_Pendulum-v1_5_Agent_{i}.npy") for i in range(2)]
+    for i in range(2):
+        assert curves[i][0] == saved[i][-1]
+
+
+ERRORS = [
+    (DASE_main, ["--policy", "PPO"], "--policy"),
+    (DASE_main, ["--policy", "DASE_SAC"], "sac_main.py"),
+    (sac_main, ["--policy", "TD3"], "DASE_main.py"),
+    (DASE_main, ["--env", "Hoper-v5"], "Hopper-v5"),
+    (DASE_main, ["--env", "CartPole-v1"], "continuous"),
+    (DASE_main, ["--batch_size", "0"], "--batch_size"),
+    (DASE_main, ["--buffer_size", "-5"], "--buffer_size"),
+    (DASE_main, ["--num_agents", "0"], "--num_agents"),
+    (DASE_main, ["--policy", "TD3", "--num_agents", "3"], "--num_agents"),
+    (DASE_main, ["--max_time_steps", "0"], "--max_time_steps"),
+    (DASE_main, ["--max_time_steps", "500", "--eval_freq", "1000"], "--eval_freq"),
+    (DASE_main, ["--buffer_size", "1", "--num_agents", "2"], "--buffer_size"),
+    (DASE_main, ["--start_time_steps", "-1"], "--start_time_steps"),
+    (DASE_main, ["--tau", "2"], "--tau"),
+    (DASE_main, ["--kl_div_var", "0"], "--kl_div_var"),
+    (DASE_main, ["--similarity", "cosine"], "--similarity"),
+    (DASE_main, ["--seed", "abc"], "--seed"),
+    (DASE_main, ["--device", "tpu"], "--device"),
+    (DASE_main, ["--load_model", "nothing_here"], "--load_model"),
+    (sac_main, ["--num_steps", "0"], "--num_steps"),
+    (sac_main, ["--num_steps", "100"], "raise --num_steps"),
+    (sac_main, ["--start_steps", "-3"], "--start_steps"),
+    (sac_main, ["--hidden_size", "0"], "--hidden_size"),
+    (sac_main, ["--policy_type", "Beta"], "--policy_type"),
+    (sac_main, ["--env", "Pendulum-v1", "--batch_size", "-1"], "--batch_size"),
+]
+if not torch.cuda.is_available():
+    ERRORS.append((DASE_main, ["--device", "cuda"], "no CUDA GPU"))
+    ERRORS.append((sac_main, ["--device", "cuda:1"], "no CUDA GPU"))
+
+
+@pytest.mark.parametrize("module,args,needle", ERRORS, ids=[" ".join(a) for _, a, _ in ERRORS])
+def test_bad_input_is_one_line_exit_2_no_files(module, args, needle, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    try:
+        code = main_guard(module.run, ["--env", "Pendulum-v1", *args, "--results_dir", str(results),
+                                       "--models_dir", str(tmp_path / "models")])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and needle in err, err
+    assert list(tmp_path.iterdir()) == [], "nothing may be written on bad input"
+
+
+def test_error_exit_code_from_a_real_process(tmp_path):
+    out = cli("DASE_main.py", "--env", "CartPole-v1", "--results_dir", str(tmp_path / "r"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "Box" in out.stderr
+    assert not (tmp_path / "r").exists()

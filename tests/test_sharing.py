@@ -1,0 +1,148 @@
+"""The DASE sharing weights against independent computations (torch.distributions, numpy)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import MultivariateNormal, Normal, kl_divergence
+
+from algorithms.sharing import batch_weights, gaussian_policy_weights, kl_to_isotropic
+
+torch.set_default_dtype(torch.float32)
+
+
+def random_spd(a: int, gen: torch.Generator) -> torch.Tensor:
+    m = torch.randn(a, a, generator=gen, dtype=torch.float64)
+    return m @ m.T / a + 0.05 * torch.eye(a, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("a", [1, 2, 5])
+def test_closed_form_kl_matches_torch_distributions(a):
+    gen = torch.Generator().manual_seed(a)
+    var = 0.1
+    ref = MultivariateNormal(torch.zeros(a, dtype=torch.float64), var * torch.eye(a, dtype=torch.float64))
+    for _ in range(5):
+        mu = 0.3 * torch.randn(a, generator=gen, dtype=torch.float64)
+        cov = random_spd(a, gen)
+        fit = MultivariateNormal(mu, cov)
+        forward, reverse, ok = kl_to_isotropic(mu, cov, var)
+        assert bool(ok)
+        torch.testing.assert_close(forward, kl_divergence(fit, ref), rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(reverse, kl_divergence(ref, fit), rtol=1e-9, atol=1e-9)
+
+
+def expected_weights(actions, policy_actions, own, var, similarity):
+    """Plain per-agent loop: numpy fit of the external differences, torch.distributions divergence."""
+    n, b, a = actions.shape
+    out = np.ones((n, b, 1))
+    for i in range(n):
+        ext = ~own[i].numpy()
+        d = (actions[i] - policy_actions[i]).double().numpy()[ext]
+        mu = d.mean(axis=0)
+        cov = np.cov(d.T, bias=True).reshape(a, a)
+        fit = MultivariateNormal(torch.tensor(mu), torch.tensor(cov))
+        ref = MultivariateNormal(torch.zeros(a, dtype=torch.float64), var * torch.eye(a, dtype=torch.float64))
+        div = kl_divergence(fit, ref) if similarity == "kl" else 0.5 * (kl_divergence(fit, ref) + kl_divergence(ref, fit))
+        out[i, ext, 0] = math.exp(-float(div))
+    return torch.tensor(out, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("similarity", ["js", "kl"])
+@pytest.mark.parametrize("a", [1, 3])
+def test_batch_weights_match_per_agent_reference(similarity, a):
+    gen = torch.Generator().manual_seed(7)
+    n, b, var = 3, 64, 0.1
+    actions = torch.rand(n, b, a, generator=gen) * 2 - 1
+    policy_actions = torch.tanh(actions + 0.3 * torch.randn(n, b, a, generator=gen))
+    writer = torch.randint(0, n, (n, b), generator=gen)
+    own = writer == torch.arange(n).view(-1, 1)
+    w = batch_weights(actions, policy_actions, own, var, similarity)
+    assert w.shape == (n, b, 1)
+    torch.testing.assert_close(w, expected_weights(actions, policy_actions, own, var, similarity), rtol=1e-5, atol=1e-6)
+    assert torch.all(w[own] == 1.0)
+    # every external sample of one learner shares one weight, strictly between 0 and 1 here
+    for i in range(n):
+        ext = w[i, ~own[i], 0]
+        assert torch.all(ext == ext[0]) and 0.0 < float(ext[0]) < 1.0
+
+
+def test_js_and_kl_differ():
+    gen = torch.Generator().manual_seed(3)
+    actions = torch.rand(2, 128, 2, generator=gen)
+    policy = torch.zeros(2, 128, 2)
+    own = torch.zeros(2, 128, dtype=torch.bool)
+    assert not torch.allclose(batch_weights(actions, policy, own, 0.1, "js"), batch_weights(actions, policy, own, 0.1, "kl"))
+
+
+@pytest.mark.parametrize("similarity", ["js", "kl"])
+def test_weight_is_one_when_fit_equals_reference(similarity):
+    var = 0.1
+    r = math.sqrt(2 * var)  # points (+-r, 0), (0, +-r): mean 0, biased covariance var * I
+    pts = torch.tensor([[r, 0.0], [-r, 0.0], [0.0, r], [0.0, -r]]).repeat(8, 1)
+    actions = pts.unsqueeze(0)
+    policy = torch.zeros_like(actions)
+    own = torch.zeros(1, pts.shape[0], dtype=torch.bool)
+    w = batch_weights(actions, policy, own, var, similarity)
+    torch.testing.assert_close(w, torch.ones_like(w), rtol=0, atol=1e-6)
+
+
+def test_weight_falls_as_external_actions_move_away():
+    gen = torch.Generator().manual_seed(0)
+    noise = 0.3 * torch.randn(1, 200, 2, generator=gen)
+    own = torch.zeros(1, 200, dtype=torch.bool)
+    ws = [float(batch_weights(noise + shift, torch.zeros_like(noise), own, 0.1, "js")[0, 0]) for shift in (0.0, 0.3, 1.0)]
+    assert ws[0] > ws[1] > ws[2]
+
+
+@pytest.mark.parametrize("similarity", ["js", "kl"])
+def test_impossible_fits_give_zero_never_nan(similarity):
+    n, b, a = 2, 32, 3
+    own = torch.ones(n, b, dtype=torch.bool)
+    own[0, :3] = False  # agent 0: only 3 external samples for 3 action dims -> singular covariance
+    own[1, :16] = False
+    actions = torch.rand(n, b, a)
+    actions[1, :16] = 0.5  # agent 1: identical external actions -> zero covariance
+    policy = torch.zeros(n, b, a)
+    w = batch_weights(actions, policy, own, 0.1, similarity)
+    assert torch.isfinite(w).all()
+    assert torch.all(w[~own] == 0.0) and torch.all(w[own] == 1.0)
+    # no external samples at all (a single agent): all own, all ones
+    solo = batch_weights(actions[:1], policy[:1], torch.ones(1, b, dtype=torch.bool), 0.1, similarity)
+    assert torch.all(solo == 1.0)
+    # non-finite actions must not leak NaN either
+    bad = actions.clone()
+    bad[1, 0, 0] = float("nan")
+    assert torch.isfinite(batch_weights(bad, policy, own, 0.1, similarity)).all()
+
+
+def test_collinear_differences_are_singular():
+    t = torch.linspace(-1, 1, 50)
+    actions = torch.stack([t, 2 * t], dim=-1).unsqueeze(0)  # rank-1 covariance in 2-D
+    own = torch.zeros(1, 50, dtype=torch.bool)
+    w = batch_weights(actions, torch.zeros_like(actions), own, 0.1, "js")
+    assert torch.all(w == 0.0)
+
+
+def test_none_gives_all_ones():
+    actions = torch.rand(3, 16, 2) * 10
+    own = torch.rand(3, 16) > 0.5
+    assert torch.all(batch_weights(actions, torch.zeros_like(actions), own, 0.1, "none") == 1.0)
+    assert torch.all(gaussian_policy_weights(actions, torch.ones_like(actions), torch.zeros_like(actions),
+                                             torch.ones_like(actions), own, "none") == 1.0)
+
+
+@pytest.mark.parametrize("similarity", ["js", "kl"])
+def test_gaussian_sac_weights_match_torch_distributions(similarity):
+    gen = torch.Generator().manual_seed(11)
+    n, b, a = 2, 40, 4
+    bm, pm = torch.randn(n, b, a, generator=gen), torch.randn(n, b, a, generator=gen)
+    bs, ps = torch.rand(n, b, a, generator=gen) + 0.2, torch.rand(n, b, a, generator=gen) + 0.2
+    own = torch.rand(n, b, generator=gen) > 0.5
+    w = gaussian_policy_weights(bm, bs, pm, ps, own, similarity)
+    fwd = kl_divergence(Normal(bm, bs), Normal(pm, ps))
+    div = fwd if similarity == "kl" else 0.5 * (fwd + kl_divergence(Normal(pm, ps), Normal(bm, bs)))
+    expected = torch.where(own.unsqueeze(-1), torch.ones(n, b, 1), torch.exp(-div.mean(-1, keepdim=True)))
+    torch.testing.assert_close(w, expected, rtol=1e-5, atol=1e-6)
+    # identical Gaussians: weight exactly 1
+    same = gaussian_policy_weights(bm, bs, bm, bs, own, similarity)
+    torch.testing.assert_close(same, torch.ones_like(same))
