@@ -1,0 +1,130 @@
+"""utils.plot: reading curve trees, exact summary numbers, figures, and bad input."""
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from utils import plot
+
+PAPER = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer"
+
+
+def write(path: Path, values, dtype=np.float64):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, np.asarray(values, dtype=dtype))
+
+
+def synthetic_tree(root: Path) -> None:
+    """TD3 on Pendulum-v1: 4 seeds, run s is the constant-slope line s + 10 * k over 21 evaluations;
+    DASE_TD3: 2 seeds x 2 agents, constants 100, 200, 300, 400."""
+    for s in range(4):
+        write(root / f"TD3_Pendulum-v1_{s}.npy", s + 10.0 * np.arange(21))
+    for s in range(2):
+        for a in range(2):
+            write(root / f"DASE_TD3_Pendulum-v1_{s}_Agent_{a}.npy", np.full(21, 100.0 * (1 + 2 * s + a)))
+
+
+def read_summary(out: Path) -> dict:
+    with open(out / "summary.csv") as f:
+        return {r["method"]: r for r in csv.DictReader(f)}
+
+
+def test_summary_numbers_are_exact(tmp_path):
+    synthetic_tree(tmp_path / "runs")
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--at", "5000", "20000", "99000"]) == 0
+    rows = read_summary(tmp_path / "out")
+    td3, dase = rows["TD3"], rows["DASE_TD3"]
+    assert td3["runs"] == "4" and dase["runs"] == "4" and td3["evaluations"] == "21"
+    # final = mean of evaluations 11..20 of run s = s + 155; across runs 0..3: mean 156.5, population std sqrt(1.25)
+    assert float(td3["final_mean"]) == pytest.approx(156.5, abs=1e-12)
+    assert float(td3["final_std"]) == pytest.approx(math.sqrt(1.25), abs=1e-12)
+    assert float(td3["at_5000_mean"]) == pytest.approx(51.5, abs=1e-12)  # evaluation 5: s + 50
+    assert float(td3["at_20000_mean"]) == pytest.approx(201.5, abs=1e-12)
+    assert math.isnan(float(td3["at_99000_mean"]))  # beyond the runs
+    # AUC = trapezoid area / 20000 steps = mean of the straight line = s + 100
+    assert float(td3["auc_mean"]) == pytest.approx(101.5, abs=1e-9)
+    assert float(td3["auc_std"]) == pytest.approx(math.sqrt(1.25), abs=1e-9)
+    # IQM of finals 155..158 (drop one each end) = 156.5; DASE pools 4 agents: 100..400 -> IQM 250
+    assert float(td3["iqm_final"]) == pytest.approx(156.5, abs=1e-12)
+    assert float(dase["iqm_final"]) == pytest.approx(250.0, abs=1e-12)
+    assert float(dase["final_mean"]) == pytest.approx(250.0) and float(dase["final_std"]) == pytest.approx(math.sqrt(12500))
+    lo, hi = float(dase["iqm_ci_low"]), float(dase["iqm_ci_high"])
+    assert 100.0 <= lo <= 250.0 <= hi <= 400.0
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "| Pendulum-v1 | TD3 | 4 | 156.5 ± 1.1 |" in md
+
+
+def test_iqm_matches_the_definition():
+    x = np.array([5.0, 1.0, 9.0, 3.0, 7.0, 100.0, -50.0, 2.0])  # n = 8: drop 2 at each end
+    assert plot.iqm(x) == pytest.approx(np.mean([2.0, 3.0, 5.0, 7.0]))
+
+
+def test_smoothing_is_a_trailing_mean():
+    y = np.array([0.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(plot.smooth(y, 2), [0.0, 1.0, 3.0, 5.0])
+    np.testing.assert_allclose(plot.smooth(y, 1), y)
+
+
+def test_figures_written(tmp_path):
+    synthetic_tree(tmp_path / "runs")
+    write(tmp_path / "runs" / "SAC_Hopper-v5_0.npy", np.linspace(0, 1000, 11))
+    out = tmp_path / "out"
+    assert plot.main([str(tmp_path / "runs"), "--out", str(out), "--ci", "--smooth", "3", "--per_agent"]) == 0
+    for name in ["Pendulum-v1.png", "Hopper-v5.png", "all_environments.png"]:
+        assert (out / name).stat().st_size > 10_000, name
+    assert set(read_summary(out)) == {"TD3", "DASE_TD3 agent 0", "DASE_TD3 agent 1", "SAC"}
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "pdf"), "--pdf"]) == 0
+    assert (tmp_path / "pdf" / "all_environments.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_mismatched_lengths_use_the_common_prefix(tmp_path, capsys):
+    write(tmp_path / "TD3_Hopper-v5_0.npy", np.arange(10.0))
+    write(tmp_path / "TD3_Hopper-v5_1.npy", np.arange(4.0))
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    assert "using the common first 4" in capsys.readouterr().err
+    assert read_summary(tmp_path / "out")["TD3"]["evaluations"] == "4"
+
+
+def test_broken_files_are_skipped_with_a_warning(tmp_path, capsys):
+    write(tmp_path / "TD3_Hopper-v5_0.npy", np.arange(10.0))
+    (tmp_path / "TD3_Hopper-v5_1.npy").write_bytes(b"\x93NUMPY garbage")  # truncated / corrupt
+    (tmp_path / "TD3_Hopper-v5_2.npy").write_bytes(b"")  # empty file
+    write(tmp_path / "TD3_Hopper-v5_3.npy", np.zeros((3, 3)))  # wrong shape
+    write(tmp_path / "TD3_Hopper-v5_4.npy", np.array(["a", "b"]), dtype=None)  # wrong dtype
+    write(tmp_path / "TD3_Hopper-v5_5.npy", np.array([]))  # no evaluations
+    write(tmp_path / "notes_about_runs.npy", np.arange(3.0))  # not a curve name
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    for i in range(1, 6):
+        assert f"TD3_Hopper-v5_{i}.npy" in err
+    assert "notes_about_runs.npy" in err
+    assert read_summary(tmp_path / "out")["TD3"]["runs"] == "1"
+
+
+def test_no_curves_is_an_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert plot.main([str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no curve files") and len(err.splitlines()) == 1
+    assert plot.main([str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
+def test_reads_the_papers_curves():
+    groups = {(g.env, g.label): g for g in plot.group_curves(plot.find_curves([PAPER / "TD3"]))}
+    assert set(groups) == {(e, m) for e in ("HalfCheetah-v2", "Hopper-v2", "LunarLanderContinuous-v2")
+                           for m in ("TD3", "DASE_TD3", "DPD_TD3")}
+    for (env, label), g in groups.items():
+        assert g.matrix().shape == ((20 if label == "DASE_TD3" else 10), 1001)
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
+def test_reference_overlay_matches_versions(tmp_path):
+    write(tmp_path / "runs" / "TD3_Hopper-v5_0.npy", np.linspace(0, 3000, 1001))
+    out = tmp_path / "out"
+    assert plot.main([str(tmp_path / "runs"), "--out", str(out), "--reference", str(PAPER / "TD3")]) == 0
+    rows = read_summary(out)
+    assert rows["TD3 (reference)"]["environment"] == "Hopper-v2" and rows["TD3 (reference)"]["runs"] == "10"
+    assert (out / "Hopper-v5.png").is_file() and not (out / "HalfCheetah-v2.png").exists()
