@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import Parser, add_common_flags, main_guard, resolve_device, resolve_env
+from utils.cli import Parser, add_common_flags, main_guard, resolve_env, run_flags
 from utils.errors import UsageError
 
 POLICIES = ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG")
@@ -56,13 +56,9 @@ def build_config(args):
     else:
         algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise, **sharing)
     num_agents = args.num_agents if args.num_agents is not None else (2 if args.policy.startswith("DASE_") else 1)
-    return RunConfig(
-        policy=args.policy, env=resolve_env(args.env, args.quiet), seed=args.seed, num_agents=num_agents,
-        max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps, eval_freq=args.eval_freq,
-        eval_episodes=args.eval_episodes, batch_size=args.batch_size, buffer_size=args.buffer_size,
-        device=resolve_device(args.device, args.gpu), results_dir=args.results_dir, save_model=args.save_model,
-        load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet, algo=algo, flags=vars(args),
-    )
+    return RunConfig(policy=args.policy, env=resolve_env(args.env, args.quiet), num_agents=num_agents,
+                     max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
+                     algo=algo, **run_flags(args))
 
 
 def run(argv=None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import Parser, add_common_flags, main_guard, resolve_device, resolve_env
+from utils.cli import Parser, add_common_flags, main_guard, resolve_env, run_flags
 from utils.errors import UsageError
 
 POLICIES = ("DASE_SAC", "SAC")
@@ -60,13 +60,10 @@ def build_config(args):
                 hidden_size=args.hidden_size, target_update_interval=args.target_update_interval,
                 similarity=args.similarity, kl_div_var=args.kl_div_var)
     num_agents = args.num_agents if args.num_agents is not None else (2 if args.policy.startswith("DASE_") else 1)
-    return RunConfig(
-        policy=args.policy, env=env, seed=args.seed, num_agents=num_agents, max_time_steps=args.num_steps,
-        start_time_steps=args.start_steps, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-        batch_size=args.batch_size, buffer_size=args.buffer_size, updates_per_step=args.updates_per_step,
-        device=resolve_device(args.device, args.gpu), results_dir=args.results_dir, save_model=args.save_model,
-        load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet, algo=algo, flags=vars(args),
-    )
+    return RunConfig(policy=args.policy, env=env, num_agents=num_agents,
+                     max_time_steps=args.num_steps, start_time_steps=args.start_steps,
+                     updates_per_step=args.updates_per_step,
+                     algo=algo, **run_flags(args))
 
 
 def run(argv=None):

@@ -50,6 +50,7 @@ class StackedAgents:
         self.update_rng = AgentRNG([stream_seed(s, "update") for s in self.seeds], self.device)
         self.explore_rng = AgentRNG([stream_seed(s, "explore") for s in self.seeds], self.device)
         self.networks: dict[str, nn.Module] = {}
+        self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
 
     def _obs(self, obs) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
@@ -68,6 +69,29 @@ class StackedAgents:
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         raise NotImplementedError
+
+    # ---- checkpoints: the whole state of all agents -------------------------------------
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {k: v for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
+
+    def state_dict(self) -> dict:
+        """Networks, targets, optimizers, random generators and counters of all N agents."""
+        return {
+            "networks": {name: net.state_dict() for name, net in self.networks.items()},
+            "optimizers": {name: opt.state_dict() for name, opt in self._optimizers().items()},
+            "rng": {"update": self.update_rng.get_state(), "explore": self.explore_rng.get_state()},
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what ``state_dict`` returned (same algorithm, sizes and N)."""
+        for name, net in self.networks.items():
+            net.load_state_dict(state["networks"][name])
+        for name, opt in self._optimizers().items():
+            opt.load_state_dict(state["optimizers"][name])
+        self.update_rng.set_state(state["rng"]["update"])
+        self.explore_rng.set_state(state["rng"]["explore"])
+        self.updates = int(state["updates"])
 
     # ---- per-agent files ------------------------------------------------------------
     def agent_state(self, i: int) -> dict[str, dict[str, torch.Tensor]]:

@@ -54,6 +54,7 @@ class DDPG(StackedAgents):
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
+        self.updates += 1
         with torch.no_grad():
             w = batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
         target = self.target(batch)

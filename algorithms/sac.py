@@ -93,7 +93,6 @@ class SAC(StackedAgents):
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
         self.similarity, self.kl_div_var = similarity, kl_div_var
-        self.updates = 0
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Training action and log-probability; the deterministic policy adds clipped noise, log pi = 0."""

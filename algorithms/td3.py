@@ -42,7 +42,6 @@ class TD3(StackedAgents):
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
         self.similarity, self.kl_div_var = similarity, kl_div_var
-        self.total_it = 0
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:
@@ -55,7 +54,7 @@ class TD3(StackedAgents):
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
-        self.total_it += 1
+        self.updates += 1
         with torch.no_grad():
             w = batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
         target = self.target(batch)
@@ -67,7 +66,7 @@ class TD3(StackedAgents):
         self.critic_opt.step()
         info = {"critic_loss": critic_loss.detach(), "weight": w.mean(dim=(1, 2))}
 
-        if self.total_it % self.policy_freq == 0:
+        if self.updates % self.policy_freq == 0:
             actor_loss = weighted_mean(-self.critic.q1(batch.obs, self.actor(batch.obs)), w)
             self.actor_opt.zero_grad(set_to_none=True)
             actor_loss.sum().backward()

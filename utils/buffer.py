@@ -70,6 +70,20 @@ class SharedReplayBuffer:
         return Batch(self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx],
                      self.not_done[idx], own, *beh)
 
+    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "writer", "behaviour_mean", "behaviour_std")
+
+    def state_dict(self) -> dict:
+        """The stored rows (only the filled part) and the write pointer, as CPU tensors."""
+        arrays = {k: getattr(self, k)[: self.size].cpu().clone() for k in self.FIELDS if getattr(self, k) is not None}
+        return {"arrays": arrays, "ptr": self.ptr, "size": self.size, "capacity": self.capacity}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["capacity"] != self.capacity:
+            raise ValueError(f"buffer capacity {state['capacity']} != {self.capacity}")
+        for k, v in state["arrays"].items():
+            getattr(self, k)[: state["size"]] = v.to(self.device)
+        self.ptr, self.size = int(state["ptr"]), int(state["size"])
+
     def nbytes(self) -> int:
         """Memory held by the buffer's arrays."""
         arrays = [self.obs, self.action, self.reward, self.next_obs, self.not_done, self.writer,

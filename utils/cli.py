@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Callable
 
-from .errors import UsageError
+from .errors import Interrupted, NonFinite, UsageError
 
 EXIT_USAGE = 2
 
@@ -46,6 +46,23 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="model to start from: NAME loads models/NAME[_Agent_i].pt, 'default' the run's own name")
     p.add_argument("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--checkpoint_freq", type=int, default=50_000,
+                   help="write a checkpoint every this many steps, at the end and on SIGINT/SIGTERM; 0 disables "
+                        "(default: 50000)")
+    p.add_argument("--checkpoint_dir", type=str, default=None,
+                   help="where checkpoints go (default: RESULTS_DIR/checkpoints)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue this run from its checkpoint (starts from step 0 if it has none)")
+    p.add_argument("--overwrite", action="store_true", help="start this run over, deleting its old curves")
+
+
+def run_flags(args) -> dict:
+    """RunConfig fields that both command lines take straight from their flags."""
+    return dict(seed=args.seed, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
+                batch_size=args.batch_size, buffer_size=args.buffer_size, results_dir=args.results_dir,
+                save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
+                checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+                overwrite=args.overwrite, device=resolve_device(args.device, args.gpu), flags=vars(args))
 
 
 def resolve_device(device: str | None, gpu: int) -> str:
@@ -88,6 +105,12 @@ def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None
     except UsageError as e:
         sys.stderr.write(f"error: {e}\n")
         return EXIT_USAGE
+    except Interrupted as e:
+        sys.stderr.write(f"interrupted by {e}\n")
+        return 128 + e.signum
+    except NonFinite as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 3
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")
         return 130

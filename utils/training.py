@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import platform
 import random
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,8 +19,11 @@ from algorithms.base import stream_seed
 from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
+from .checkpoint import FORMAT as CHECKPOINT_FORMAT
+from .checkpoint import (EpisodeRecord, RunLock, check_compatible, global_rng_state, read_checkpoint, restore_env,
+                         set_global_rng_state)
 from .envs import seeded_envs
-from .errors import UsageError
+from .errors import Interrupted, NonFinite, UsageError
 from .evaluation import Evaluator
 from .io import save_curve, save_json, save_torch
 
@@ -47,6 +52,10 @@ class RunConfig:
     load_model: str = ""
     models_dir: str = "models"
     quiet: bool = False
+    checkpoint_freq: int = 50_000  # 0: no checkpoints
+    checkpoint_dir: str | None = None  # default: {results_dir}/checkpoints
+    resume: bool = False
+    overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
 
@@ -67,6 +76,10 @@ class RunConfig:
         if not self.is_dase:
             return [self.stem]
         return [f"{self.stem}_Agent_{i}" for i in range(self.num_agents)]
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(self.checkpoint_dir or Path(self.results_dir) / "checkpoints") / f"{self.stem}.pt"
 
     def agent_seeds(self) -> list[int]:
         return [self.seed + 100 * i for i in range(self.num_agents)]
@@ -93,6 +106,10 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
                          f"lower --eval_freq or raise {flag('max_time_steps')}")
+    if cfg.checkpoint_freq < 0:
+        raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
+    if cfg.resume and cfg.overwrite:
+        raise UsageError("--resume and --overwrite contradict each other: pick one")
     if cfg.buffer_size < cfg.num_agents:
         raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
 
@@ -150,21 +167,29 @@ class Trainer:
         self.cfg = cfg
         set_global_seeds(cfg.seed)
         self.device = torch.device(cfg.device)
-        seeds = cfg.agent_seeds()
-        self.envs, self.obs = seeded_envs(cfg.env, seeds)
+        self.seeds = cfg.agent_seeds()
+        self.envs, self.obs = seeded_envs(cfg.env, self.seeds)
+        self.episodes = [EpisodeRecord(s) for s in self.seeds]
         space = self.envs[0].action_space
         obs_dim, act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
-        self.agents = ALGORITHMS[cfg.algorithm](obs_dim, act_dim, space.low, space.high, seeds, self.device, **cfg.algo)
+        self.agents = ALGORITHMS[cfg.algorithm](obs_dim, act_dim, space.low, space.high, self.seeds, self.device,
+                                                **cfg.algo)
         if cfg.load_model:
             load_models(self.agents, cfg)
         self.buffer = SharedReplayBuffer(obs_dim, act_dim, cfg.buffer_size, cfg.num_agents, self.device,
                                          self.agents.gaussian_behaviour)
-        self.sampler = AgentRNG([stream_seed(s, "sample") for s in seeds], self.device)
+        self.sampler = AgentRNG([stream_seed(s, "sample") for s in self.seeds], self.device)
         self.evaluate = Evaluator(cfg.env, cfg.num_agents, cfg.seed + 100, cfg.eval_episodes)
         self.results = Path(cfg.results_dir)
         self.curve_paths = [self.results / f"{name}.npy" for name in cfg.agent_names()]
+        self.checkpoint_path = cfg.checkpoint_path
         self.curves: list[list[float]] = [[] for _ in range(cfg.num_agents)]
         self.t = 0
+        self.episode_count = [0] * cfg.num_agents
+        # first step at which an agent's loss was not finite (-1: none); read only at evaluations
+        self.first_bad = torch.full((cfg.num_agents,), -1, dtype=torch.long, device=self.device)
+        self.stop_signal: int | None = None
+        self.last_checkpoint: int | None = None
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic actions for the evaluator: [N, E, obs_dim] -> [N, E, act_dim]."""
@@ -175,15 +200,21 @@ class Trainer:
         record = {"config": asdict(cfg), "versions": software_versions(), "device": str(self.device),
                   "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else platform.processor(),
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curve_paths],
-                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                  "checkpoint": str(self.checkpoint_path) if cfg.checkpoint_freq else None,
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": self.t or None}
         save_json(self.results / f"{cfg.stem}.json", record)
+
+    def save_curves(self) -> None:
+        for path, curve in zip(self.curve_paths, self.curves):
+            save_curve(path, curve)
 
     def evaluation(self) -> np.ndarray:
         """Evaluate every agent, append to and save the curves (and models with --save_model)."""
+        self.check_finite()
         scores = self.evaluate(self.policy)
-        for i, path in enumerate(self.curve_paths):
+        for i in range(self.cfg.num_agents):
             self.curves[i].append(float(scores[i]))
-            save_curve(path, self.curves[i])
+        self.save_curves()
         if self.cfg.save_model:
             for i, name in enumerate(self.cfg.agent_names()):
                 save_torch(Path(self.cfg.models_dir) / f"{name}.pt", self.agents.agent_state(i))
@@ -203,33 +234,145 @@ class Trainer:
         done = np.zeros(n, dtype=bool)
         for i, env in enumerate(envs):
             next_obs[i], rewards[i], terminated[i], truncated, _ = env.step(actions[i])
+            self.episodes[i].actions.append(actions[i])
             done[i] = terminated[i] or truncated
         self.buffer.add(self.obs, actions, rewards, next_obs, terminated, behaviour)
         self.obs = next_obs
         for i in np.nonzero(done)[0]:
+            self.episodes[i] = EpisodeRecord.before_reset(envs[i])
             self.obs[i], _ = envs[i].reset()
+            self.episode_count[i] += 1
         if self.t >= cfg.start_time_steps:
             for _ in range(cfg.updates_per_step):
-                self.agents.update(self.buffer.sample(cfg.batch_size, self.sampler))
+                info = self.agents.update(self.buffer.sample(cfg.batch_size, self.sampler))
+                finite = torch.isfinite(info["critic_loss"])
+                if "actor_loss" in info:
+                    finite = finite & torch.isfinite(info["actor_loss"])
+                self.first_bad = torch.where((self.first_bad < 0) & ~finite, self.t, self.first_bad)
         self.t += 1
+
+    # ---- guards ------------------------------------------------------------------------------
+    def check_finite(self) -> None:
+        """Stop with the agent and step when a loss or a parameter went NaN/inf (one host sync)."""
+        bad_params = torch.zeros(self.cfg.num_agents, dtype=torch.bool, device=self.device)
+        for net in self.agents.networks.values():
+            for p in net.parameters():
+                bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
+        first_bad, bad_params = self.first_bad.cpu().tolist(), bad_params.cpu().tolist()
+        bad = sorted((step if step >= 0 else self.t, i) for i, step in enumerate(first_bad) if step >= 0 or bad_params[i])
+        if not bad:
+            return
+        step, i = bad[0]  # the first to break; through the shared buffer it may have broken the others
+        what = f"loss at step {step}" if first_bad[i] >= 0 else f"parameters by step {step}"
+        others = "".join(f", then agent {j} at step {s}" for s, j in bad[1:])
+        kept = (f"the last good checkpoint ({self.checkpoint_path}, step {self.last_checkpoint}) is kept"
+                if self.last_checkpoint is not None else "no checkpoint was written")
+        raise NonFinite(f"agent {i} (seed {self.seeds[i]}) of {self.cfg.stem}: non-finite {what}{others}; "
+                        f"stopped, {kept}. Lower the learning rates or check the rewards")
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "format": CHECKPOINT_FORMAT, "config": asdict(self.cfg), "t": self.t, "curves": self.curves,
+            "agents": self.agents.state_dict(), "buffer": self.buffer.state_dict(),
+            "sampler": self.sampler.get_state(), "global_rng": global_rng_state(),
+            "obs": torch.as_tensor(self.obs), "episode_count": self.episode_count,
+            "episodes": [e.to_dict() for e in self.episodes],
+            "action_space_rng": [env.action_space.np_random.bit_generator.state for env in self.envs],
+        }
+
+    def save_checkpoint(self) -> None:
+        if not self.cfg.checkpoint_freq:
+            return
+        self.check_finite()
+        save_torch(self.checkpoint_path, self.state_dict())
+        self.last_checkpoint = self.t
+
+    def load_checkpoint(self) -> None:
+        """Continue exactly where the checkpoint left off."""
+        state = read_checkpoint(self.checkpoint_path)
+        check_compatible(state["config"], asdict(self.cfg), self.checkpoint_path)
+        if state["t"] > self.cfg.max_time_steps:
+            raise UsageError(f"checkpoint {self.checkpoint_path} is at step {state['t']}, beyond the requested "
+                             f"budget of {self.cfg.max_time_steps}; raise the budget or use --overwrite")
+        self.agents.load_state_dict(state["agents"])
+        self.buffer.load_state_dict(state["buffer"])
+        self.sampler.set_state(state["sampler"])
+        expected = state["obs"].numpy()
+        for env in self.envs:
+            env.close()
+        restored = [restore_env(self.cfg.env, rec, seed, space, expected[i])
+                    for i, (rec, seed, space) in enumerate(zip(state["episodes"], self.seeds, state["action_space_rng"]))]
+        self.envs = [r[0] for r in restored]
+        self.episodes = [r[2] for r in restored]
+        self.obs = expected.copy()
+        set_global_rng_state(state["global_rng"])
+        self.t, self.curves = int(state["t"]), [list(c) for c in state["curves"]]
+        self.episode_count = list(state["episode_count"])
+        self.last_checkpoint = self.t
+
+    # ---- the run -----------------------------------------------------------------------------
+    def prepare_outputs(self) -> None:
+        """Refuse to clobber another run; resume or start over as asked."""
+        cfg = self.cfg
+        for folder in {self.results, self.checkpoint_path.parent, Path(cfg.models_dir)}:
+            for tmp in folder.glob(f".{cfg.stem}*.tmp"):  # left by a write that was killed
+                tmp.unlink()
+        exists = [p for p in [*self.curve_paths, self.results / f"{cfg.stem}.json"] if p.exists()]
+        if cfg.resume and self.checkpoint_path.exists():
+            self.load_checkpoint()
+            self.save_curves()  # evaluations after the checkpoint are done again
+            if not cfg.quiet:
+                print(f"{cfg.stem} | resumed from {self.checkpoint_path} at step {self.t}", flush=True)
+            return
+        if exists and not (cfg.resume or cfg.overwrite):
+            raise UsageError(f"{exists[0]} already exists: add --resume to continue that run, --overwrite to "
+                             "start it over, or pick another --seed or --results_dir")
+        if cfg.resume and exists and not cfg.quiet:
+            print(f"{cfg.stem} | no checkpoint at {self.checkpoint_path}: starting from step 0", flush=True)
+        for p in exists:
+            p.unlink()
+        if self.checkpoint_path.exists():
+            self.checkpoint_path.unlink()
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop_signal = signum
 
     def run(self) -> list[np.ndarray]:
         """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps."""
         cfg = self.cfg
-        self.results.mkdir(parents=True, exist_ok=True)
-        self.write_config()
-        start = last = time.time()
-        last_step = self.t
-        if self.t == 0:
-            self.progress(self.evaluation(), 0.0, start)
-        while self.t < cfg.max_time_steps:
-            self.step()
-            if self.t % cfg.eval_freq == 0:
-                scores = self.evaluation()
-                now = time.time()
-                self.progress(scores, (self.t - last_step) / max(now - last, 1e-9), start)
-                last, last_step = now, self.t
-        self.close()
+        lock = RunLock(self.results / f".{cfg.stem}.lock")
+        lock.acquire()
+        handlers = {}
+        try:
+            self.prepare_outputs()
+            self.write_config()
+            if threading.current_thread() is threading.main_thread():
+                handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            start = last = time.time()
+            last_step = self.t
+            if self.t == 0:
+                self.progress(self.evaluation(), 0.0, start)
+            while self.t < cfg.max_time_steps:
+                self.step()
+                if self.t % cfg.eval_freq == 0:
+                    scores = self.evaluation()
+                    now = time.time()
+                    self.progress(scores, (self.t - last_step) / max(now - last, 1e-9), start)
+                    last, last_step = now, self.t
+                if cfg.checkpoint_freq and (self.t % cfg.checkpoint_freq == 0 or self.t == cfg.max_time_steps):
+                    self.save_checkpoint()
+                if self.stop_signal is not None:
+                    self.save_checkpoint()
+                    name = signal.Signals(self.stop_signal).name
+                    where = f"checkpoint {self.checkpoint_path}; continue with --resume" if cfg.checkpoint_freq \
+                        else "no checkpoint (--checkpoint_freq 0)"
+                    raise Interrupted(self.stop_signal, f"{name}: stopped {cfg.stem} at step {self.t}, {where}")
+        finally:
+            for s, h in handlers.items():
+                signal.signal(s, h)
+            lock.release()
+            self.close()
         return [np.asarray(c, dtype=np.float64) for c in self.curves]
 
     def progress(self, scores: np.ndarray, rate: float, start: float) -> None:

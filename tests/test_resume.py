@@ -1,0 +1,205 @@
+"""Long runs that survive: checkpoints, resume after SIGKILL/SIGTERM, run locking, non-finite guard."""
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import DASE_main
+from utils.cli import main_guard
+from utils.errors import NonFinite
+from utils.training import RunConfig, Trainer
+
+ROOT = Path(__file__).resolve().parent.parent
+STEM = "DASE_TD3_Pendulum-v1_3"
+ARGS = ["--policy", "DASE_TD3", "--env", "Pendulum-v1", "--max_time_steps", "3000", "--start_time_steps", "300",
+        "--eval_freq", "250", "--eval_episodes", "2", "--seed", "3", "--checkpoint_freq", "300", "--batch_size", "32",
+        "--device", "cpu", "--quiet"]
+
+
+def start(results: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "DASE_main.py"), *ARGS, "--results_dir", str(results), *extra],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def curves(results: Path) -> list[np.ndarray]:
+    return [np.load(results / f"{STEM}_Agent_{i}.npy") for i in range(2)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> list[np.ndarray]:
+    results = tmp_path_factory.mktemp("full")
+    proc = start(results)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return curves(results)
+
+
+def test_sigkill_at_random_moments_then_resume_gives_identical_curves(uninterrupted, tmp_path):
+    rng = random.Random(1234)
+    kills = 0
+    while True:
+        proc = start(tmp_path, "--resume")
+        try:
+            proc.wait(timeout=rng.uniform(2.0, 5.0))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)  # no chance to clean up
+            proc.wait()
+            kills += 1
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
+        assert kills < 30, "the run makes no progress between kills"
+    assert kills >= 2, "the test must really interrupt the run"
+    for a, b in zip(uninterrupted, curves(tmp_path)):
+        assert a.shape == (13,)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sigterm_checkpoints_and_resumes_identically(uninterrupted, tmp_path):
+    proc = start(tmp_path)
+    ckpt = tmp_path / "checkpoints" / f"{STEM}.pt"
+    deadline = time.time() + 120
+    while not (tmp_path / f"{STEM}_Agent_0.npy").exists() or len(np.load(tmp_path / f"{STEM}_Agent_0.npy")) < 3:
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "SIGTERM" in err and "--resume" in err and len(err.strip().splitlines()) == 1
+    step = torch.load(ckpt, weights_only=True)["t"]
+    assert 500 <= step < 3000 and step % 300 != 0  # written at the signal, not at a regular checkpoint
+    proc = start(tmp_path, "--resume")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    for a, b in zip(uninterrupted, curves(tmp_path)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_same_run_twice_refuses_unless_resume_or_overwrite(tmp_path, capsys):
+    args = ARGS[:-1] + ["--max_time_steps", "300", "--eval_freq", "300", "--results_dir", str(tmp_path)]
+    assert main_guard(DASE_main.run, args) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")}
+    capsys.readouterr()
+    assert main_guard(DASE_main.run, args) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "--resume" in err and "--overwrite" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")} == before  # nothing lost
+    assert main_guard(DASE_main.run, args + ["--overwrite"]) == 0
+    assert main_guard(DASE_main.run, args + ["--resume"]) == 0  # finished run: nothing left to do
+    assert main_guard(DASE_main.run, args + ["--resume", "--overwrite"]) == 2
+
+
+def test_a_running_run_is_locked(tmp_path, capsys):
+    proc = start(tmp_path)
+    try:
+        deadline = time.time() + 120
+        while not (tmp_path / f".{STEM}.lock").exists():
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        code = main_guard(DASE_main.run, ARGS + ["--results_dir", str(tmp_path), "--overwrite"])
+        assert code == 2 and "another process is running" in capsys.readouterr().err
+    finally:
+        proc.kill()
+        proc.wait()
+    # other seeds share the folder without trouble
+    other = ARGS[:-1] + ["--max_time_steps", "300", "--eval_freq", "300", "--seed", "4", "--results_dir", str(tmp_path)]
+    assert main_guard(DASE_main.run, other) == 0
+
+
+def make_checkpoint(tmp_path: Path) -> Path:
+    args = ARGS + ["--max_time_steps", "600", "--results_dir", str(tmp_path)]
+    assert main_guard(DASE_main.run, args) == 0
+    return tmp_path / "checkpoints" / f"{STEM}.pt"
+
+
+def test_damaged_or_foreign_checkpoints_are_clear_errors(tmp_path, capsys):
+    ckpt = make_checkpoint(tmp_path)
+    good = ckpt.read_bytes()
+    base = ARGS + ["--max_time_steps", "900", "--results_dir", str(tmp_path), "--resume"]
+    cases = [
+        (good[: len(good) // 2], base, "damaged"),  # truncated by a crash outside our atomic writes
+        (b"", base, "damaged"),
+        (good, base[:-1] + ["--max_time_steps", "300", "--resume"], "beyond the requested budget"),
+        (good, base + ["--kl_div_var", "0.5"], "kl_div_var"),
+        (good, base + ["--num_agents", "3"], "num_agents"),
+    ]
+    for content, args, needle in cases:
+        ckpt.write_bytes(content)
+        curves_before = [p.read_bytes() for p in sorted(tmp_path.glob("*.npy"))]
+        capsys.readouterr()
+        assert main_guard(DASE_main.run, args) == 2, needle
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+        assert [p.read_bytes() for p in sorted(tmp_path.glob("*.npy"))] == curves_before  # nothing lost
+        assert ckpt.read_bytes() == content
+
+
+def test_policy_mismatch_in_checkpoint(tmp_path, capsys):
+    ckpt = make_checkpoint(tmp_path)
+    target = tmp_path / "checkpoints" / "DASE_DDPG_Pendulum-v1_3.pt"
+    shutil.copy(ckpt, target)
+    args = ARGS + ["--policy", "DASE_DDPG", "--max_time_steps", "900", "--results_dir", str(tmp_path / "r2"),
+                   "--checkpoint_dir", str(tmp_path / "checkpoints"), "--resume"]
+    capsys.readouterr()
+    assert main_guard(DASE_main.run, args) == 2
+    err = capsys.readouterr().err
+    assert "policy='DASE_TD3'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_stale_temp_files_of_killed_writes_are_removed(tmp_path):
+    ckpt = make_checkpoint(tmp_path)
+    junk = [tmp_path / f".{STEM}_Agent_0.npy.abc.tmp", ckpt.parent / f".{STEM}.pt.xyz.tmp"]
+    for j in junk:
+        j.write_bytes(b"half a file")
+    assert main_guard(DASE_main.run, ARGS + ["--max_time_steps", "900", "--results_dir", str(tmp_path), "--resume"]) == 0
+    assert not any(j.exists() for j in junk)
+    assert len(np.load(tmp_path / f"{STEM}_Agent_0.npy")) == 4
+
+
+def test_non_finite_loss_stops_the_run_naming_agent_and_step(tmp_path):
+    cfg = RunConfig(policy="DASE_TD3", env="Pendulum-v1", seed=3, num_agents=2, max_time_steps=800,
+                    start_time_steps=100, eval_freq=200, eval_episodes=1, batch_size=16, checkpoint_freq=200,
+                    results_dir=str(tmp_path), quiet=True, algo={"hidden": (16, 16)})
+    trainer = Trainer(cfg)
+    update = trainer.agents.update
+
+    def poisoned(batch):
+        if trainer.t == 450:  # agent 1's critic breaks during step 450
+            with torch.no_grad():
+                trainer.agents.critic.q1.net.layers[0].weight[1].fill_(float("nan"))
+        return update(batch)
+
+    trainer.agents.update = poisoned
+    with pytest.raises(NonFinite) as e:
+        trainer.run()
+    message = str(e.value)
+    assert "agent 1" in message and "step 450" in message and "step 400" in message
+    assert torch.load(tmp_path / "checkpoints" / f"{STEM}.pt", weights_only=True)["t"] == 400  # last good one kept
+    assert len(np.load(tmp_path / f"{STEM}_Agent_1.npy")) == 3  # evaluations at 0, 200, 400
+    record = json.loads((tmp_path / f"{STEM}.json").read_text())
+    assert record["config"]["checkpoint_freq"] == 200
+
+
+def test_non_finite_exit_code(tmp_path, capsys, monkeypatch):
+    from algorithms.td3 import TD3
+
+    update = TD3.update
+
+    def poisoned(self, batch):
+        if self.updates == 5:
+            with torch.no_grad():
+                self.actor.net.layers[0].bias[0].fill_(float("inf"))
+        return update(self, batch)
+
+    monkeypatch.setattr(TD3, "update", poisoned)
+    code = main_guard(DASE_main.run, ARGS + ["--max_time_steps", "600", "--results_dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 3 and len(err.splitlines()) == 1 and "agent 0" in err and "non-finite" in err, err
