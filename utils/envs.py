@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 import warnings
 
 import gymnasium as gym
@@ -11,6 +12,25 @@ import numpy as np
 from .errors import UsageError
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
+# MuJoCo >= 3.x deprecates an attribute that Gymnasium's own model files use; it changes nothing for us
+_HARMLESS_MUJOCO = ("compiler attribute 'settotalmass' is deprecated",)
+_mujoco_seen: set[str] = set()
+
+
+def _mujoco_warning(message: str) -> None:
+    """Print each distinct MuJoCo warning once instead of once per environment built."""
+    if message.startswith(_HARMLESS_MUJOCO) or message in _mujoco_seen:
+        return
+    _mujoco_seen.add(message)
+    print(f"mujoco warning: {message}", file=sys.stderr)
+
+
+try:
+    import mujoco
+
+    mujoco.set_mju_user_warning(_mujoco_warning)
+except Exception:  # MuJoCo is optional for Box2D and classic-control environments
+    pass
 
 
 def _latest(name: str) -> str | None:
