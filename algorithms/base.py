@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .nets import AgentRNG
+from .sharing import batch_weights
 
 
 def stream_seed(seed: int, stream: str) -> int:
@@ -66,6 +67,15 @@ class StackedAgents:
         a = self.actor(self._obs(obs).unsqueeze(1)).squeeze(1)
         noise = self.explore_rng.normal(a.shape[-1]) * (self.expl_noise * self.scale)
         return torch.clamp(a + noise, self.low, self.high).cpu().numpy(), None
+
+    @torch.no_grad()
+    def weights(self, batch: Batch, policy_actions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Batch-level DASE weights [N, B, 1]; pass pi(s) if it is already computed."""
+        if self.similarity == "none":
+            return torch.ones_like(batch.reward)
+        if policy_actions is None:
+            policy_actions = self.actor(batch.obs)
+        return batch_weights(batch.action, policy_actions.detach(), batch.own, self.kl_div_var, self.similarity)
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         raise NotImplementedError

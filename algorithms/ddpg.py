@@ -8,8 +8,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import BatchedLinear, DeterministicActor, freeze, init_generators, soft_update, weighted_mean
-from .sharing import batch_weights
+from .nets import BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
 
 
 class DDPGCritic(nn.Module):
@@ -55,19 +54,15 @@ class DDPG(StackedAgents):
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
         self.updates += 1
-        with torch.no_grad():
-            w = batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
+        pi = self.actor(batch.obs)  # the actor changes only below: reuse pi
+        w = self.weights(batch, pi)
         target = self.target(batch)
 
         critic_loss = weighted_mean((self.critic(batch.obs, batch.action) - target).pow(2), w)
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.sum().backward()
-        self.critic_opt.step()
+        minimise(self.critic_opt, critic_loss.sum())
 
-        actor_loss = weighted_mean(-self.critic(batch.obs, self.actor(batch.obs)), w)
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.sum().backward()
-        self.actor_opt.step()
+        actor_loss = weighted_mean(-self.critic(batch.obs, pi), w)
+        minimise(self.actor_opt, actor_loss.sum())
 
         soft_update(self.critic_target, self.critic, self.tau)
         soft_update(self.actor_target, self.actor, self.tau)

@@ -74,6 +74,12 @@ class BatchedLinear(nn.Module):
                     raise ValueError(f"unknown init {init!r}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.weight.shape[-1]
+        # batched matrix-vector products are slow through bmm on CPU (measured: 2.5x for a Q head)
+        if out == 1:
+            return (x * self.weight.transpose(1, 2)).sum(-1, keepdim=True) + self.bias
+        if out <= 16:  # narrow outputs (action heads) run faster as W^T x^T
+            return torch.baddbmm(self.bias.transpose(1, 2), self.weight.transpose(1, 2), x.transpose(1, 2)).transpose(1, 2)
         return torch.baddbmm(self.bias, x, self.weight)
 
 
@@ -88,7 +94,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers[:-1]:
-            x = F.relu(layer(x))
+            x = F.relu(layer(x), inplace=True)  # baddbmm's backward does not need its output
         return self.layers[-1](x)
 
 
@@ -121,6 +127,15 @@ class QNetwork(nn.Module):
 def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Per-agent weighted mean over the batch: x, w [N, B, 1] -> [N]."""
     return (w * x).sum(dim=(1, 2)) / w.sum(dim=(1, 2)).clamp_min(1e-12)
+
+
+def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """One optimizer step on ``loss``, differentiating only the optimizer's own parameters
+    (an actor loss then costs no weight gradients of the critic it flows through)."""
+    params = [p for group in opt.param_groups for p in group["params"]]
+    for p, g in zip(params, torch.autograd.grad(loss, params)):
+        p.grad = g
+    opt.step()
 
 
 @torch.no_grad()

@@ -10,8 +10,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import MLP, BatchedLinear, DeterministicActor, freeze, init_generators, soft_update, weighted_mean
-from .sharing import batch_weights, gaussian_policy_weights
+from .nets import MLP, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
+from .sharing import gaussian_policy_weights
 from .td3 import TwinQ
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -33,7 +33,7 @@ class GaussianActor(nn.Module):
 
     def gaussian(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-tanh mean and standard deviation."""
-        h = F.relu(self.body(obs))
+        h = F.relu(self.body(obs), inplace=True)
         log_std = self.log_std_head(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         return self.mean_head(h), log_std.exp()
 
@@ -123,12 +123,12 @@ class SAC(StackedAgents):
         return self.reward_scale * batch.reward + batch.not_done * self.gamma * soft_q
 
     @torch.no_grad()
-    def weights(self, batch: Batch) -> torch.Tensor:
+    def weights(self, batch: Batch, policy_actions=None) -> torch.Tensor:
         """DASE weights: per sample for a Gaussian policy, per batch for a deterministic one."""
-        if self.gaussian:
-            mean, std = self.actor.gaussian(batch.obs)
-            return gaussian_policy_weights(batch.behaviour_mean, batch.behaviour_std, mean, std, batch.own, self.similarity)
-        return batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
+        if not self.gaussian:
+            return super().weights(batch, policy_actions)
+        mean, std = self.actor.gaussian(batch.obs)
+        return gaussian_policy_weights(batch.behaviour_mean, batch.behaviour_std, mean, std, batch.own, self.similarity)
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
@@ -137,25 +137,19 @@ class SAC(StackedAgents):
 
         q1, q2 = self.critic(batch.obs, batch.action)
         critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.sum().backward()
-        self.critic_opt.step()
+        minimise(self.critic_opt, critic_loss.sum())
 
         action, log_prob = self.sample(batch.obs, self.update_rng.normal(*batch.action.shape[1:]))
         q1_pi, q2_pi = self.critic(batch.obs, action)
         alpha = self.temperature().detach()
         actor_loss = weighted_mean(alpha * log_prob - torch.min(q1_pi, q2_pi), w)
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.sum().backward()
-        self.actor_opt.step()
+        minimise(self.actor_opt, actor_loss.sum())
         info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weight": w.mean(dim=(1, 2))}
 
         if self.auto_alpha:
             log_alpha = self.temperature.log_alpha.view(-1, 1, 1)
             alpha_loss = weighted_mean(-log_alpha * (log_prob.detach() + self.target_entropy), w)
-            self.alpha_opt.zero_grad(set_to_none=True)
-            alpha_loss.sum().backward()
-            self.alpha_opt.step()
+            minimise(self.alpha_opt, alpha_loss.sum())
             info["alpha"] = self.temperature.log_alpha.detach().exp()
 
         self.updates += 1

@@ -7,8 +7,7 @@ import torch
 from torch import nn
 
 from .base import Batch, StackedAgents
-from .nets import DeterministicActor, QNetwork, freeze, init_generators, soft_update, weighted_mean
-from .sharing import batch_weights
+from .nets import DeterministicActor, QNetwork, freeze, init_generators, minimise, soft_update, weighted_mean
 
 
 class TwinQ(nn.Module):
@@ -55,22 +54,19 @@ class TD3(StackedAgents):
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
         self.updates += 1
-        with torch.no_grad():
-            w = batch_weights(batch.action, self.actor(batch.obs), batch.own, self.kl_div_var, self.similarity)
+        actor_step = self.updates % self.policy_freq == 0
+        pi = self.actor(batch.obs) if actor_step else None  # the actor changes only below: reuse pi
+        w = self.weights(batch, pi)
         target = self.target(batch)
 
         q1, q2 = self.critic(batch.obs, batch.action)
         critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.sum().backward()  # sum over agents: each agent's gradient is its own loss's
-        self.critic_opt.step()
+        minimise(self.critic_opt, critic_loss.sum())  # summed over agents: each gets its own loss's gradient
         info = {"critic_loss": critic_loss.detach(), "weight": w.mean(dim=(1, 2))}
 
-        if self.updates % self.policy_freq == 0:
-            actor_loss = weighted_mean(-self.critic.q1(batch.obs, self.actor(batch.obs)), w)
-            self.actor_opt.zero_grad(set_to_none=True)
-            actor_loss.sum().backward()
-            self.actor_opt.step()
+        if actor_step:
+            actor_loss = weighted_mean(-self.critic.q1(batch.obs, pi), w)
+            minimise(self.actor_opt, actor_loss.sum())
             soft_update(self.critic_target, self.critic, self.tau)
             soft_update(self.actor_target, self.actor, self.tau)
             info["actor_loss"] = actor_loss.detach()

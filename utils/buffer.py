@@ -84,6 +84,12 @@ class SharedReplayBuffer:
             getattr(self, k)[: state["size"]] = v.to(self.device)
         self.ptr, self.size = int(state["ptr"]), int(state["size"])
 
+    @staticmethod
+    def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False) -> int:
+        """Memory a buffer of this shape holds: float32 s, a, r, s', not_done (+ mean, std), int16 writer."""
+        floats = 2 * obs_dim + act_dim + 2 + (2 * act_dim if gaussian_behaviour else 0)
+        return capacity * (4 * floats + 2)
+
     def nbytes(self) -> int:
         """Memory held by the buffer's arrays."""
         arrays = [self.obs, self.action, self.reward, self.next_obs, self.not_done, self.writer,
