@@ -85,6 +85,8 @@ ERRORS = [
     (DASE_main, ["--similarity", "cosine"], "--similarity"),
     (DASE_main, ["--seed", "abc"], "--seed"),
     (DASE_main, ["--device", "tpu"], "--device"),
+    (DASE_main, ["--threads", "0"], "--threads"),
+    (DASE_main, ["--checkpoint_freq", "-1"], "--checkpoint_freq"),
     (DASE_main, ["--load_model", "nothing_here"], "--load_model"),
     (sac_main, ["--num_steps", "0"], "--num_steps"),
     (sac_main, ["--num_steps", "100"], "raise --num_steps"),

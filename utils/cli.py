@@ -46,6 +46,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="model to start from: NAME loads models/NAME[_Agent_i].pt, 'default' the run's own name")
     p.add_argument("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: all cores); use 1 when running several seeds at once")
     p.add_argument("--checkpoint_freq", type=int, default=50_000,
                    help="write a checkpoint every this many steps, at the end and on SIGINT/SIGTERM; 0 disables "
                         "(default: 50000)")
@@ -62,7 +64,7 @@ def run_flags(args) -> dict:
                 batch_size=args.batch_size, buffer_size=args.buffer_size, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                overwrite=args.overwrite, device=resolve_device(args.device, args.gpu), flags=vars(args))
+                overwrite=args.overwrite, threads=args.threads, device=resolve_device(args.device, args.gpu), flags=vars(args))
 
 
 def resolve_device(device: str | None, gpu: int) -> str:

@@ -55,6 +55,7 @@ class RunConfig:
     checkpoint_freq: int = 50_000  # 0: no checkpoints
     checkpoint_dir: str | None = None  # default: {results_dir}/checkpoints
     resume: bool = False
+    threads: int | None = None  # torch CPU threads; None: torch's default (all cores)
     overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -106,6 +107,8 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
                          f"lower --eval_freq or raise {flag('max_time_steps')}")
+    if cfg.threads is not None and cfg.threads <= 0:
+        raise UsageError(f"--threads must be a positive integer, got {cfg.threads}")
     if cfg.checkpoint_freq < 0:
         raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
     if cfg.resume and cfg.overwrite:
@@ -165,6 +168,8 @@ class Trainer:
     def __init__(self, cfg: RunConfig):
         validate(cfg)
         self.cfg = cfg
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
         set_global_seeds(cfg.seed)
         self.device = torch.device(cfg.device)
         self.seeds = cfg.agent_seeds()
