@@ -53,6 +53,11 @@ class StackedAgents:
         self.networks: dict[str, nn.Module] = {}
         self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
 
+    def compile(self, **kwargs) -> None:
+        """torch.compile every network in place (parameter names, hence files, stay the same)."""
+        for net in self.networks.values():
+            net.compile(**kwargs)
+
     def _obs(self, obs) -> torch.Tensor:
         return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
 

@@ -113,3 +113,22 @@ def test_critic_loss_is_the_weighted_td_error(cls):
     assert float(w[~batch.own].min()) < 1.0  # the weights really are in play
     info = agents.update(batch)
     torch.testing.assert_close(info["critic_loss"], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # compiling takes tens of seconds on CPU
+@pytest.mark.parametrize("case", ["TD3", "SAC-Gaussian"])
+def test_compiled_networks_equal_eager(case):
+    cls, kw = CASES[case]
+    eager = cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw)
+    compiled = cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw)
+    compiled.compile()
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(4):
+        batch = random_batch(2, gen, kw.get("policy_type") == "Gaussian")
+        eager.update(batch)
+        compiled.update(batch)
+    for k, p in params(compiled).items():
+        torch.testing.assert_close(p, params(eager)[k], rtol=1e-5, atol=1e-5)
+    obs = torch.randn(2, 3, OBS)
+    torch.testing.assert_close(compiled.act(obs), eager.act(obs), rtol=1e-5, atol=1e-6)
+    assert set(compiled.agent_state(0)["actor"]) == set(eager.agent_state(0)["actor"])  # same file layout

@@ -48,6 +48,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch (default: all cores); use 1 when running several seeds at once")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the networks (slow start: tens of seconds; off by default)")
     p.add_argument("--checkpoint_freq", type=int, default=50_000,
                    help="write a checkpoint every this many steps, at the end and on SIGINT/SIGTERM; 0 disables "
                         "(default: 50000)")
@@ -64,7 +66,7 @@ def run_flags(args) -> dict:
                 batch_size=args.batch_size, buffer_size=args.buffer_size, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                overwrite=args.overwrite, threads=args.threads, device=resolve_device(args.device, args.gpu), flags=vars(args))
+                overwrite=args.overwrite, threads=args.threads, compile=args.compile, device=resolve_device(args.device, args.gpu), flags=vars(args))
 
 
 def resolve_device(device: str | None, gpu: int) -> str:

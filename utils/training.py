@@ -56,6 +56,7 @@ class RunConfig:
     checkpoint_dir: str | None = None  # default: {results_dir}/checkpoints
     resume: bool = False
     threads: int | None = None  # torch CPU threads; None: torch's default (all cores)
+    compile: bool = False  # torch.compile the networks
     overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -181,6 +182,8 @@ class Trainer:
                                                 **cfg.algo)
         if cfg.load_model:
             load_models(self.agents, cfg)
+        if cfg.compile:
+            self.agents.compile()
         self.buffer = SharedReplayBuffer(obs_dim, act_dim, cfg.buffer_size, cfg.num_agents, self.device,
                                          self.agents.gaussian_behaviour)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in self.seeds], self.device)
