@@ -93,7 +93,13 @@ def test_same_run_twice_refuses_unless_resume_or_overwrite(tmp_path, capsys):
     assert "already exists" in err and "--resume" in err and "--overwrite" in err
     assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")} == before  # nothing lost
     assert main_guard(DASE_main.run, args + ["--overwrite"]) == 0
+    assert not (tmp_path / "checkpoints" / f"{STEM}.pt").exists()  # a finished run keeps no checkpoint
+    done = {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")}
+    capsys.readouterr()
     assert main_guard(DASE_main.run, args + ["--resume"]) == 0  # finished run: nothing left to do
+    assert "already complete" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")} == done
+    assert main_guard(DASE_main.run, args + ["--resume", "--kl_div_var", "0.3"]) == 2  # not the same experiment
     assert main_guard(DASE_main.run, args + ["--resume", "--overwrite"]) == 2
 
 
@@ -115,8 +121,9 @@ def test_a_running_run_is_locked(tmp_path, capsys):
 
 
 def make_checkpoint(tmp_path: Path) -> Path:
-    args = ARGS + ["--max_time_steps", "600", "--results_dir", str(tmp_path)]
-    assert main_guard(DASE_main.run, args) == 0
+    """A run of 600 steps that stopped at step 300 (as if killed right after its checkpoint)."""
+    cfg = DASE_main.build_config(DASE_main.parse(ARGS + ["--max_time_steps", "600", "--results_dir", str(tmp_path)]))
+    Trainer(cfg).run(stop_at=300)
     return tmp_path / "checkpoints" / f"{STEM}.pt"
 
 
@@ -127,7 +134,7 @@ def test_damaged_or_foreign_checkpoints_are_clear_errors(tmp_path, capsys):
     cases = [
         (good[: len(good) // 2], base, "damaged"),  # truncated by a crash outside our atomic writes
         (b"", base, "damaged"),
-        (good, base[:-1] + ["--max_time_steps", "300", "--resume"], "beyond the requested budget"),
+        (good, base[:-1] + ["--max_time_steps", "250", "--eval_freq", "250", "--resume"], "beyond the requested budget"),
         (good, base + ["--kl_div_var", "0.5"], "kl_div_var"),
         (good, base + ["--num_agents", "3"], "num_agents"),
     ]

@@ -51,12 +51,13 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the networks (slow start: tens of seconds; off by default)")
     p.add_argument("--checkpoint_freq", type=int, default=50_000,
-                   help="write a checkpoint every this many steps, at the end and on SIGINT/SIGTERM; 0 disables "
-                        "(default: 50000)")
+                   help="write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 disables; a finished "
+                        "run deletes it (default: 50000)")
     p.add_argument("--checkpoint_dir", type=str, default=None,
                    help="where checkpoints go (default: RESULTS_DIR/checkpoints)")
     p.add_argument("--resume", action="store_true",
-                   help="continue this run from its checkpoint (starts from step 0 if it has none)")
+                   help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
+                        "if it has no checkpoint)")
     p.add_argument("--overwrite", action="store_true", help="start this run over, deleting its old curves")
 
 

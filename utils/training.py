@@ -1,6 +1,7 @@
 """The one training loop behind both command lines: N agents, lockstep environments, one shared buffer."""
 from __future__ import annotations
 
+import json
 import platform
 import random
 import signal
@@ -320,8 +321,24 @@ class Trainer:
         self.last_checkpoint = self.t
 
     # ---- the run -----------------------------------------------------------------------------
-    def prepare_outputs(self) -> None:
-        """Refuse to clobber another run; resume or start over as asked."""
+    def finished_curves(self) -> list[list[float]] | None:
+        """The saved curves when this exact run already finished (all evaluations present), else None."""
+        cfg, record = self.cfg, self.results / f"{self.cfg.stem}.json"
+        expected = cfg.max_time_steps // cfg.eval_freq + 1
+        if not record.exists() or not all(p.exists() for p in self.curve_paths):
+            return None
+        try:
+            saved = json.loads(record.read_text())["config"]
+            curves = [np.load(p, allow_pickle=False) for p in self.curve_paths]
+        except Exception:
+            return None
+        if any(c.shape != (expected,) for c in curves):
+            return None
+        check_compatible(saved, asdict(cfg), record)
+        return [c.tolist() for c in curves]
+
+    def prepare_outputs(self) -> bool:
+        """Refuse to clobber another run; resume or start over as asked. True: nothing left to do."""
         cfg = self.cfg
         for folder in {self.results, self.checkpoint_path.parent, Path(cfg.models_dir)}:
             for tmp in folder.glob(f".{cfg.stem}*.tmp"):  # left by a write that was killed
@@ -332,7 +349,12 @@ class Trainer:
             self.save_curves()  # evaluations after the checkpoint are done again
             if not cfg.quiet:
                 print(f"{cfg.stem} | resumed from {self.checkpoint_path} at step {self.t}", flush=True)
-            return
+            return False
+        if cfg.resume and exists and (done := self.finished_curves()) is not None:
+            self.curves, self.t = done, cfg.max_time_steps
+            if not cfg.quiet:
+                print(f"{cfg.stem} | already complete ({cfg.max_time_steps} steps): nothing to do", flush=True)
+            return True
         if exists and not (cfg.resume or cfg.overwrite):
             raise UsageError(f"{exists[0]} already exists: add --resume to continue that run, --overwrite to "
                              "start it over, or pick another --seed or --results_dir")
@@ -342,18 +364,24 @@ class Trainer:
             p.unlink()
         if self.checkpoint_path.exists():
             self.checkpoint_path.unlink()
+        return False
 
     def _on_signal(self, signum, frame) -> None:
         self.stop_signal = signum
 
-    def run(self) -> list[np.ndarray]:
-        """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps."""
+    def run(self, stop_at: int | None = None) -> list[np.ndarray]:
+        """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps.
+
+        A finished run deletes its checkpoint (the curves are complete). ``stop_at``: stop early at
+        that step after writing a checkpoint, as if interrupted there (for training in pieces).
+        """
         cfg = self.cfg
         lock = RunLock(self.results / f".{cfg.stem}.lock")
         lock.acquire()
         handlers = {}
         try:
-            self.prepare_outputs()
+            if self.prepare_outputs():
+                return [np.asarray(c, dtype=np.float64) for c in self.curves]
             self.write_config()
             if threading.current_thread() is threading.main_thread():
                 handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -368,14 +396,19 @@ class Trainer:
                     now = time.time()
                     self.progress(scores, (self.t - last_step) / max(now - last, 1e-9), start)
                     last, last_step = now, self.t
-                if cfg.checkpoint_freq and (self.t % cfg.checkpoint_freq == 0 or self.t == cfg.max_time_steps):
+                if cfg.checkpoint_freq and self.t % cfg.checkpoint_freq == 0 and self.t < cfg.max_time_steps:
                     self.save_checkpoint()
+                if self.t == stop_at:
+                    self.save_checkpoint()
+                    return [np.asarray(c, dtype=np.float64) for c in self.curves]
                 if self.stop_signal is not None:
                     self.save_checkpoint()
                     name = signal.Signals(self.stop_signal).name
                     where = f"checkpoint {self.checkpoint_path}; continue with --resume" if cfg.checkpoint_freq \
                         else "no checkpoint (--checkpoint_freq 0)"
                     raise Interrupted(self.stop_signal, f"{name}: stopped {cfg.stem} at step {self.t}, {where}")
+            if self.checkpoint_path.exists():
+                self.checkpoint_path.unlink()  # finished: the curves say everything
         finally:
             for s, h in handlers.items():
                 signal.signal(s, h)
