@@ -62,10 +62,13 @@ def build_config(args):
 
 
 def run(argv=None):
-    from utils.training import train, validate
+    from utils.training import notices, train, validate
 
     cfg = build_config(parse(argv))
     validate(cfg)
+    if not cfg.quiet:
+        for line in notices(cfg):
+            print(line, file=sys.stderr)
     return train(cfg)
 
 

@@ -67,10 +67,13 @@ def build_config(args):
 
 
 def run(argv=None):
-    from utils.training import train, validate
+    from utils.training import notices, train, validate
 
     cfg = build_config(parse(argv))
     validate(cfg, FLAG_NAMES)
+    if not cfg.quiet:
+        for line in notices(cfg, FLAG_NAMES):
+            print(line, file=sys.stderr)
     return train(cfg)
 
 

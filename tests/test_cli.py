@@ -85,6 +85,9 @@ ERRORS = [
     (DASE_main, ["--seed", "abc"], "--seed"),
     (DASE_main, ["--device", "tpu"], "--device"),
     (DASE_main, ["--threads", "0"], "--threads"),
+    (DASE_main, ["--seed", "-1"], "--seed"),
+    (DASE_main, ["--results_dir", "README.md"], "is a file"),
+    (sac_main, ["--checkpoint_dir", "README.md/sub"], "is a file"),
     (DASE_main, ["--checkpoint_freq", "-1"], "--checkpoint_freq"),
     (DASE_main, ["--load_model", "nothing_here"], "--load_model"),
     (sac_main, ["--num_steps", "0"], "--num_steps"),
@@ -102,7 +105,10 @@ if not torch.cuda.is_available():
 @pytest.mark.parametrize("module,args,needle", ERRORS, ids=[" ".join(a) for _, a, _ in ERRORS])
 def test_bad_input_is_one_line_exit_2_no_files(module, args, needle, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("a file where a folder is expected")
     results = tmp_path / "results"
+    if "--results_dir" in args:
+        results = Path(args[args.index("--results_dir") + 1])
     try:
         code = main_guard(module.run, ["--env", "Pendulum-v1", *args, "--results_dir", str(results),
                                        "--models_dir", str(tmp_path / "models")])
@@ -111,7 +117,16 @@ def test_bad_input_is_one_line_exit_2_no_files(module, args, needle, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and needle in err, err
-    assert list(tmp_path.iterdir()) == [], "nothing may be written on bad input"
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"], "nothing may be written on bad input"
+
+
+def test_notices_for_odd_but_legal_budgets(capsys):
+    from utils.training import RunConfig, notices
+
+    cfg = RunConfig(policy="TD3", env="Pendulum-v1", max_time_steps=2500, eval_freq=1000, start_time_steps=3000)
+    lines = notices(cfg)
+    assert len(lines) == 2 and "never trains" in lines[0] and "last 500 steps" in lines[1]
+    assert notices(RunConfig(policy="TD3", env="Pendulum-v1", max_time_steps=2000, start_time_steps=1000)) == []
 
 
 def test_error_exit_code_from_a_real_process(tmp_path):

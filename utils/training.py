@@ -117,6 +117,27 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
         raise UsageError("--resume and --overwrite contradict each other: pick one")
     if cfg.buffer_size < cfg.num_agents:
         raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
+    if not 0 <= cfg.seed or cfg.seed + 100 * cfg.num_agents >= 2**32:
+        raise UsageError(f"--seed {cfg.seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
+    folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
+               "--models_dir": cfg.models_dir}
+    for name, folder in folders.items():
+        blocked = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
+        if blocked is not None and not blocked.is_dir():
+            raise UsageError(f"{name} {folder}: {blocked} is a file, not a folder; pick another path")
+
+
+def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
+    """Legal settings that are probably not what the user meant."""
+    flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    out = []
+    if cfg.start_time_steps >= cfg.max_time_steps:
+        out.append(f"note: {flag('start_time_steps')} {cfg.start_time_steps} >= {flag('max_time_steps')} "
+                   f"{cfg.max_time_steps}: the whole run acts randomly and never trains")
+    if cfg.max_time_steps % cfg.eval_freq:
+        out.append(f"note: the last {cfg.max_time_steps % cfg.eval_freq} steps are not evaluated "
+                   f"({flag('max_time_steps')} is not a multiple of --eval_freq {cfg.eval_freq})")
+    return out
 
 
 def software_versions() -> dict:
@@ -209,6 +230,7 @@ class Trainer:
         record = {"config": asdict(cfg), "versions": software_versions(), "device": str(self.device),
                   "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else platform.processor(),
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curve_paths],
+                  "torch_threads": torch.get_num_threads(),
                   "checkpoint": str(self.checkpoint_path) if cfg.checkpoint_freq else None,
                   "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": self.t or None}
         save_json(self.results / f"{cfg.stem}.json", record)
