@@ -4,7 +4,6 @@ from __future__ import annotations
 import copy
 import math
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F

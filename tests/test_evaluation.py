@@ -1,7 +1,6 @@
 """Vectorised evaluation (all agents x all episodes in lockstep) == one episode at a time."""
 import numpy as np
 import pytest
-import torch
 
 from algorithms import TD3
 from utils.envs import make_env

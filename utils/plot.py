@@ -203,7 +203,6 @@ def _draw(ax, groups: list[Group], eval_freq: int, ci: bool, window: int) -> Non
         line, = ax.plot(steps, mean, style, color=color if "agent" not in g.label else None, lw=1.4,
                         label=legend_label(g))
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.10 if g.reference else 0.2, lw=0)
-    ax.set_title(groups[0].env if not groups[0].reference else env_key(groups[0].env))
     ax.set_xlabel("Time steps")
     ax.set_ylabel("Average return")
     ax.grid(alpha=0.3)

@@ -403,7 +403,7 @@ class Trainer:
         handlers = {}
         try:
             if self.prepare_outputs():
-                return [np.asarray(c, dtype=np.float64) for c in self.curves]
+                return self.curve_arrays()
             self.write_config()
             if threading.current_thread() is threading.main_thread():
                 handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -422,7 +422,7 @@ class Trainer:
                     self.save_checkpoint()
                 if self.t == stop_at:
                     self.save_checkpoint()
-                    return [np.asarray(c, dtype=np.float64) for c in self.curves]
+                    return self.curve_arrays()
                 if self.stop_signal is not None:
                     self.save_checkpoint()
                     name = signal.Signals(self.stop_signal).name
@@ -436,6 +436,9 @@ class Trainer:
                 signal.signal(s, h)
             lock.release()
             self.close()
+        return self.curve_arrays()
+
+    def curve_arrays(self) -> list[np.ndarray]:
         return [np.asarray(c, dtype=np.float64) for c in self.curves]
 
     def progress(self, scores: np.ndarray, rate: float, start: float) -> None:
