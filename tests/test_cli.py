@@ -19,7 +19,7 @@ SCRIPTS = {"DDPG": "DASE_main.py", "TD3": "DASE_main.py", "SAC": "sac_main.py"}
 
 def cli(script, *args, cwd=ROOT):
     return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=900)  # a hang guard, generous for slow machines
 
 
 @pytest.mark.parametrize("policy", ["DDPG", "TD3", "SAC", "DASE_DDPG", "DASE_TD3", "DASE_SAC"])
