@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import Parser, add_common_flags, main_guard, resolve_env, run_flags
+from utils.cli import Parser, add_common_flags, count, real, main_guard, resolve_env, run_flags
 from utils.errors import UsageError
 
 POLICIES = ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG")
@@ -13,20 +13,20 @@ def parse(argv=None):
     p = Parser(prog="DASE_main.py", description=__doc__)
     p.add_argument("--policy", type=str, default="DASE_TD3", help=f"one of {', '.join(POLICIES)} (default: DASE_TD3)")
     add_common_flags(p)
-    p.add_argument("--start_time_steps", type=int, default=25_000,
+    p.add_argument("--start_time_steps", type=count, default=25_000,
                    help="initial steps with uniformly random actions and no updates (default: 25000)")
-    p.add_argument("--max_time_steps", type=int, default=1_000_000,
+    p.add_argument("--max_time_steps", type=count, default=1_000_000,
                    help="environment steps per agent (default: 1e6)")
-    p.add_argument("--expl_noise", type=float, default=0.1,
+    p.add_argument("--expl_noise", type=real, default=0.1,
                    help="std of the Gaussian exploration noise, times max action (default: 0.1)")
-    p.add_argument("--discount", type=float, default=0.99, help="discount factor (default: 0.99)")
-    p.add_argument("--tau", type=float, default=None,
+    p.add_argument("--discount", type=real, default=0.99, help="discount factor (default: 0.99)")
+    p.add_argument("--tau", type=real, default=None,
                    help="target network update rate (default: 0.005 for TD3; 0.001 for DDPG, as in the paper)")
-    p.add_argument("--policy_noise", type=float, default=0.2,
+    p.add_argument("--policy_noise", type=real, default=0.2,
                    help="TD3 target policy noise, times max action (default: 0.2)")
-    p.add_argument("--noise_clip", type=float, default=0.5,
+    p.add_argument("--noise_clip", type=real, default=0.5,
                    help="TD3 target noise clip, times max action (default: 0.5)")
-    p.add_argument("--policy_freq", type=int, default=2,
+    p.add_argument("--policy_freq", type=count, default=2,
                    help="TD3: update actor and targets every this many critic updates (default: 2)")
     return p.parse_args(argv)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import Parser, add_common_flags, main_guard, resolve_env, run_flags
+from utils.cli import Parser, add_common_flags, count, real, main_guard, resolve_env, run_flags
 from utils.errors import UsageError
 
 POLICIES = ("DASE_SAC", "SAC")
@@ -16,20 +16,20 @@ def parse(argv=None):
     p.add_argument("--policy_type", type=str, default="Deterministic", choices=["Deterministic", "Gaussian"],
                    help="policy family (default: Deterministic)")
     add_common_flags(p)
-    p.add_argument("--start_steps", type=int, default=25_000,
+    p.add_argument("--start_steps", type=count, default=25_000,
                    help="initial steps with uniformly random actions and no updates (default: 25000)")
-    p.add_argument("--num_steps", type=int, default=1_000_000, help="environment steps per agent (default: 1e6)")
-    p.add_argument("--updates_per_step", type=int, default=1, help="gradient updates per environment step (default: 1)")
-    p.add_argument("--target_update_interval", type=int, default=1,
+    p.add_argument("--num_steps", type=count, default=1_000_000, help="environment steps per agent (default: 1e6)")
+    p.add_argument("--updates_per_step", type=count, default=1, help="gradient updates per environment step (default: 1)")
+    p.add_argument("--target_update_interval", type=count, default=1,
                    help="soft-update the target critics every this many updates (default: 1)")
-    p.add_argument("--alpha", type=float, default=0.2, help="entropy temperature (initial value when tuned) (default: 0.2)")
+    p.add_argument("--alpha", type=real, default=0.2, help="entropy temperature (initial value when tuned) (default: 0.2)")
     p.add_argument("--automatic_entropy_tuning", action="store_true",
                    help="learn alpha towards entropy -|A| (Gaussian policy only; default: off)")
-    p.add_argument("--reward_scale", type=float, default=None,
+    p.add_argument("--reward_scale", type=real, default=None,
                    help="reward multiplier in the critic target (default: 5; 20 for Humanoid)")
-    p.add_argument("--gamma", type=float, default=0.99, help="discount factor (default: 0.99)")
-    p.add_argument("--tau", type=float, default=0.005, help="target critic update rate (default: 0.005)")
-    p.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate of every network (default: 3e-4)")
+    p.add_argument("--gamma", type=real, default=0.99, help="discount factor (default: 0.99)")
+    p.add_argument("--tau", type=real, default=0.005, help="target critic update rate (default: 0.005)")
+    p.add_argument("--lr", type=real, default=3e-4, help="Adam learning rate of every network (default: 3e-4)")
     p.add_argument("--hidden_size", type=int, default=256, help="width of the two hidden layers (default: 256)")
     return p.parse_args(argv)
 

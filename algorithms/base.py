@@ -89,17 +89,32 @@ class StackedAgents:
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {k: v for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}
 
-    def state_dict(self) -> dict:
-        """Networks, targets, optimizers, random generators and counters of all N agents."""
+    def state_dict(self, rows: slice | None = None) -> dict:
+        """Networks, targets, optimizers, random generators and counters of all agents, or of ``rows``.
+
+        A slice of the members is exactly what a model of only those members would hold: several
+        seeds in one process checkpoint each seed as if it had run alone.
+        """
+        networks, optimizers = {}, {}
+        for name, net in self.networks.items():
+            params = {k for k, _ in net.named_parameters()}
+            networks[name] = {k: _take(v, rows) if k in params else v for k, v in net.state_dict().items()}
+        for name, opt in self._optimizers().items():
+            full = opt.state_dict()
+            per_member = {i: {k: _take(v, rows) if _per_member(v) else v for k, v in st.items()}
+                          for i, st in full["state"].items()}
+            optimizers[name] = {"state": per_member, "param_groups": full["param_groups"]}
+        pick = (lambda x: x) if rows is None else (lambda x: x[rows])
         return {
-            "networks": {name: net.state_dict() for name, net in self.networks.items()},
-            "optimizers": {name: opt.state_dict() for name, opt in self._optimizers().items()},
-            "rng": {"update": self.update_rng.get_state(), "explore": self.explore_rng.get_state()},
+            "networks": networks,
+            "optimizers": optimizers,
+            "rng": {"update": pick(self.update_rng.get_state()), "explore": pick(self.explore_rng.get_state())},
             "updates": self.updates,
         }
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore what ``state_dict`` returned (same algorithm, sizes and N)."""
+    def load_state_dict(self, state: dict | list[dict]) -> None:
+        """Restore what ``state_dict`` returned; a list of slices is joined in order (same algorithm and sizes)."""
+        state = _join(state, self) if isinstance(state, list) else state
         for name, net in self.networks.items():
             net.load_state_dict(state["networks"][name])
         for name, opt in self._optimizers().items():
@@ -129,3 +144,33 @@ class StackedAgents:
                 if p[i : i + 1].shape != state[name][k].shape:
                     raise ValueError(f"{name}.{k}: shape {tuple(state[name][k].shape)} does not match {tuple(p[i:i+1].shape)}")
                 p[i : i + 1].copy_(state[name][k].to(self.device))
+
+
+def _per_member(v) -> bool:
+    """Optimizer state with a leading member dimension (moments), as opposed to shared scalars (step)."""
+    return torch.is_tensor(v) and v.dim() > 0
+
+
+def _take(t: torch.Tensor, rows: slice | None) -> torch.Tensor:
+    return t if rows is None else t[rows].clone()  # clone: a saved view would carry the whole storage
+
+
+def _join(states: list[dict], agents: "StackedAgents") -> dict:
+    """One state from member slices in order (the inverse of ``state_dict(rows)`` over a partition)."""
+    if len({int(s["updates"]) for s in states}) != 1:
+        raise ValueError("the slices were taken at different update counts")
+    first = states[0]
+    cat = lambda values: torch.cat(list(values)) if len(values) > 1 else values[0]  # noqa: E731
+    networks = {}
+    for name, net in agents.networks.items():
+        params = {k for k, _ in net.named_parameters()}
+        networks[name] = {k: cat([s["networks"][name][k] for s in states]) if k in params else v
+                          for k, v in first["networks"][name].items()}
+    optimizers = {}
+    for name, opt_state in first["optimizers"].items():
+        joined = {i: {k: cat([s["optimizers"][name]["state"][i][k] for s in states]) if _per_member(v) else v
+                      for k, v in st.items()}
+                  for i, st in opt_state["state"].items()}
+        optimizers[name] = {"state": joined, "param_groups": opt_state["param_groups"]}
+    rng = {k: [g for s in states for g in s["rng"][k]] for k in first["rng"]}
+    return {"networks": networks, "optimizers": optimizers, "rng": rng, "updates": first["updates"]}

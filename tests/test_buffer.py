@@ -19,10 +19,10 @@ def test_wraps_around_and_keeps_newest():
     fill(buf, 5, 2)  # 10 rows into 7 slots
     assert len(buf) == 7 and buf.ptr == 3
     written = [(t, i) for t in range(5) for i in range(2)]
-    assert set(map(tuple, buf.obs.numpy().astype(int))) == set(written[3:])  # the 7 newest rows
-    assert tuple(buf.obs[0].numpy().astype(int)) == written[7]  # row 7 overwrote slot 0
+    assert set(map(tuple, buf.obs[0].numpy().astype(int))) == set(written[3:])  # the 7 newest rows
+    assert tuple(buf.obs[0, 0].numpy().astype(int)) == written[7]  # row 7 overwrote slot 0
     # writer ids follow the rows wherever they land
-    np.testing.assert_array_equal(buf.writer.numpy(), buf.obs[:, 1].numpy().astype(int))
+    np.testing.assert_array_equal(buf.writer[0].numpy(), buf.obs[0, :, 1].numpy().astype(int))
 
 
 def test_sampling_is_per_agent_and_marks_own_samples():
@@ -57,5 +57,5 @@ def test_gaussian_behaviour_is_stored():
     buf.add(np.zeros((2, 1)), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool),
             behaviour=(np.full((2, 2), 0.5), np.full((2, 2), 0.2)))
     buf.add(np.zeros((2, 1)), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool))  # random phase
-    np.testing.assert_allclose(buf.behaviour_mean[:4].numpy(), [[0.5, 0.5]] * 2 + [[0, 0]] * 2)
-    np.testing.assert_allclose(buf.behaviour_std[:4].numpy(), [[0.2, 0.2]] * 2 + [[1, 1]] * 2)
+    np.testing.assert_allclose(buf.behaviour_mean[0, :4].numpy(), [[0.5, 0.5]] * 2 + [[0, 0]] * 2)
+    np.testing.assert_allclose(buf.behaviour_std[0, :4].numpy(), [[0.2, 0.2]] * 2 + [[1, 1]] * 2)

@@ -69,8 +69,8 @@ def test_buffer_stores_terminated_not_truncated(env_id, expected, tmp_path):
     trainer.run()
     buf = trainer.buffer
     assert len(buf) == 24
-    np.testing.assert_array_equal(buf.not_done[:24, 0].numpy(), np.repeat(expected * 4, 2))
+    np.testing.assert_array_equal(buf.not_done[0, :24, 0].numpy(), np.repeat(expected * 4, 2))
     # the stored next state is the episode's real last state, never the state after the reset
-    np.testing.assert_array_equal(buf.next_obs[:24, 0].numpy(), np.repeat([1, 2, 3] * 4, 2))
-    np.testing.assert_array_equal(buf.obs[:24, 0].numpy(), np.repeat([0, 1, 2] * 4, 2))
-    np.testing.assert_array_equal(buf.writer[:24].numpy(), [0, 1] * 12)
+    np.testing.assert_array_equal(buf.next_obs[0, :24, 0].numpy(), np.repeat([1, 2, 3] * 4, 2))
+    np.testing.assert_array_equal(buf.obs[0, :24, 0].numpy(), np.repeat([0, 1, 2] * 4, 2))
+    np.testing.assert_array_equal(buf.writer[0, :24].numpy(), [0, 1] * 12)

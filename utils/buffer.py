@@ -1,4 +1,9 @@
-"""One replay buffer shared by all agents of a run, each transition tagged with its writer."""
+"""Replay buffers: one per group of agents, each transition tagged with its writer.
+
+A DASE run has one group (its N agents share one buffer); S seeds in one process are S groups
+stored as one [S, capacity, ...] array, so seed s's buffer is exactly the buffer of running seed s
+alone; DPD gives every learner a group of its own.
+"""
 from __future__ import annotations
 
 from typing import Optional
@@ -11,87 +16,104 @@ from algorithms.nets import AgentRNG
 
 
 class SharedReplayBuffer:
-    """Preallocated float32 ring buffer of ``capacity`` transitions on ``device``.
+    """Preallocated float32 ring buffers: ``groups`` of ``capacity`` transitions each, on ``device``.
 
-    Every environment step appends one transition per agent (N rows); every agent samples
-    its own B indices uniformly from everything stored, whoever wrote it.
+    Members (agents) are numbered group by group, ``num_agents`` per group. Every environment step
+    appends one transition per member to its group's ring (``num_agents`` rows per group); every
+    member samples its own B indices uniformly from everything its group stored, whoever wrote it.
+    ``sample_from`` lets a member read another group (DPD distils on a peer's states).
     """
 
+    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "writer", "behaviour_mean", "behaviour_std")
+
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, num_agents: int,
-                 device: torch.device | str = "cpu", gaussian_behaviour: bool = False):
+                 device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1):
         if capacity < num_agents:
             raise ValueError(f"capacity {capacity} is smaller than one step of {num_agents} agents")
-        self.capacity, self.num_agents = int(capacity), int(num_agents)
+        self.capacity, self.num_agents, self.groups = int(capacity), int(num_agents), int(groups)
         self.device = torch.device(device)
+        g, c = self.groups, self.capacity
         f32 = dict(dtype=torch.float32, device=self.device)
-        self.obs = torch.zeros((capacity, obs_dim), **f32)
-        self.action = torch.zeros((capacity, act_dim), **f32)
-        self.reward = torch.zeros((capacity, 1), **f32)
-        self.next_obs = torch.zeros((capacity, obs_dim), **f32)
-        self.not_done = torch.zeros((capacity, 1), **f32)
-        self.writer = torch.zeros((capacity,), dtype=torch.int16, device=self.device)
-        self.behaviour_mean = torch.zeros((capacity, act_dim), **f32) if gaussian_behaviour else None
-        self.behaviour_std = torch.ones((capacity, act_dim), **f32) if gaussian_behaviour else None
+        self.obs = torch.zeros((g, c, obs_dim), **f32)
+        self.action = torch.zeros((g, c, act_dim), **f32)
+        self.reward = torch.zeros((g, c, 1), **f32)
+        self.next_obs = torch.zeros((g, c, obs_dim), **f32)
+        self.not_done = torch.zeros((g, c, 1), **f32)
+        self.writer = torch.zeros((g, c), dtype=torch.int16, device=self.device)
+        self.behaviour_mean = torch.zeros((g, c, act_dim), **f32) if gaussian_behaviour else None
+        self.behaviour_std = torch.ones((g, c, act_dim), **f32) if gaussian_behaviour else None
         self.ptr = 0
         self.size = 0
-        self._agent_ids = torch.arange(num_agents, device=self.device)
+        members = g * self.num_agents
+        self.member_group = torch.arange(members, device=self.device) // self.num_agents  # [M]
+        self.member_id = (torch.arange(members, device=self.device) % self.num_agents).to(torch.int16)  # [M]
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None) -> None:
-        """Append one transition per agent; arrays [N, ...]. Only ``terminated`` stops bootstrapping."""
+        """Append one transition per member; arrays [M, ...]. Only ``terminated`` stops bootstrapping."""
         rows = (self.ptr + torch.arange(self.num_agents, device=self.device)) % self.capacity
+        g, n = self.groups, self.num_agents
 
         def put(dst: torch.Tensor, src) -> None:
-            dst[rows] = torch.as_tensor(np.asarray(src), dtype=dst.dtype).reshape(dst[rows].shape).to(self.device)
+            value = torch.as_tensor(np.asarray(src), dtype=dst.dtype)
+            dst[:, rows] = value.reshape((g, n) + tuple(dst.shape[2:])).to(self.device, non_blocking=True)
 
         put(self.obs, obs)
         put(self.action, action)
         put(self.reward, reward)
         put(self.next_obs, next_obs)
         put(self.not_done, 1.0 - np.asarray(terminated, dtype=np.float32))
-        self.writer[rows] = self._agent_ids.to(torch.int16)
+        self.writer[:, rows] = self.member_id.view(g, n)
         if self.behaviour_mean is not None:
             if behaviour is None:  # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
-                self.behaviour_mean[rows] = 0.0
-                self.behaviour_std[rows] = 1.0
+                self.behaviour_mean[:, rows] = 0.0
+                self.behaviour_std[:, rows] = 1.0
             else:
                 put(self.behaviour_mean, behaviour[0])
                 put(self.behaviour_std, behaviour[1])
-        self.ptr = (self.ptr + self.num_agents) % self.capacity
-        self.size = min(self.size + self.num_agents, self.capacity)
+        self.ptr = (self.ptr + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
 
-    def sample(self, batch_size: int, rng: AgentRNG) -> Batch:
-        """Each agent draws its own ``batch_size`` indices: fields come back [N, B, ...]."""
-        idx = rng.randint(self.size, batch_size)  # [N, B]
-        own = self.writer[idx] == self._agent_ids.view(-1, 1).to(torch.int16)
-        beh = (self.behaviour_mean[idx], self.behaviour_std[idx]) if self.behaviour_mean is not None else (None, None)
-        return Batch(self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx],
-                     self.not_done[idx], own, *beh)
+    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None) -> Batch:
+        """Each member draws its own ``batch_size`` indices from its group (or from ``groups[m]``).
 
-    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "writer", "behaviour_mean", "behaviour_std")
+        Fields come back [M, B, ...]; ``own`` marks rows the sampling member wrote itself.
+        """
+        idx = rng.randint(self.size, batch_size)  # [M, B]
+        reading_own_group = groups is None
+        g = (self.member_group if reading_own_group else groups).view(-1, 1)
+        own = self.writer[g, idx] == self.member_id.view(-1, 1)
+        if not reading_own_group:
+            own = own & (g == self.member_group.view(-1, 1))
+        beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
+            else (None, None)
+        return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
+                     self.not_done[g, idx], own, *beh)
 
-    def state_dict(self) -> dict:
-        """The stored rows (only the filled part) and the write pointer, as CPU tensors."""
-        arrays = {k: getattr(self, k)[: self.size].cpu().clone() for k in self.FIELDS if getattr(self, k) is not None}
+    def state_dict(self, group: int = 0) -> dict:
+        """One group's stored rows (only the filled part) and the write pointer, as CPU tensors."""
+        arrays = {k: getattr(self, k)[group, : self.size].cpu().clone() for k in self.FIELDS
+                  if getattr(self, k) is not None}
         return {"arrays": arrays, "ptr": self.ptr, "size": self.size, "capacity": self.capacity}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, group: int = 0) -> None:
+        """Restore one group from ``state_dict``; all groups of a buffer share pointer and size."""
         if state["capacity"] != self.capacity:
             raise ValueError(f"buffer capacity {state['capacity']} != {self.capacity}")
         for k, v in state["arrays"].items():
-            getattr(self, k)[: state["size"]] = v.to(self.device)
+            getattr(self, k)[group, : state["size"]] = v.to(self.device)
         self.ptr, self.size = int(state["ptr"]), int(state["size"])
 
     @staticmethod
     def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False) -> int:
-        """Memory a buffer of this shape holds: float32 s, a, r, s', not_done (+ mean, std), int16 writer."""
+        """Memory one group of this shape holds: float32 s, a, r, s', not_done (+ mean, std), int16 writer."""
         floats = 2 * obs_dim + act_dim + 2 + (2 * act_dim if gaussian_behaviour else 0)
         return capacity * (4 * floats + 2)
 
     def nbytes(self) -> int:
-        """Memory held by the buffer's arrays."""
-        arrays = [self.obs, self.action, self.reward, self.next_obs, self.not_done, self.writer,
-                  self.behaviour_mean, self.behaviour_std]
+        """Memory held by the buffer's arrays (all groups)."""
+        arrays = [getattr(self, k) for k in self.FIELDS]
         return sum(a.numel() * a.element_size() for a in arrays if a is not None)
+

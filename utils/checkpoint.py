@@ -9,8 +9,8 @@ are deterministic, so this reaches the very same state, including the time-limit
 from __future__ import annotations
 
 import fcntl
+import json
 import os
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,20 +62,6 @@ def restore_env(env_id: str, record: dict, base_seed: int, action_space_state: d
     return env, obs, EpisodeRecord(record["seed"], record["rng_state"], actions)
 
 
-def global_rng_state() -> dict:
-    """Python, NumPy (legacy global) and torch CPU generator states, in loadable form."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"python": random.getstate(), "torch": torch.get_rng_state(),
-            "numpy": [kind, torch.as_tensor(keys.astype(np.int64)), pos, has_gauss, cached]}
-
-
-def set_global_rng_state(state: dict) -> None:
-    random.setstate(tuple(tuple(x) if isinstance(x, list) else x for x in state["python"]))
-    torch.set_rng_state(state["torch"])
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-
-
 def read_checkpoint(path: Path) -> dict:
     """Load a checkpoint; a damaged or foreign file is a UsageError."""
     try:
@@ -90,8 +76,9 @@ def read_checkpoint(path: Path) -> dict:
 
 def check_compatible(saved: dict, current: dict, path: Path) -> None:
     """The resumed run must be the same experiment (the step budget may grow)."""
+    plain = lambda x: json.loads(json.dumps(x, sort_keys=True, default=str))  # noqa: E731  (tuples as in JSON records)
     for key in COMPATIBLE:
-        if saved.get(key) != current.get(key):
+        if plain(saved.get(key)) != plain(current.get(key)):
             raise UsageError(f"checkpoint {path} was made with {key}={saved.get(key)!r}, this run has "
                              f"{current.get(key)!r}; use the same flags, or --overwrite to start over")
 

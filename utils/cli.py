@@ -2,12 +2,59 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 from typing import Callable
 
 from .errors import Interrupted, NonFinite, UsageError
 
 EXIT_USAGE = 2
+
+
+def count(text: str) -> int:
+    """An integer flag that also takes integral scientific notation and underscores: 1e6, 1_000_000."""
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def real(text: str) -> float:
+    """A float flag that must be finite (no inf, no nan)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def seed_list(tokens: list[str]) -> list[int]:
+    """--seeds 0 1 2, --seeds 0-9, or both mixed (0-4 7 9): sorted, without repeats."""
+    seeds: list[int] = []
+    for token in tokens:
+        m = re.fullmatch(r"(\d+)-(\d+)", token)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if hi < lo:
+                raise UsageError(f"--seeds {token}: an empty range; write LOW-HIGH with LOW <= HIGH")
+            seeds.extend(range(lo, hi + 1))
+        elif token.isdigit():
+            seeds.append(int(token))
+        else:
+            raise UsageError(f"--seeds {token}: seeds are non-negative integers or ranges like 0-9")
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"--seeds: {' '.join(tokens)} names a seed twice")
+    return seeds
 
 
 class Parser(argparse.ArgumentParser):
@@ -24,21 +71,24 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="Gymnasium environment id (default: Hopper = newest, Hopper-v5); "
                         "the paper's MuJoCo -v2 ids map to -v5")
     p.add_argument("--seed", type=int, default=0, help="run seed; agent i uses seed + 100 * i (default: 0)")
+    p.add_argument("--seeds", type=str, nargs="+", default=None, metavar="SEED",
+                   help="several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one batched model, each "
+                        "seed's files exactly those of --seed S alone (overrides --seed)")
     p.add_argument("--gpu", type=int, default=0,
                    help="GPU ordinal, the paper's spelling; CPU when no GPU is present (default: 0)")
     p.add_argument("--device", type=str, default=None,
                    help="cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing (default: auto)")
-    p.add_argument("--num_agents", type=int, default=None,
+    p.add_argument("--num_agents", type=count, default=None,
                    help="agents sharing one buffer (default: 2 for DASE_ policies, 1 otherwise)")
     p.add_argument("--similarity", type=str, default="js", choices=["js", "kl", "none"],
                    help="divergence for the sharing weights: js (paper), kl, or none = no correction (default: js)")
-    p.add_argument("--kl_div_var", type=float, default=0.1,
+    p.add_argument("--kl_div_var", type=real, default=0.1,
                    help="variance v of the reference Gaussian N(0, v I) (default: 0.1)")
-    p.add_argument("--buffer_size", type=int, default=1_000_000,
+    p.add_argument("--buffer_size", type=count, default=1_000_000,
                    help="capacity of the one replay buffer all agents share, in transitions (default: 1e6)")
-    p.add_argument("--eval_freq", type=int, default=1000, help="evaluate every this many steps (default: 1000)")
-    p.add_argument("--eval_episodes", type=int, default=10, help="episodes per evaluation (default: 10)")
-    p.add_argument("--batch_size", type=int, default=256, help="minibatch size per agent (default: 256)")
+    p.add_argument("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
+    p.add_argument("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
+    p.add_argument("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
     p.add_argument("--results_dir", type=str, default="Learning Curves",
                    help="where curves (.npy) and the run's config (.json) go (default: 'Learning Curves')")
     p.add_argument("--save_model", action="store_true", help="save each agent's networks after every evaluation")
@@ -50,7 +100,7 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="CPU threads for torch (default: all cores); use 1 when running several seeds at once")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the networks (slow start: tens of seconds; off by default)")
-    p.add_argument("--checkpoint_freq", type=int, default=50_000,
+    p.add_argument("--checkpoint_freq", type=count, default=50_000,
                    help="write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 disables; a finished "
                         "run deletes it (default: 50000)")
     p.add_argument("--checkpoint_dir", type=str, default=None,
@@ -63,7 +113,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
 
 def run_flags(args) -> dict:
     """RunConfig fields that both command lines take straight from their flags."""
-    return dict(seed=args.seed, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
+    seeds = seed_list(args.seeds) if args.seeds else None
+    return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                 batch_size=args.batch_size, buffer_size=args.buffer_size, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,

@@ -1,7 +1,7 @@
 """Evaluation: every agent plays the same seeded episodes without exploration noise."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -14,16 +14,24 @@ def episode_seeds(seed: int, episodes: int) -> list[int]:
 
 
 class Evaluator:
-    """Plays ``episodes`` episodes for each of N agents in lockstep: one policy call per step for all."""
+    """Plays ``episodes`` episodes for each of M agents in lockstep: one policy call per step for all.
 
-    def __init__(self, env_id: str, num_agents: int, seed: int, episodes: int = 10):
+    ``seed`` is one evaluation seed for all agents, or one per agent (several run seeds in one
+    process: agent m plays the episodes of its own run's seed).
+    """
+
+    def __init__(self, env_id: str, num_agents: int, seed: int | Sequence[int], episodes: int = 10):
         self.envs = [[make_env(env_id) for _ in range(episodes)] for _ in range(num_agents)]
-        self.seeds = episode_seeds(seed, episodes)
+        row_seeds = [seed] * num_agents if isinstance(seed, int) else list(seed)
+        if len(row_seeds) != num_agents:
+            raise ValueError(f"{len(row_seeds)} evaluation seeds for {num_agents} agents")
+        self.seeds = [episode_seeds(s, episodes) for s in row_seeds]
 
     def __call__(self, policy: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """policy maps observations [N, E, obs_dim] to actions [N, E, act_dim]; returns mean returns [N]."""
-        n, e = len(self.envs), len(self.seeds)
-        obs = np.stack([np.stack([env.reset(seed=s)[0] for env, s in zip(row, self.seeds)]) for row in self.envs])
+        """policy maps observations [M, E, obs_dim] to actions [M, E, act_dim]; returns mean returns [M]."""
+        n, e = len(self.envs), len(self.seeds[0])
+        obs = np.stack([np.stack([env.reset(seed=s)[0] for env, s in zip(row, seeds)])
+                        for row, seeds in zip(self.envs, self.seeds)])
         returns = np.zeros((n, e))
         active = np.ones((n, e), dtype=bool)
         while active.any():

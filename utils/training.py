@@ -1,35 +1,28 @@
-"""The one training loop behind both command lines: N agents, lockstep environments, one shared buffer."""
+"""The one training loop behind both command lines: S seeds x N agents, lockstep environments, shared buffers.
+
+The pieces: ``Collector`` (environments), ``Learner`` (batched agents, buffers, updates), ``Evaluator``
+(evaluation episodes), ``RunFiles`` (one seed's files, lock and resume policy). ``Trainer.run`` is the loop.
+"""
 from __future__ import annotations
 
-import json
-import platform
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from algorithms import DDPG, SAC, TD3
-from algorithms.base import stream_seed
-from algorithms.nets import AgentRNG
-
 from .buffer import SharedReplayBuffer
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
-from .checkpoint import (EpisodeRecord, RunLock, check_compatible, global_rng_state, read_checkpoint, restore_env,
-                         set_global_rng_state)
-from .envs import seeded_envs
+from .collector import Collector
 from .errors import Interrupted, NonFinite, UsageError
 from .evaluation import Evaluator
-from .io import save_curve, save_json, save_torch
-
-ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from .learner import ALGORITHMS, Learner
+from .outputs import RunFiles
 
 
 @dataclass
@@ -39,6 +32,7 @@ class RunConfig:
     policy: str  # TD3, DDPG, SAC, or DASE_ + one of them
     env: str  # a resolved Gymnasium id
     seed: int = 0
+    seeds: list[int] | None = None  # several seeds in one process (seed is then seeds[0])
     num_agents: int = 1
     max_time_steps: int = 1_000_000
     start_time_steps: int = 25_000
@@ -87,6 +81,20 @@ class RunConfig:
     def agent_seeds(self) -> list[int]:
         return [self.seed + 100 * i for i in range(self.num_agents)]
 
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.seed]
+
+    def for_seed(self, seed: int) -> "RunConfig":
+        """The config of running ``seed`` alone (what that seed's files and checkpoint record)."""
+        flags = {**self.flags, "seed": seed, "seeds": None} if self.flags else self.flags
+        return replace(self, seed=seed, seeds=None, flags=flags)
+
+    @property
+    def name(self) -> str:
+        """stem for one seed; {policy}_{env}_{seeds} for several."""
+        seeds = self.seed_list()
+        return self.stem if len(seeds) == 1 else f"{self.policy}_{self.env}_{{{','.join(map(str, seeds))}}}"
+
 
 def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     """Reject impossible settings before anything is created or written.
@@ -117,8 +125,11 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
         raise UsageError("--resume and --overwrite contradict each other: pick one")
     if cfg.buffer_size < cfg.num_agents:
         raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
-    if not 0 <= cfg.seed or cfg.seed + 100 * cfg.num_agents >= 2**32:
-        raise UsageError(f"--seed {cfg.seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
+    for seed in cfg.seed_list():
+        if not 0 <= seed or seed + 100 * cfg.num_agents >= 2**32:
+            raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
+    if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
+        raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
     folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
                "--models_dir": cfg.models_dir}
     for name, folder in folders.items():
@@ -140,29 +151,8 @@ def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
     return out
 
 
-def software_versions() -> dict:
-    import gymnasium
-
-    versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-                "gymnasium": gymnasium.__version__}
-    for mod in ("mujoco", "Box2D"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:
-            versions[mod] = None
-    return versions
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
-    except Exception:
-        return None
-
-
-def load_models(agents, cfg: RunConfig) -> None:
-    """--load_model NAME: agent i loads models/NAME[_Agent_i].pt ("default": the run's own names)."""
+def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
+    """--load_model NAME: agent i loads models/NAME[_Agent_i].pt ("default": the run's own names) into slot first + i."""
     for i, own in enumerate(cfg.agent_names()):
         if cfg.load_model == "default":
             candidates = [own]
@@ -174,7 +164,7 @@ def load_models(agents, cfg: RunConfig) -> None:
             raise UsageError(f"--load_model: no model file {paths[0]} (save one with --save_model, or check --models_dir)")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-            agents.load_agent_state(i, state)
+            agents.load_agent_state(first + i, state)
         except Exception as e:
             raise UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env}: {e}") from None
 
@@ -186,211 +176,56 @@ def set_global_seeds(seed: int) -> None:
 
 
 class Trainer:
-    """Sets up a run (environments, agents, shared buffer, evaluator) and runs its training loop."""
+    """One process training S seeds x N agents in lockstep; each seed writes exactly the files of its own run."""
 
     def __init__(self, cfg: RunConfig):
         validate(cfg)
         self.cfg = cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        set_global_seeds(cfg.seed)
         self.device = torch.device(cfg.device)
-        self.seeds = cfg.agent_seeds()
-        self.envs, self.obs = seeded_envs(cfg.env, self.seeds)
-        self.episodes = [EpisodeRecord(s) for s in self.seeds]
-        space = self.envs[0].action_space
-        obs_dim, act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
-        self.agents = ALGORITHMS[cfg.algorithm](obs_dim, act_dim, space.low, space.high, self.seeds, self.device,
-                                                **cfg.algo)
-        if cfg.load_model:
-            load_models(self.agents, cfg)
-        if cfg.compile:
-            self.agents.compile()
-        self.buffer = SharedReplayBuffer(obs_dim, act_dim, cfg.buffer_size, cfg.num_agents, self.device,
-                                         self.agents.gaussian_behaviour)
-        self.sampler = AgentRNG([stream_seed(s, "sample") for s in self.seeds], self.device)
-        self.evaluate = Evaluator(cfg.env, cfg.num_agents, cfg.seed + 100, cfg.eval_episodes)
-        self.results = Path(cfg.results_dir)
-        self.curve_paths = [self.results / f"{name}.npy" for name in cfg.agent_names()]
-        self.checkpoint_path = cfg.checkpoint_path
-        self.curves: list[list[float]] = [[] for _ in range(cfg.num_agents)]
-        self.t = 0
-        self.episode_count = [0] * cfg.num_agents
-        # first step at which an agent's loss was not finite (-1: none); read only at evaluations
-        self.first_bad = torch.full((cfg.num_agents,), -1, dtype=torch.long, device=self.device)
         self.stop_signal: int | None = None
         self.last_checkpoint: int | None = None
+        self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
+        self.collector: Collector | None = None
+        self.build(cfg.seed_list())
 
-    def policy(self, obs: np.ndarray) -> np.ndarray:
-        """Deterministic actions for the evaluator: [N, E, obs_dim] -> [N, E, act_dim]."""
-        return self.agents.act(obs).cpu().numpy()
+    def build(self, seeds: list[int]) -> None:
+        """Environments, agents, buffers and evaluator for these seeds, at step 0."""
+        cfg, n = self.cfg, self.cfg.num_agents
+        if self.collector is not None:
+            self.close()
+        set_global_seeds(seeds[0])
+        self.seeds = seeds
+        self.seed_cfgs = [cfg.for_seed(s) for s in seeds]
+        self.files = [RunFiles(c) for c in self.seed_cfgs]
+        self.member_seeds = [m for c in self.seed_cfgs for m in c.agent_seeds()]
+        self.collector = c = Collector(cfg.env, self.member_seeds)
+        self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
+                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device)
+        if cfg.load_model:
+            for k, seed_cfg in enumerate(self.seed_cfgs):
+                load_models(self.learner.agents, seed_cfg, k * n)
+        if cfg.compile:
+            self.learner.agents.compile()
+        self.evaluate = Evaluator(cfg.env, len(self.member_seeds), [s + 100 for s in seeds for _ in range(n)],
+                                  cfg.eval_episodes)
+        self.curves: list[list[float]] = [[] for _ in self.member_seeds]
+        self.t = 0
 
-    def write_config(self) -> None:
-        cfg = self.cfg
-        record = {"config": asdict(cfg), "versions": software_versions(), "device": str(self.device),
-                  "device_name": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else platform.processor(),
-                  "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curve_paths],
-                  "torch_threads": torch.get_num_threads(),
-                  "checkpoint": str(self.checkpoint_path) if cfg.checkpoint_freq else None,
-                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": self.t or None}
-        save_json(self.results / f"{cfg.stem}.json", record)
+    @property
+    def agents(self):
+        return self.learner.agents
 
-    def save_curves(self) -> None:
-        for path, curve in zip(self.curve_paths, self.curves):
-            save_curve(path, curve)
+    @property
+    def buffer(self) -> SharedReplayBuffer:
+        return self.learner.buffer
 
-    def evaluation(self) -> np.ndarray:
-        """Evaluate every agent, append to and save the curves (and models with --save_model)."""
-        self.check_finite()
-        scores = self.evaluate(self.policy)
-        for i in range(self.cfg.num_agents):
-            self.curves[i].append(float(scores[i]))
-        self.save_curves()
-        if self.cfg.save_model:
-            for i, name in enumerate(self.cfg.agent_names()):
-                save_torch(Path(self.cfg.models_dir) / f"{name}.pt", self.agents.agent_state(i))
-        return scores
+    def rows(self, k: int) -> slice:
+        """The members of the k-th seed."""
+        return slice(k * self.cfg.num_agents, (k + 1) * self.cfg.num_agents)
 
-    def step(self) -> None:
-        """One environment step for every agent, then the agents' updates."""
-        cfg, envs, n = self.cfg, self.envs, self.cfg.num_agents
-        if self.t < cfg.start_time_steps:
-            actions = np.stack([env.action_space.sample() for env in envs])
-            behaviour = None
-        else:
-            actions, behaviour = self.agents.explore(self.obs)
-        next_obs = np.empty_like(self.obs)
-        rewards = np.empty(n)
-        terminated = np.zeros(n, dtype=bool)
-        done = np.zeros(n, dtype=bool)
-        for i, env in enumerate(envs):
-            next_obs[i], rewards[i], terminated[i], truncated, _ = env.step(actions[i])
-            self.episodes[i].actions.append(actions[i])
-            done[i] = terminated[i] or truncated
-        self.buffer.add(self.obs, actions, rewards, next_obs, terminated, behaviour)
-        self.obs = next_obs
-        for i in np.nonzero(done)[0]:
-            self.episodes[i] = EpisodeRecord.before_reset(envs[i])
-            self.obs[i], _ = envs[i].reset()
-            self.episode_count[i] += 1
-        if self.t >= cfg.start_time_steps:
-            for _ in range(cfg.updates_per_step):
-                info = self.agents.update(self.buffer.sample(cfg.batch_size, self.sampler))
-                finite = torch.isfinite(info["critic_loss"])
-                if "actor_loss" in info:
-                    finite = finite & torch.isfinite(info["actor_loss"])
-                self.first_bad = torch.where((self.first_bad < 0) & ~finite, self.t, self.first_bad)
-        self.t += 1
-
-    # ---- guards ------------------------------------------------------------------------------
-    def check_finite(self) -> None:
-        """Stop with the agent and step when a loss or a parameter went NaN/inf (one host sync)."""
-        bad_params = torch.zeros(self.cfg.num_agents, dtype=torch.bool, device=self.device)
-        for net in self.agents.networks.values():
-            for p in net.parameters():
-                bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
-        first_bad, bad_params = self.first_bad.cpu().tolist(), bad_params.cpu().tolist()
-        bad = sorted((step if step >= 0 else self.t, i) for i, step in enumerate(first_bad) if step >= 0 or bad_params[i])
-        if not bad:
-            return
-        step, i = bad[0]  # the first to break; through the shared buffer it may have broken the others
-        what = f"loss at step {step}" if first_bad[i] >= 0 else f"parameters by step {step}"
-        others = "".join(f", then agent {j} at step {s}" for s, j in bad[1:])
-        kept = (f"the last good checkpoint ({self.checkpoint_path}, step {self.last_checkpoint}) is kept"
-                if self.last_checkpoint is not None else "no checkpoint was written")
-        raise NonFinite(f"agent {i} (seed {self.seeds[i]}) of {self.cfg.stem}: non-finite {what}{others}; "
-                        f"stopped, {kept}. Lower the learning rates or check the rewards")
-
-    # ---- checkpoints -------------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {
-            "format": CHECKPOINT_FORMAT, "config": asdict(self.cfg), "t": self.t, "curves": self.curves,
-            "agents": self.agents.state_dict(), "buffer": self.buffer.state_dict(),
-            "sampler": self.sampler.get_state(), "global_rng": global_rng_state(),
-            "obs": torch.as_tensor(self.obs), "episode_count": self.episode_count,
-            "episodes": [e.to_dict() for e in self.episodes],
-            "action_space_rng": [env.action_space.np_random.bit_generator.state for env in self.envs],
-        }
-
-    def save_checkpoint(self) -> None:
-        if not self.cfg.checkpoint_freq:
-            return
-        self.check_finite()
-        save_torch(self.checkpoint_path, self.state_dict())
-        self.last_checkpoint = self.t
-
-    def load_checkpoint(self) -> None:
-        """Continue exactly where the checkpoint left off."""
-        state = read_checkpoint(self.checkpoint_path)
-        check_compatible(state["config"], asdict(self.cfg), self.checkpoint_path)
-        if state["t"] > self.cfg.max_time_steps:
-            raise UsageError(f"checkpoint {self.checkpoint_path} is at step {state['t']}, beyond the requested "
-                             f"budget of {self.cfg.max_time_steps}; raise the budget or use --overwrite")
-        self.agents.load_state_dict(state["agents"])
-        self.buffer.load_state_dict(state["buffer"])
-        self.sampler.set_state(state["sampler"])
-        expected = state["obs"].numpy()
-        for env in self.envs:
-            env.close()
-        restored = [restore_env(self.cfg.env, rec, seed, space, expected[i])
-                    for i, (rec, seed, space) in enumerate(zip(state["episodes"], self.seeds, state["action_space_rng"]))]
-        self.envs = [r[0] for r in restored]
-        self.episodes = [r[2] for r in restored]
-        self.obs = expected.copy()
-        set_global_rng_state(state["global_rng"])
-        self.t, self.curves = int(state["t"]), [list(c) for c in state["curves"]]
-        self.episode_count = list(state["episode_count"])
-        self.last_checkpoint = self.t
-
-    # ---- the run -----------------------------------------------------------------------------
-    def finished_curves(self) -> list[list[float]] | None:
-        """The saved curves when this exact run already finished (all evaluations present), else None."""
-        cfg, record = self.cfg, self.results / f"{self.cfg.stem}.json"
-        expected = cfg.max_time_steps // cfg.eval_freq + 1
-        if not record.exists() or not all(p.exists() for p in self.curve_paths):
-            return None
-        try:
-            saved = json.loads(record.read_text())["config"]
-            curves = [np.load(p, allow_pickle=False) for p in self.curve_paths]
-        except Exception:
-            return None
-        if any(c.shape != (expected,) for c in curves):
-            return None
-        check_compatible(saved, asdict(cfg), record)
-        return [c.tolist() for c in curves]
-
-    def prepare_outputs(self) -> bool:
-        """Refuse to clobber another run; resume or start over as asked. True: nothing left to do."""
-        cfg = self.cfg
-        for folder in {self.results, self.checkpoint_path.parent, Path(cfg.models_dir)}:
-            for tmp in folder.glob(f".{cfg.stem}*.tmp"):  # left by a write that was killed
-                tmp.unlink()
-        exists = [p for p in [*self.curve_paths, self.results / f"{cfg.stem}.json"] if p.exists()]
-        if cfg.resume and self.checkpoint_path.exists():
-            self.load_checkpoint()
-            self.save_curves()  # evaluations after the checkpoint are done again
-            if not cfg.quiet:
-                print(f"{cfg.stem} | resumed from {self.checkpoint_path} at step {self.t}", flush=True)
-            return False
-        if cfg.resume and exists and (done := self.finished_curves()) is not None:
-            self.curves, self.t = done, cfg.max_time_steps
-            if not cfg.quiet:
-                print(f"{cfg.stem} | already complete ({cfg.max_time_steps} steps): nothing to do", flush=True)
-            return True
-        if exists and not (cfg.resume or cfg.overwrite):
-            raise UsageError(f"{exists[0]} already exists: add --resume to continue that run, --overwrite to "
-                             "start it over, or pick another --seed or --results_dir")
-        if cfg.resume and exists and not cfg.quiet:
-            print(f"{cfg.stem} | no checkpoint at {self.checkpoint_path}: starting from step 0", flush=True)
-        for p in exists:
-            p.unlink()
-        if self.checkpoint_path.exists():
-            self.checkpoint_path.unlink()
-        return False
-
-    def _on_signal(self, signum, frame) -> None:
-        self.stop_signal = signum
-
+    # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop_at: int | None = None) -> list[np.ndarray]:
         """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps.
 
@@ -398,15 +233,18 @@ class Trainer:
         that step after writing a checkpoint, as if interrupted there (for training in pieces).
         """
         cfg = self.cfg
-        lock = RunLock(self.results / f".{cfg.stem}.lock")
-        lock.acquire()
-        handlers = {}
-        try:
-            if self.prepare_outputs():
+        with ExitStack() as cleanup:
+            for files in list(self.files):  # every seed's lock, or none
+                files.lock.acquire()
+                cleanup.callback(files.lock.release)
+            cleanup.callback(self.close)
+            if self.prepare():
                 return self.curve_arrays()
-            self.write_config()
+            for files in self.files:
+                files.write_record(self.device, self.t, self.seeds)
             if threading.current_thread() is threading.main_thread():
-                handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+                for s in (signal.SIGINT, signal.SIGTERM):
+                    cleanup.callback(signal.signal, s, signal.signal(s, self._on_signal))
             start = last = time.time()
             last_step = self.t
             if self.t == 0:
@@ -425,37 +263,149 @@ class Trainer:
                     return self.curve_arrays()
                 if self.stop_signal is not None:
                     self.save_checkpoint()
-                    name = signal.Signals(self.stop_signal).name
-                    where = f"checkpoint {self.checkpoint_path}; continue with --resume" if cfg.checkpoint_freq \
-                        else "no checkpoint (--checkpoint_freq 0)"
-                    raise Interrupted(self.stop_signal, f"{name}: stopped {cfg.stem} at step {self.t}, {where}")
-            if self.checkpoint_path.exists():
-                self.checkpoint_path.unlink()  # finished: the curves say everything
-        finally:
-            for s, h in handlers.items():
-                signal.signal(s, h)
-            lock.release()
-            self.close()
+                    raise Interrupted(self.stop_signal, self.interrupted_message())
+            for files in self.files:
+                files.finish()
         return self.curve_arrays()
 
+    def step(self) -> None:
+        """One environment step for every member, then the batched updates."""
+        if self.t < self.cfg.start_time_steps:
+            actions, behaviour = self.collector.random_actions(), None
+        else:
+            actions, behaviour = self.learner.explore(self.collector.obs)
+        obs, rewards, next_obs, terminated = self.collector.step(actions)
+        self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour)
+        if self.t >= self.cfg.start_time_steps:
+            self.learner.train(self.t)
+        self.t += 1
+
+    def evaluation(self) -> np.ndarray:
+        """Evaluate every member, append to and save the curves (and models with --save_model)."""
+        self.check_finite()
+        scores = self.evaluate(self.learner.act)
+        for m, score in enumerate(scores):
+            self.curves[m].append(float(score))
+        for k, files in enumerate(self.files):
+            files.save_curves(self.curves[self.rows(k)])
+            if self.cfg.save_model:
+                files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
+        return scores
+
+    # ---- starting, resuming, checkpoints ------------------------------------------------------
+    def prepare(self) -> bool:
+        """Resume, skip or start each seed as its files say (deciding for all before writing anything).
+
+        Returns True when every seed had already finished. Seeds resumed together must be at one step.
+        """
+        cfg = self.cfg
+        for files in self.files:
+            files.remove_stale_temps()
+        plans = dict(zip(self.seeds, (files.plan() for files in self.files)))
+        self.done_curves = {s: plan for s, (kind, plan) in plans.items() if kind == "finished"}
+        active = [s for s in self.seeds if s not in self.done_curves]
+        for s in self.done_curves:
+            self.say(f"{cfg.for_seed(s).stem} | already complete ({cfg.max_time_steps} steps): nothing to do")
+        if not active:
+            return True
+        at = {s: int(plans[s][1]["t"]) if plans[s][0] == "checkpoint" else 0 for s in active}
+        if len(set(at.values())) > 1:
+            where = ", ".join(f"seed {s} at step {t}" for s, t in at.items())
+            raise UsageError(f"--seeds: the runs to continue are at different steps ({where}); resume them in "
+                             "separate commands (--seed S --resume) or start them over with --overwrite")
+        if active != self.seeds:
+            self.build(active)
+        for s, files in zip(self.seeds, self.files):
+            if plans[s][0] == "fresh":
+                if cfg.resume and files.existing():
+                    self.say(f"{files.cfg.stem} | no checkpoint at {files.checkpoint}: starting from step 0")
+                files.clear()
+        states = [plans[s][1] for s in self.seeds if plans[s][0] == "checkpoint"]
+        if states:
+            self.load_checkpoints(states)
+            for k, files in enumerate(self.files):
+                files.save_curves(self.curves[self.rows(k)])  # evaluations after the checkpoint are done again
+                self.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
+        return False
+
+    def seed_state(self, k: int) -> dict:
+        """The k-th seed's checkpoint: what a process of that seed alone would write."""
+        rows = self.rows(k)
+        return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
+                "curves": self.curves[rows], **self.learner.state_dict(k), **self.collector.state_dict(rows)}
+
+    def save_checkpoint(self) -> None:
+        if not self.cfg.checkpoint_freq:
+            return
+        self.check_finite()
+        for k, files in enumerate(self.files):
+            files.save_checkpoint(self.seed_state(k))
+        self.last_checkpoint = self.t
+
+    def load_checkpoints(self, states: list[dict]) -> None:
+        """Continue exactly where the checkpoints (one per seed, all at one step) left off."""
+        self.learner.load_state_dicts(states)
+        self.collector.load_state_dicts(states)
+        self.t = int(states[0]["t"])
+        self.curves = [list(c) for s in states for c in s["curves"]]
+        self.last_checkpoint = self.t
+
+    # ---- guards and messages ------------------------------------------------------------------
+    def check_finite(self) -> None:
+        """Stop naming seed, agent and step when a loss or a parameter went NaN/inf (one host sync)."""
+        broken = self.learner.broken()
+        bad = sorted((step if step >= 0 else self.t, m, what) for m, (step, what) in enumerate(broken) if what)
+        if not bad:
+            return
+        n = self.cfg.num_agents
+
+        def agent(m: int) -> str:
+            return f"agent {m % n} (seed {self.member_seeds[m]}) of {self.seed_cfgs[m // n].stem}"
+
+        step, m, what = bad[0]  # the first to break; through the shared buffer it may have broken the others
+        what = f"loss at step {step}" if what == "loss" else f"parameters by step {step}"
+        others = "".join(f", then {agent(j)} at step {s}" for s, j, _ in bad[1:])
+        where = self.files[0].checkpoint if len(self.files) == 1 else f"{self.files[0].checkpoint.parent}/"
+        kept = (f"the last good checkpoint ({where}, step {self.last_checkpoint}) is kept"
+                if self.last_checkpoint is not None else "no checkpoint was written")
+        raise NonFinite(f"{agent(m)}: non-finite {what}{others}; stopped, {kept}. "
+                        "Lower the learning rates or check the rewards")
+
+    def interrupted_message(self) -> str:
+        name = signal.Signals(self.stop_signal).name
+        if not self.cfg.checkpoint_freq:
+            return f"{name}: stopped {self.cfg.name} at step {self.t}, no checkpoint (--checkpoint_freq 0)"
+        where = self.files[0].checkpoint if len(self.files) == 1 else f"{self.files[0].checkpoint.parent}/"
+        return f"{name}: stopped {self.cfg.name} at step {self.t}, checkpoint {where}; continue with --resume"
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop_signal = signum
+
     def curve_arrays(self) -> list[np.ndarray]:
-        return [np.asarray(c, dtype=np.float64) for c in self.curves]
+        """Every member's curve, seed by seed (seeds that had already finished included)."""
+        by_seed = dict(self.done_curves)
+        by_seed.update({s: self.curves[self.rows(k)] for k, s in enumerate(self.seeds)})
+        return [np.asarray(c, dtype=np.float64) for s in self.cfg.seed_list() for c in by_seed[s]]
+
+    def say(self, line: str) -> None:
+        if not self.cfg.quiet:
+            print(line, flush=True)
 
     def progress(self, scores: np.ndarray, rate: float, start: float) -> None:
-        """One line per evaluation: step, throughput, every agent's return, elapsed time."""
-        if self.cfg.quiet:
-            return
+        """One line per evaluation: step, throughput, returns (every agent's, or their spread), elapsed time."""
         elapsed = time.strftime("%H:%M:%S", time.gmtime(time.time() - start))
-        returns = " ".join(f"{s:9.1f}" for s in scores)
-        print(f"{self.cfg.stem} | step {self.t:>8d}/{self.cfg.max_time_steps} | {rate:7.1f} steps/s | "
-              f"return {returns} | {elapsed}", flush=True)
+        if len(self.seeds) == 1:
+            returns = "return " + " ".join(f"{s:9.1f}" for s in scores)
+        else:
+            returns = f"return mean {np.mean(scores):9.1f} min {np.min(scores):9.1f} max {np.max(scores):9.1f}"
+        self.say(f"{self.cfg.name} | step {self.t:>8d}/{self.cfg.max_time_steps} | {rate:7.1f} steps/s | "
+                 f"{returns} | {elapsed}")
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.collector.close()
         self.evaluate.close()
 
 
 def train(cfg: RunConfig) -> list[np.ndarray]:
-    """Train cfg.num_agents agents; returns (and saves after every evaluation) their learning curves."""
+    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves."""
     return Trainer(cfg).run()

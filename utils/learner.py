@@ -1,0 +1,77 @@
+"""The learner: all members' networks as one batched model, their replay buffers, and the update schedule.
+
+Members are numbered seed by seed: member m = s * N + i is agent i of the s-th seed of the process.
+Each seed's N agents share one buffer group; one batched update trains every member at once.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from algorithms import DDPG, SAC, TD3
+from algorithms.base import stream_seed
+from algorithms.nets import AgentRNG
+
+from .buffer import SharedReplayBuffer
+
+ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
+
+
+class Learner:
+    """Agents of ``num_seeds`` x ``num_agents`` members, one buffer group per seed, and the update schedule."""
+
+    def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
+                 act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
+                 device: torch.device):
+        self.n, self.members = num_agents, len(member_seeds)
+        self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
+        self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
+        self.buffer = SharedReplayBuffer(obs_dim, act_dim, buffer_size, num_agents, device,
+                                         self.agents.gaussian_behaviour, groups=self.members // num_agents)
+        self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
+        # first step at which a member's loss was not finite (-1: none); read only at evaluations
+        self.first_bad = torch.full((self.members,), -1, dtype=torch.long, device=device)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic actions for evaluation: [M, E, obs_dim] -> [M, E, act_dim]."""
+        return self.agents.act(obs).cpu().numpy()
+
+    def explore(self, obs: np.ndarray) -> tuple[np.ndarray, Optional[tuple]]:
+        return self.agents.explore(obs)
+
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour) -> None:
+        self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour)
+
+    def train(self, t: int) -> None:
+        """The updates of environment step ``t`` (``updates_per_step`` batched gradient steps)."""
+        for _ in range(self.updates_per_step):
+            info = self.agents.update(self.buffer.sample(self.batch_size, self.sampler))
+            finite = torch.isfinite(info["critic_loss"])
+            if "actor_loss" in info:
+                finite = finite & torch.isfinite(info["actor_loss"])
+            self.first_bad = torch.where((self.first_bad < 0) & ~finite, t, self.first_bad)
+
+    def broken(self) -> list[tuple[int, str]]:
+        """Per member: (first bad step or -1, what broke); one host sync."""
+        bad_params = torch.zeros(self.members, dtype=torch.bool, device=self.device)
+        for net in self.agents.networks.values():
+            for p in net.parameters():
+                bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
+        first_bad, bad_params = self.first_bad.cpu().tolist(), bad_params.cpu().tolist()
+        return [(step, "loss") if step >= 0 else (-1, "parameters" if bad else "") for step, bad in
+                zip(first_bad, bad_params)]
+
+    def state_dict(self, seed_index: int) -> dict:
+        """One seed's agents, buffer and samplers: exactly what a process of that seed alone holds."""
+        rows = slice(seed_index * self.n, (seed_index + 1) * self.n)
+        return {"agents": self.agents.state_dict(rows), "buffer": self.buffer.state_dict(seed_index),
+                "sampler": self.sampler.get_state()[rows]}
+
+    def load_state_dicts(self, states: list[dict]) -> None:
+        """Restore from one ``state_dict`` per seed, in seed order."""
+        self.agents.load_state_dict([s["agents"] for s in states])
+        for k, s in enumerate(states):
+            self.buffer.load_state_dict(s["buffer"], k)
+        self.sampler.set_state([g for s in states for g in s["sampler"]])

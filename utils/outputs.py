@@ -1,0 +1,137 @@
+"""A run's files: curves, JSON record, checkpoint, models and lock, and the policy for existing ones.
+
+One ``RunFiles`` per seed: several seeds in one process write exactly the files of each seed run alone.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .checkpoint import RunLock, check_compatible, read_checkpoint
+from .errors import UsageError
+from .io import save_curve, save_json, save_torch
+
+if TYPE_CHECKING:
+    from .training import RunConfig
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def software_versions() -> dict:
+    import gymnasium
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+                "gymnasium": gymnasium.__version__}
+    for mod in ("mujoco", "Box2D"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:
+            versions[mod] = None
+    return versions
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except Exception:
+        return None
+
+
+class RunFiles:
+    """Paths and file policy of one seed's run (``cfg`` is that seed's config)."""
+
+    def __init__(self, cfg: "RunConfig"):
+        self.cfg = cfg
+        self.results = Path(cfg.results_dir)
+        self.curves = [self.results / f"{name}.npy" for name in cfg.agent_names()]
+        self.record = self.results / f"{cfg.stem}.json"
+        self.checkpoint = cfg.checkpoint_path
+        self.models = [Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()]
+        self.lock = RunLock(self.results / f".{cfg.stem}.lock")
+
+    def existing(self) -> list[Path]:
+        return [p for p in [*self.curves, self.record] if p.exists()]
+
+    def remove_stale_temps(self) -> None:
+        """Temporary files left by a write that was killed."""
+        for folder in {self.results, self.checkpoint.parent, Path(self.cfg.models_dir)}:
+            for tmp in folder.glob(f".{self.cfg.stem}*.tmp"):
+                tmp.unlink()
+
+    def finished_curves(self) -> list[list[float]] | None:
+        """The saved curves when this exact run already finished (all evaluations present), else None."""
+        cfg = self.cfg
+        expected = cfg.max_time_steps // cfg.eval_freq + 1
+        if not self.record.exists() or not all(p.exists() for p in self.curves):
+            return None
+        try:
+            saved = json.loads(self.record.read_text())["config"]
+            curves = [np.load(p, allow_pickle=False) for p in self.curves]
+        except Exception:
+            return None
+        if any(c.shape != (expected,) for c in curves):
+            return None
+        check_compatible(saved, asdict(cfg), self.record)
+        return [c.tolist() for c in curves]
+
+    def plan(self) -> tuple[str, object]:
+        """What to do with this seed, deciding without writing: ("checkpoint", state), ("finished", curves)
+        or ("fresh", None). Raises UsageError when the files forbid the run."""
+        cfg = self.cfg
+        if cfg.resume and self.checkpoint.exists():
+            state = read_checkpoint(self.checkpoint)
+            check_compatible(state["config"], asdict(cfg), self.checkpoint)
+            if state["t"] > cfg.max_time_steps:
+                raise UsageError(f"checkpoint {self.checkpoint} is at step {state['t']}, beyond the requested "
+                                 f"budget of {cfg.max_time_steps}; raise the budget or use --overwrite")
+            return "checkpoint", state
+        exists = self.existing()
+        if cfg.resume and exists and (done := self.finished_curves()) is not None:
+            return "finished", done
+        if exists and not (cfg.resume or cfg.overwrite):
+            raise UsageError(f"{exists[0]} already exists: add --resume to continue that run, --overwrite to "
+                             "start it over, or pick another --seed or --results_dir")
+        return "fresh", None
+
+    def clear(self) -> None:
+        """Start over: remove the old curves, record and checkpoint."""
+        for p in self.existing():
+            p.unlink()
+        if self.checkpoint.exists():
+            self.checkpoint.unlink()
+
+    def write_record(self, device: torch.device, t: int, seeds_in_process: list[int]) -> None:
+        """The run's JSON record: every flag, versions, device, commit, command line."""
+        record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
+                  "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+                  "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curves],
+                  "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
+                  "checkpoint": str(self.checkpoint) if self.cfg.checkpoint_freq else None,
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None}
+        save_json(self.record, record)
+
+    def save_curves(self, curves: list[list[float]]) -> None:
+        for path, curve in zip(self.curves, curves):
+            save_curve(path, curve)
+
+    def save_models(self, states: list[dict]) -> None:
+        for path, state in zip(self.models, states):
+            save_torch(path, state)
+
+    def save_checkpoint(self, state: dict) -> None:
+        save_torch(self.checkpoint, state)
+
+    def finish(self) -> None:
+        """A finished run keeps no checkpoint: the curves say everything."""
+        if self.checkpoint.exists():
+            self.checkpoint.unlink()
