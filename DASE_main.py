@@ -1,12 +1,13 @@
-"""Train DDPG, TD3, DASE_DDPG or DASE_TD3 on one Gymnasium environment and save learning curves."""
+"""Train DDPG, TD3, their DASE_ variants or the DPD_ baseline on one Gymnasium environment and save learning curves."""
 from __future__ import annotations
 
 import sys
 
-from utils.cli import Parser, add_common_flags, count, real, main_guard, resolve_env, run_flags
+from utils.cli import (Parser, add_common_flags, count, default_agents, main_guard, real, resolve_env, run_flags,
+                       shared_algo)
 from utils.errors import UsageError
 
-POLICIES = ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG")
+POLICIES = ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG", "DPD_TD3", "DPD_DDPG")
 
 
 def parse(argv=None):
@@ -38,7 +39,7 @@ def build_config(args):
     if args.policy not in POLICIES:
         hint = " (SAC policies run with sac_main.py)" if "SAC" in args.policy else ""
         raise UsageError(f"--policy: unknown policy {args.policy!r}; use one of {', '.join(POLICIES)}{hint}")
-    algorithm = args.policy.removeprefix("DASE_")
+    algorithm = args.policy.removeprefix("DASE_").removeprefix("DPD_")
     tau = args.tau if args.tau is not None else (0.001 if algorithm == "DDPG" else 0.005)
     checks = [(0.0 < tau <= 1.0, f"--tau {tau} must be in (0, 1]"),
               (0.0 <= args.discount <= 1.0, f"--discount {args.discount} must be in [0, 1]"),
@@ -49,14 +50,13 @@ def build_config(args):
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
-    sharing = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
+    sharing = shared_algo(args)
     if algorithm == "TD3":
         algo = dict(discount=args.discount, tau=tau, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
                     policy_freq=args.policy_freq, expl_noise=args.expl_noise, **sharing)
     else:
         algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise, **sharing)
-    num_agents = args.num_agents if args.num_agents is not None else (2 if args.policy.startswith("DASE_") else 1)
-    return RunConfig(policy=args.policy, env=resolve_env(args.env, args.quiet), num_agents=num_agents,
+    return RunConfig(policy=args.policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
                      algo=algo, **run_flags(args))
 

@@ -1,18 +1,19 @@
-"""Train SAC or DASE_SAC (Gaussian or deterministic policy) on one Gymnasium environment."""
+"""Train SAC, DASE_SAC or the DPD_SAC baseline (Gaussian or deterministic policy) on one Gymnasium environment."""
 from __future__ import annotations
 
 import sys
 
-from utils.cli import Parser, add_common_flags, count, real, main_guard, resolve_env, run_flags
+from utils.cli import (Parser, add_common_flags, count, default_agents, main_guard, real, resolve_env, run_flags,
+                       shared_algo)
 from utils.errors import UsageError
 
-POLICIES = ("DASE_SAC", "SAC")
+POLICIES = ("DASE_SAC", "SAC", "DPD_SAC")
 FLAG_NAMES = {"max_time_steps": "num_steps", "start_time_steps": "start_steps"}
 
 
 def parse(argv=None):
     p = Parser(prog="sac_main.py", description=__doc__)
-    p.add_argument("--policy", type=str, default="DASE_SAC", help="DASE_SAC or SAC (default: DASE_SAC)")
+    p.add_argument("--policy", type=str, default="DASE_SAC", help="DASE_SAC, SAC or DPD_SAC (default: DASE_SAC)")
     p.add_argument("--policy_type", type=str, default="Deterministic", choices=["Deterministic", "Gaussian"],
                    help="policy family (default: Deterministic)")
     add_common_flags(p)
@@ -58,9 +59,8 @@ def build_config(args):
     algo = dict(policy_type=args.policy_type, gamma=args.gamma, tau=args.tau, lr=args.lr, alpha=args.alpha,
                 automatic_entropy_tuning=args.automatic_entropy_tuning, reward_scale=reward_scale,
                 hidden_size=args.hidden_size, target_update_interval=args.target_update_interval,
-                similarity=args.similarity, kl_div_var=args.kl_div_var)
-    num_agents = args.num_agents if args.num_agents is not None else (2 if args.policy.startswith("DASE_") else 1)
-    return RunConfig(policy=args.policy, env=env, num_agents=num_agents,
+                **shared_algo(args))
+    return RunConfig(policy=args.policy, env=env, num_agents=default_agents(args),
                      max_time_steps=args.num_steps, start_time_steps=args.start_steps,
                      updates_per_step=args.updates_per_step,
                      algo=algo, **run_flags(args))

@@ -131,9 +131,10 @@ def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
     """One optimizer step on ``loss``, differentiating only the optimizer's own parameters
-    (an actor loss then costs no weight gradients of the critic it flows through)."""
+    (an actor loss then costs no weight gradients of the critic it flows through). Parameters the
+    loss does not use (a Gaussian actor's log-std head in DPD's distillation) are left alone."""
     params = [p for group in opt.param_groups for p in group["params"]]
-    for p, g in zip(params, torch.autograd.grad(loss, params)):
+    for p, g in zip(params, torch.autograd.grad(loss, params, allow_unused=True)):
         p.grad = g
     opt.step()
 

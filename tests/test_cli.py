@@ -15,6 +15,7 @@ from utils.cli import main_guard
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--env", "Pendulum-v1", "--seed", "5", "--eval_freq", "200", "--eval_episodes", "2", "--batch_size", "32"]
 SCRIPTS = {"DDPG": "DASE_main.py", "TD3": "DASE_main.py", "SAC": "sac_main.py"}
+MULTI = ("DASE_", "DPD_")
 
 
 def cli(script, *args, cwd=ROOT):
@@ -22,15 +23,16 @@ def cli(script, *args, cwd=ROOT):
                           timeout=900)  # a hang guard, generous for slow machines
 
 
-@pytest.mark.parametrize("policy", ["DDPG", "TD3", "SAC", "DASE_DDPG", "DASE_TD3", "DASE_SAC"])
+@pytest.mark.parametrize("policy", ["DDPG", "TD3", "SAC", "DASE_DDPG", "DASE_TD3", "DASE_SAC", "DPD_DDPG", "DPD_TD3",
+                                    "DPD_SAC"])
 def test_smoke_run_writes_curves(policy, tmp_path):
-    script = SCRIPTS[policy.removeprefix("DASE_")]
+    script = SCRIPTS[policy.removeprefix("DASE_").removeprefix("DPD_")]
     budget = ["--num_steps", "600", "--start_steps", "200", "--policy_type", "Gaussian"] if script == "sac_main.py" \
         else ["--max_time_steps", "600", "--start_time_steps", "200"]
     out = cli(script, "--policy", policy, *TINY, *budget, "--results_dir", str(tmp_path), "--device", "cpu")
     assert out.returncode == 0, out.stderr
     stem = f"{policy}_Pendulum-v1_5"
-    names = [f"{stem}_Agent_{i}.npy" for i in range(2)] if policy.startswith("DASE_") else [f"{stem}.npy"]
+    names = [f"{stem}_Agent_{i}.npy" for i in range(2)] if policy.startswith(MULTI) else [f"{stem}.npy"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names + [f"{stem}.json"])
     for name in names:
         curve = np.load(tmp_path / name)
@@ -75,6 +77,11 @@ ERRORS = [
     (DASE_main, ["--buffer_size", "-5"], "--buffer_size"),
     (DASE_main, ["--num_agents", "0"], "--num_agents"),
     (DASE_main, ["--policy", "TD3", "--num_agents", "3"], "--num_agents"),
+    (DASE_main, ["--policy", "DPD_TD3", "--num_agents", "1"], "--num_agents"),
+    (sac_main, ["--policy", "DPD_SAC", "--dpd_batch_size", "0"], "--dpd_batch_size"),
+    (DASE_main, ["--policy_noise", "inf"], "--policy_noise"),
+    (sac_main, ["--lr", "nan"], "--lr"),
+    (DASE_main, ["--max_time_steps", "2.5e-1"], "--max_time_steps"),
     (DASE_main, ["--max_time_steps", "0"], "--max_time_steps"),
     (DASE_main, ["--max_time_steps", "500", "--eval_freq", "1000"], "--eval_freq"),
     (DASE_main, ["--buffer_size", "1", "--num_agents", "2"], "--buffer_size"),

@@ -19,6 +19,7 @@ POLICIES = {
     "TD3": dict(num_agents=1, algo={"hidden": (32, 32)}),
     "DASE_SAC": dict(num_agents=2, algo={"policy_type": "Gaussian", "hidden_size": 32}),
     "DASE_DDPG": dict(num_agents=3, algo={}),
+    "DPD_TD3": dict(num_agents=2, algo={"hidden": (32, 32), "dpd_batch_size": 24}),
 }
 
 
@@ -68,22 +69,23 @@ def test_seeds_in_one_process_equal_separate_runs(policy, tmp_path):
     assert not np.array_equal(together[0], together[n])  # different seeds, different runs
 
 
-def test_checkpoints_of_seeds_together_are_those_of_seeds_alone_and_resume_either_way(tmp_path):
-    full = {s: train(config("DASE_TD3", tmp_path / f"full{s}", seed=s)) for s in (1, 2)}
+@pytest.mark.parametrize("policy", ["DASE_TD3", "DPD_TD3"])
+def test_checkpoints_of_seeds_together_are_those_of_seeds_alone_and_resume_either_way(policy, tmp_path):
+    full = {s: train(config(policy, tmp_path / f"full{s}", seed=s)) for s in (1, 2)}
     ckpt = dict(checkpoint_freq=100, max_time_steps=600)
-    Trainer(config("DASE_TD3", tmp_path / "together", seeds=[1, 2], seed=1, **ckpt)).run(stop_at=300)
+    Trainer(config(policy, tmp_path / "together", seeds=[1, 2], seed=1, **ckpt)).run(stop_at=300)
     for s in (1, 2):
-        Trainer(config("DASE_TD3", tmp_path / f"alone{s}", seed=s, **ckpt)).run(stop_at=300)
-        name = f"checkpoints/DASE_TD3_Pendulum-v1_{s}.pt"
+        Trainer(config(policy, tmp_path / f"alone{s}", seed=s, **ckpt)).run(stop_at=300)
+        name = f"checkpoints/{policy}_Pendulum-v1_{s}.pt"
         assert_same(torch.load(tmp_path / f"alone{s}" / name, weights_only=True),
                     torch.load(tmp_path / "together" / name, weights_only=True))
     # the seeds' checkpoints continue as one process; the one-process checkpoints continue seed by seed
     shutil.copytree(tmp_path / "alone2", tmp_path / "alone1", dirs_exist_ok=True)
-    resumed = train(config("DASE_TD3", tmp_path / "alone1", seeds=[1, 2], seed=1, resume=True, **ckpt))
+    resumed = train(config(policy, tmp_path / "alone1", seeds=[1, 2], seed=1, resume=True, **ckpt))
     for a, b in zip(resumed, full[1] + full[2]):
         np.testing.assert_array_equal(a, b)
     for s in (1, 2):
-        resumed = train(config("DASE_TD3", tmp_path / "together", seed=s, resume=True, **ckpt))
+        resumed = train(config(policy, tmp_path / "together", seed=s, resume=True, **ckpt))
         for a, b in zip(resumed, full[s]):
             np.testing.assert_array_equal(a, b)
 

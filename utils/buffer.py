@@ -92,18 +92,18 @@ class SharedReplayBuffer:
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
                      self.not_done[g, idx], own, *beh)
 
-    def state_dict(self, group: int = 0) -> dict:
-        """One group's stored rows (only the filled part) and the write pointer, as CPU tensors."""
-        arrays = {k: getattr(self, k)[group, : self.size].cpu().clone() for k in self.FIELDS
+    def state_dict(self, groups: slice = slice(None)) -> dict:
+        """Some groups' stored rows (only the filled part, [G, size, ...]) and the write pointer, on the CPU."""
+        arrays = {k: getattr(self, k)[groups, : self.size].cpu().clone() for k in self.FIELDS
                   if getattr(self, k) is not None}
         return {"arrays": arrays, "ptr": self.ptr, "size": self.size, "capacity": self.capacity}
 
-    def load_state_dict(self, state: dict, group: int = 0) -> None:
-        """Restore one group from ``state_dict``; all groups of a buffer share pointer and size."""
+    def load_state_dict(self, state: dict, groups: slice = slice(None)) -> None:
+        """Restore groups from ``state_dict``; all groups of a buffer share pointer and size."""
         if state["capacity"] != self.capacity:
             raise ValueError(f"buffer capacity {state['capacity']} != {self.capacity}")
         for k, v in state["arrays"].items():
-            getattr(self, k)[group, : state["size"]] = v.to(self.device)
+            getattr(self, k)[groups, : state["size"]] = v.to(self.device)
         self.ptr, self.size = int(state["ptr"]), int(state["size"])
 
     @staticmethod

@@ -79,9 +79,15 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=str, default=None,
                    help="cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing (default: auto)")
     p.add_argument("--num_agents", type=count, default=None,
-                   help="agents sharing one buffer (default: 2 for DASE_ policies, 1 otherwise)")
+                   help="agents sharing one buffer (DASE_) or distilling from each other (DPD_) "
+                        "(default: 2 for DASE_ and DPD_ policies, 1 otherwise)")
     p.add_argument("--similarity", type=str, default="js", choices=["js", "kl", "none"],
                    help="divergence for the sharing weights: js (paper), kl, or none = no correction (default: js)")
+    p.add_argument("--dpd_alpha", type=real, default=1.0,
+                   help="DPD_ policies: alpha of the distillation weights clip(exp(alpha * (Q_peer - Q_self)), "
+                        "0.01, 100) (default: 1.0)")
+    p.add_argument("--dpd_batch_size", type=count, default=256,
+                   help="DPD_ policies: states per distillation step, from the peer's buffer (default: 256)")
     p.add_argument("--kl_div_var", type=real, default=0.1,
                    help="variance v of the reference Gaussian N(0, v I) (default: 0.1)")
     p.add_argument("--buffer_size", type=count, default=1_000_000,
@@ -119,6 +125,21 @@ def run_flags(args) -> dict:
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile, device=resolve_device(args.device, args.gpu), flags=vars(args))
+
+
+def shared_algo(args) -> dict:
+    """Algorithm keywords both command lines build the same way: sharing weights, DPD settings."""
+    algo = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
+    if args.policy.startswith("DPD_"):
+        algo.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
+    return algo
+
+
+def default_agents(args) -> int:
+    """--num_agents, or 2 for DASE_ and DPD_ policies and 1 for baselines."""
+    if args.num_agents is not None:
+        return args.num_agents
+    return 2 if args.policy.startswith(("DASE_", "DPD_")) else 1
 
 
 def resolve_device(device: str | None, gpu: int) -> str:

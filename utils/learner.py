@@ -10,27 +10,40 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms import DDPG, SAC, TD3
+from algorithms import DDPG, DPD_DDPG, DPD_SAC, DPD_TD3, SAC, TD3
 from algorithms.base import stream_seed
 from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
+DISTILLING = {"DDPG": DPD_DDPG, "TD3": DPD_TD3, "SAC": DPD_SAC}
 
 
 class Learner:
-    """Agents of ``num_seeds`` x ``num_agents`` members, one buffer group per seed, and the update schedule."""
+    """Agents of ``num_seeds`` x ``num_agents`` members, their buffers, and the update schedule.
+
+    DASE and baselines: one buffer group per seed, shared by its N agents. DPD (``distill``): one
+    group per learner, and after each update one distillation step per peer on the peer's states.
+    """
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
-                 device: torch.device):
-        self.n, self.members = num_agents, len(member_seeds)
+                 device: torch.device, distill: bool = False):
+        self.n, self.members, self.distill = num_agents, len(member_seeds), distill
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
-        self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
-        self.buffer = SharedReplayBuffer(obs_dim, act_dim, buffer_size, num_agents, device,
-                                         self.agents.gaussian_behaviour, groups=self.members // num_agents)
+        if distill:
+            self.agents = DISTILLING[algorithm](obs_dim, act_dim, low, high, member_seeds, device,
+                                                group_size=num_agents, **algo)
+        else:
+            self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
+        writers = 1 if distill else num_agents  # rows each group gets per step
+        self.groups_per_seed = num_agents if distill else 1
+        self.buffer = SharedReplayBuffer(obs_dim, act_dim, buffer_size, writers, device,
+                                         self.agents.gaussian_behaviour, groups=self.members // writers)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
+        self.distill_sampler = AgentRNG([stream_seed(s, "distill") for s in member_seeds], device) if distill \
+            else None
         # first step at which a member's loss was not finite (-1: none); read only at evaluations
         self.first_bad = torch.full((self.members,), -1, dtype=torch.long, device=device)
 
@@ -51,6 +64,11 @@ class Learner:
             finite = torch.isfinite(info["critic_loss"])
             if "actor_loss" in info:
                 finite = finite & torch.isfinite(info["actor_loss"])
+            if self.distill:
+                for offset in range(1, self.n):  # every peer in turn
+                    peer = self.agents.peers(offset)
+                    states = self.buffer.sample(self.agents.dpd_batch_size, self.distill_sampler, groups=peer).obs
+                    finite = finite & torch.isfinite(self.agents.distill(states, peer))
             self.first_bad = torch.where((self.first_bad < 0) & ~finite, t, self.first_bad)
 
     def broken(self) -> list[tuple[int, str]]:
@@ -66,12 +84,19 @@ class Learner:
     def state_dict(self, seed_index: int) -> dict:
         """One seed's agents, buffer and samplers: exactly what a process of that seed alone holds."""
         rows = slice(seed_index * self.n, (seed_index + 1) * self.n)
-        return {"agents": self.agents.state_dict(rows), "buffer": self.buffer.state_dict(seed_index),
-                "sampler": self.sampler.get_state()[rows]}
+        g = self.groups_per_seed
+        state = {"agents": self.agents.state_dict(rows), "sampler": self.sampler.get_state()[rows],
+                 "buffer": self.buffer.state_dict(slice(seed_index * g, (seed_index + 1) * g))}
+        if self.distill:
+            state["distill_sampler"] = self.distill_sampler.get_state()[rows]
+        return state
 
     def load_state_dicts(self, states: list[dict]) -> None:
         """Restore from one ``state_dict`` per seed, in seed order."""
         self.agents.load_state_dict([s["agents"] for s in states])
+        g = self.groups_per_seed
         for k, s in enumerate(states):
-            self.buffer.load_state_dict(s["buffer"], k)
-        self.sampler.set_state([g for s in states for g in s["sampler"]])
+            self.buffer.load_state_dict(s["buffer"], slice(k * g, (k + 1) * g))
+        self.sampler.set_state([x for s in states for x in s["sampler"]])
+        if self.distill:
+            self.distill_sampler.set_state([x for s in states for x in s["distill_sampler"]])

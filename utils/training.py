@@ -29,7 +29,7 @@ from .outputs import RunFiles
 class RunConfig:
     """Everything a run needs; the command lines fill it from their flags."""
 
-    policy: str  # TD3, DDPG, SAC, or DASE_ + one of them
+    policy: str  # TD3, DDPG, SAC, or DASE_ / DPD_ + one of them
     env: str  # a resolved Gymnasium id
     seed: int = 0
     seeds: list[int] | None = None  # several seeds in one process (seed is then seeds[0])
@@ -58,11 +58,15 @@ class RunConfig:
 
     @property
     def algorithm(self) -> str:
-        return self.policy.removeprefix("DASE_")
+        return self.policy.removeprefix("DASE_").removeprefix("DPD_")
 
     @property
     def is_dase(self) -> bool:
         return self.policy.startswith("DASE_")
+
+    @property
+    def is_dpd(self) -> bool:
+        return self.policy.startswith("DPD_")
 
     @property
     def stem(self) -> str:
@@ -70,7 +74,7 @@ class RunConfig:
 
     def agent_names(self) -> list[str]:
         """File stems per agent, as in the paper's data: {stem} or {stem}_Agent_{i}."""
-        if not self.is_dase:
+        if not (self.is_dase or self.is_dpd):
             return [self.stem]
         return [f"{self.stem}_Agent_{i}" for i in range(self.num_agents)]
 
@@ -110,8 +114,12 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     for name, value in positive.items():
         if value <= 0:
             raise UsageError(f"{flag(name)} must be a positive integer, got {value}")
-    if not cfg.is_dase and cfg.num_agents != 1:
+    if not (cfg.is_dase or cfg.is_dpd) and cfg.num_agents != 1:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy} for several")
+    if cfg.is_dpd and cfg.num_agents < 2:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} distils between learners; it needs at least 2")
+    if cfg.is_dpd and cfg.algo.get("dpd_batch_size", 1) <= 0:
+        raise UsageError(f"--dpd_batch_size must be a positive integer, got {cfg.algo['dpd_batch_size']}")
     if cfg.start_time_steps < 0:
         raise UsageError(f"{flag('start_time_steps')} must be >= 0, got {cfg.start_time_steps}")
     if cfg.eval_freq > cfg.max_time_steps:
@@ -202,7 +210,7 @@ class Trainer:
         self.member_seeds = [m for c in self.seed_cfgs for m in c.agent_seeds()]
         self.collector = c = Collector(cfg.env, self.member_seeds)
         self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
-                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device)
+                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device, cfg.is_dpd)
         if cfg.load_model:
             for k, seed_cfg in enumerate(self.seed_cfgs):
                 load_models(self.learner.agents, seed_cfg, k * n)

@@ -1,0 +1,87 @@
+"""Dual Policy Distillation (Lai, Zha, Li, Hu, IJCAI 2020): the DASE paper's peer-learning baseline.
+
+Every learner keeps its own buffer and takes its algorithm's usual update. Then, for each peer, one
+distillation step on states s_i drawn from the peer's buffer: with the peer's noise-free action
+a_i = pi_peer(s_i) and the first critics of both,
+
+    w_i = clip(exp(alpha * (Q_peer(s_i, a_i) - Q_self(s_i, a_i))), 0.01, 100),  normalised over the batch,
+    loss = sum_i w_i * mean_dims (pi_self(s_i) - a_i)^2,
+
+minimised by an Adam of its own on the actor (lr 1e-4): learners imitate peers where the peers'
+critics think the peers act better than the learner's critic does.
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import StackedAgents
+from .ddpg import DDPG
+from .nets import minimise
+from .sac import SAC
+from .td3 import TD3
+
+WEIGHT_MIN, WEIGHT_MAX = 0.01, 100.0
+
+
+def dpd_weights(q_peer: torch.Tensor, q_self: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Normalised distillation weights [M, B, 1] from the two critics' values of the peer's actions."""
+    w = torch.exp(alpha * (q_peer - q_self)).clamp(WEIGHT_MIN, WEIGHT_MAX)
+    return w / w.sum(dim=1, keepdim=True)
+
+
+def distillation_loss(own_actions: torch.Tensor, peer_actions: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Per learner: sum_i w_i * mean over action dims of (pi_self(s_i) - a_peer,i)^2 -> [M]."""
+    return (w * (own_actions - peer_actions).pow(2).mean(-1, keepdim=True)).sum(dim=(1, 2))
+
+
+class Distilling:
+    """Mixin for a StackedAgents algorithm: learners in groups of ``group_size`` distil from each other."""
+
+    def __init__(self, *args, group_size: int = 2, dpd_alpha: float = 1.0, dpd_lr: float = 1e-4,
+                 dpd_batch_size: int = 256, **kwargs):
+        super().__init__(*args, **{**kwargs, "similarity": "none"})  # own buffers: nothing to down-weight
+        self.group_size, self.dpd_alpha, self.dpd_batch_size = int(group_size), float(dpd_alpha), int(dpd_batch_size)
+        self.distill_opt = torch.optim.Adam(self.actor.parameters(), lr=dpd_lr)
+
+    def peers(self, offset: int) -> torch.Tensor:
+        """[M] index of each learner's peer ``offset`` places further round its group (seed)."""
+        m = torch.arange(self.n, device=self.device)
+        return m - m % self.group_size + (m % self.group_size + offset) % self.group_size
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic (TD3, SAC) or the only one (DDPG)."""
+        return getattr(self.critic, "q1", self.critic)(obs, action)
+
+    @torch.no_grad()
+    def peer_targets(self, obs: torch.Tensor, peer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """For learner m and states obs[m]: the peer's action and the weights (peer = peer[m])."""
+        inverse = torch.argsort(peer)
+        # member j computes on the states of the learner whose peer it is, then rows go back to learners
+        peer_obs = obs[inverse]
+        peer_action = self.actor(peer_obs).clamp(self.low, self.high)
+        q_peer = self.q1(peer_obs, peer_action)[peer]
+        action = peer_action[peer]
+        return action, dpd_weights(q_peer, self.q1(obs, action), self.dpd_alpha)
+
+    def distill(self, obs: torch.Tensor, peer: torch.Tensor) -> torch.Tensor:
+        """One distillation step of every learner towards its peer; returns the losses [M]."""
+        action, w = self.peer_targets(obs, peer)
+        loss = distillation_loss(self.actor(obs), action, w)
+        minimise(self.distill_opt, loss.sum())
+        return loss.detach()
+
+
+class DPD_DDPG(Distilling, DDPG):
+    """DDPG learners with dual policy distillation."""
+
+
+class DPD_TD3(Distilling, TD3):
+    """TD3 learners with dual policy distillation."""
+
+
+class DPD_SAC(Distilling, SAC):
+    """SAC learners (Gaussian: the squashed mean action is distilled) with dual policy distillation."""
+
+
+def is_distilling(agents: StackedAgents) -> bool:
+    return isinstance(agents, Distilling)
