@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import torch
 
-from .base import StackedAgents
 from .ddpg import DDPG
 from .nets import minimise
 from .sac import SAC
@@ -82,6 +81,3 @@ class DPD_TD3(Distilling, TD3):
 class DPD_SAC(Distilling, SAC):
     """SAC learners (Gaussian: the squashed mean action is distilled) with dual policy distillation."""
 
-
-def is_distilling(agents: StackedAgents) -> bool:
-    return isinstance(agents, Distilling)
