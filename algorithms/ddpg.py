@@ -66,4 +66,4 @@ class DDPG(StackedAgents):
 
         soft_update(self.critic_target, self.critic, self.tau)
         soft_update(self.actor_target, self.actor, self.tau)
-        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weight": w.mean(dim=(1, 2))}
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach()}

@@ -143,7 +143,7 @@ class SAC(StackedAgents):
         alpha = self.temperature().detach()
         actor_loss = weighted_mean(alpha * log_prob - torch.min(q1_pi, q2_pi), w)
         minimise(self.actor_opt, actor_loss.sum())
-        info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weight": w.mean(dim=(1, 2))}
+        info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach()}
 
         if self.auto_alpha:
             log_alpha = self.temperature.log_alpha.view(-1, 1, 1)

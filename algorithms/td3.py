@@ -62,7 +62,7 @@ class TD3(StackedAgents):
         q1, q2 = self.critic(batch.obs, batch.action)
         critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
         minimise(self.critic_opt, critic_loss.sum())  # summed over agents: each gets its own loss's gradient
-        info = {"critic_loss": critic_loss.detach(), "weight": w.mean(dim=(1, 2))}
+        info = {"critic_loss": critic_loss.detach(), "weights": w.detach()}
 
         if actor_step:
             actor_loss = weighted_mean(-self.critic.q1(batch.obs, pi), w)

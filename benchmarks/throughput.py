@@ -1,10 +1,15 @@
-"""Throughput of the batched update and of the whole training loop, for several agent counts.
+"""Throughput of the batched update and of the whole training loop, for several agent and seed counts.
 
-    python -m benchmarks.throughput --policy DASE_TD3 --env HalfCheetah-v5 --agents 1 2 5 10 --json out.json
+    python -m benchmarks.throughput --policy DASE_TD3 --env HalfCheetah-v5 --agents 1 2 5 10 --seeds 1 4 --json out.json
 
-(a) batched updates per second after a warm-up, on a buffer of random transitions;
-(b) the whole training loop (environment steps, updates, evaluations) for a fixed step budget,
-    the workload of the speed issue: --start_time_steps 1000 --max_time_steps 4000 --eval_freq 1000.
+For every (seeds S, agents N) pair, S x N members in one batched model:
+(a) ms per batched update after a warm-up, on buffers of random transitions (S groups);
+(b) training env steps/s: environment steps of all members per second over the training steps
+    after --start_time_steps (exploration, environment steps, storing, updates; no evaluation);
+(c) the whole paper protocol (evaluation every --eval_freq steps with --eval_episodes episodes)
+    for --max_time_steps steps: env steps/s of all members' training, and the projected hours for
+    1M steps of every member at that speed.
+(b) and (c) only for the agent counts in --loop_agents.
 """
 from __future__ import annotations
 
@@ -35,22 +40,23 @@ def algo_kwargs(policy: str, sac_policy_type: str) -> dict:
 
 
 def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates: int, warmup: int,
-                 batch_size: int, sac_policy_type: str) -> float:
-    """Seconds per batched update of n agents."""
+                 batch_size: int, sac_policy_type: str, seeds: int = 1) -> float:
+    """Seconds per batched update of ``seeds`` groups of n agents."""
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     low, high = env.action_space.low, env.action_space.high
     env.close()
-    seeds = [100 * i for i in range(n)]
+    m = seeds * n
+    member_seeds = [s + 100 * i for s in range(seeds) for i in range(n)]
     kw = algo_kwargs(policy, sac_policy_type)
-    agents = ALGORITHMS[policy.removeprefix("DASE_")](obs_dim, act_dim, low, high, seeds, device, **kw)
-    buffer = SharedReplayBuffer(obs_dim, act_dim, 20_000, n, device, agents.gaussian_behaviour)
+    agents = ALGORITHMS[policy.removeprefix("DASE_")](obs_dim, act_dim, low, high, member_seeds, device, **kw)
+    buffer = SharedReplayBuffer(obs_dim, act_dim, 20_000, n, device, agents.gaussian_behaviour, groups=seeds)
     rng = np.random.default_rng(0)
     for _ in range(20_000 // n):
-        buffer.add(rng.standard_normal((n, obs_dim)), rng.uniform(low, high, (n, act_dim)), rng.standard_normal(n),
-                   rng.standard_normal((n, obs_dim)), rng.random(n) < 0.01,
-                   (rng.standard_normal((n, act_dim)), rng.uniform(0.1, 1, (n, act_dim))) if agents.gaussian_behaviour else None)
-    sampler = AgentRNG(seeds, device)
+        buffer.add(rng.standard_normal((m, obs_dim)), rng.uniform(low, high, (m, act_dim)), rng.standard_normal(m),
+                   rng.standard_normal((m, obs_dim)), rng.random(m) < 0.01,
+                   (rng.standard_normal((m, act_dim)), rng.uniform(0.1, 1, (m, act_dim))) if agents.gaussian_behaviour else None)
+    sampler = AgentRNG(member_seeds, device)
     for _ in range(warmup):
         agents.update(buffer.sample(batch_size, sampler))
     sync(device)
@@ -61,19 +67,38 @@ def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates
     return (time.perf_counter() - start) / updates
 
 
-def time_loop(policy: str, env_id: str, n: int, device: torch.device, start_steps: int, max_steps: int,
-              eval_freq: int, sac_policy_type: str) -> float:
-    """Wall-clock seconds of a whole run (setup excluded: environments, networks, buffer)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = RunConfig(policy=policy, env=env_id, seed=0, num_agents=n, max_time_steps=max_steps,
-                        start_time_steps=start_steps, eval_freq=eval_freq, device=str(device), results_dir=tmp,
-                        checkpoint_freq=0, quiet=True, algo=algo_kwargs(policy, sac_policy_type))
-        trainer = Trainer(cfg)
-        sync(device)
+def loop_config(policy: str, env_id: str, n: int, seeds: int, device: torch.device, start_steps: int, max_steps: int,
+                eval_freq: int, eval_episodes: int, sac_policy_type: str, workers: int | None, tmp: str) -> RunConfig:
+    return RunConfig(policy=policy, env=env_id, seed=0, seeds=list(range(seeds)) if seeds > 1 else None, num_agents=n,
+                     max_time_steps=max_steps, start_time_steps=start_steps, eval_freq=eval_freq,
+                     eval_episodes=eval_episodes, device=str(device), results_dir=tmp, checkpoint_freq=0, quiet=True,
+                     env_workers=workers, algo=algo_kwargs(policy, sac_policy_type))
+
+
+def time_training(cfg: RunConfig, steps: int) -> float:
+    """Seconds per training step (all members) after the warm-up, without evaluations."""
+    trainer = Trainer(cfg)
+    try:
+        while trainer.t < cfg.start_time_steps + 20:  # warm-up and a few updates, untimed
+            trainer.step()
+        sync(trainer.device)
         start = time.perf_counter()
-        trainer.run()
-        sync(device)
-        return time.perf_counter() - start
+        for _ in range(steps):
+            trainer.step()
+        sync(trainer.device)
+        return (time.perf_counter() - start) / steps
+    finally:
+        trainer.close()
+
+
+def time_loop(cfg: RunConfig) -> float:
+    """Wall-clock seconds of a whole run (setup excluded: environments, networks, buffer)."""
+    trainer = Trainer(cfg)
+    sync(trainer.device)
+    start = time.perf_counter()
+    trainer.run()
+    sync(trainer.device)
+    return time.perf_counter() - start
 
 
 def main(argv=None) -> int:
@@ -87,11 +112,16 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=30, help="untimed updates first (default: 30)")
     p.add_argument("--batch_size", type=int, default=256, help="batch per agent (default: 256)")
     p.add_argument("--policy_type", type=str, default="Gaussian", help="SAC policy type (default: Gaussian)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1], help="seed counts S: S x N members (default: 1)")
     p.add_argument("--loop_agents", type=int, nargs="*", default=[1, 2],
-                   help="agent counts for the whole-loop timing; none to skip (default: 1 2)")
+                   help="agent counts for the loop timings (b) and (c); none to skip (default: 1 2)")
+    p.add_argument("--train_steps", type=int, default=500, help="(b): timed training steps (default: 500)")
     p.add_argument("--start_time_steps", type=int, default=1000, help="loop: random steps (default: 1000)")
-    p.add_argument("--max_time_steps", type=int, default=4000, help="loop: step budget (default: 4000)")
-    p.add_argument("--eval_freq", type=int, default=1000, help="loop: evaluation period (default: 1000)")
+    p.add_argument("--max_time_steps", type=int, default=4000, help="(c): step budget (default: 4000)")
+    p.add_argument("--eval_freq", type=int, default=1000, help="(c): evaluation period (default: 1000)")
+    p.add_argument("--eval_episodes", type=int, default=10, help="(c): episodes per evaluation (default: 10)")
+    p.add_argument("--env_workers", type=int, default=None,
+                   help="environment worker processes for the loops (default: the training default)")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     if args.threads:
@@ -103,26 +133,44 @@ def main(argv=None) -> int:
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     env.close()
     results = []
-    base = None
-    for n in args.agents:
-        sec = time_updates(args.policy, env_id, n, device, args.updates, args.warmup, args.batch_size, args.policy_type)
-        base = base or (sec if n == 1 else None)
-        row = {"agents": n, "updates_per_s": 1 / sec, "agent_updates_per_s": n / sec, "ms_per_update": 1000 * sec,
-               "cost_vs_one_agent": sec / base if base else None, "loop_seconds": None, "loop_env_steps_per_s": None}
-        if n in args.loop_agents:
-            loop = time_loop(args.policy, env_id, n, device, args.start_time_steps, args.max_time_steps,
-                             args.eval_freq, args.policy_type)
-            row["loop_seconds"] = loop
-            row["loop_env_steps_per_s"] = n * args.max_time_steps / loop
-        results.append(row)
-        print(f"agents {n:>3} | {row['ms_per_update']:8.2f} ms/update | {row['updates_per_s']:8.1f} updates/s | "
-              f"{row['agent_updates_per_s']:8.1f} agent-updates/s | cost x{row['cost_vs_one_agent'] or float('nan'):.2f}"
-              + (f" | loop {row['loop_seconds']:.1f} s" if row["loop_seconds"] else ""), flush=True)
+    base = {}
+    for seeds in args.seeds:
+        for n in args.agents:
+            m = seeds * n
+            sec = time_updates(args.policy, env_id, n, device, args.updates, args.warmup, args.batch_size,
+                               args.policy_type, seeds)
+            base.setdefault(seeds, sec if n == 1 else None)
+            row = {"seeds": seeds, "agents": n, "members": m, "updates_per_s": 1 / sec,
+                   "agent_updates_per_s": m / sec, "ms_per_update": 1000 * sec,
+                   "cost_vs_one_agent": sec / base[seeds] if base[seeds] else None, "train_env_steps_per_s": None,
+                   "protocol_seconds": None, "protocol_env_steps_per_s": None, "projected_hours_1M": None}
+            if n in args.loop_agents:
+                with tempfile.TemporaryDirectory() as tmp:
+                    cfg = loop_config(args.policy, env_id, n, seeds, device, args.start_time_steps,
+                                      args.max_time_steps, args.eval_freq, args.eval_episodes, args.policy_type,
+                                      args.env_workers, tmp)
+                    step = time_training(cfg, args.train_steps)
+                    loop = time_loop(cfg)
+                row["train_env_steps_per_s"] = m / step
+                row["protocol_seconds"] = loop
+                row["protocol_env_steps_per_s"] = m * args.max_time_steps / loop
+                # 1M steps of every member: the warm-up share of this budget is not representative, so use
+                # the training steps' cost plus this budget's evaluation overhead per step
+                eval_overhead = max(loop - args.max_time_steps * step, 0.0) / args.max_time_steps
+                row["projected_hours_1M"] = 1_000_000 * (step + eval_overhead) / 3600
+            results.append(row)
+            loops = (f" | train {row['train_env_steps_per_s']:8.1f} env steps/s | protocol "
+                     f"{row['protocol_env_steps_per_s']:8.1f} env steps/s, 1M steps in {row['projected_hours_1M']:.1f} h"
+                     if row["protocol_seconds"] else "")
+            print(f"seeds {seeds:>2} x agents {n:>3} | {row['ms_per_update']:8.2f} ms/update | "
+                  f"{row['agent_updates_per_s']:8.1f} agent-updates/s | cost x{row['cost_vs_one_agent'] or float('nan'):.2f}"
+                  + loops, flush=True)
     gaussian = args.policy.endswith("SAC") and args.policy_type == "Gaussian"
     report = {
         "results": results, "policy": args.policy, "env": env_id, "batch_size": args.batch_size,
         "loop": {"start_time_steps": args.start_time_steps, "max_time_steps": args.max_time_steps,
-                 "eval_freq": args.eval_freq},
+                 "eval_freq": args.eval_freq, "eval_episodes": args.eval_episodes, "train_steps": args.train_steps,
+                 "env_workers": args.env_workers},
         "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
         else (platform.processor() or platform.machine()),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),

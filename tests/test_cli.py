@@ -33,7 +33,8 @@ def test_smoke_run_writes_curves(policy, tmp_path):
     assert out.returncode == 0, out.stderr
     stem = f"{policy}_Pendulum-v1_5"
     names = [f"{stem}_Agent_{i}.npy" for i in range(2)] if policy.startswith(MULTI) else [f"{stem}.npy"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names + [f"{stem}.json"])
+    weights = [f"{stem}_Agent_{i}_weights.npy" for i in range(2)] if policy.startswith("DASE") else []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names + weights + [f"{stem}.json"])
     for name in names:
         curve = np.load(tmp_path / name)
         assert curve.dtype == np.float64 and curve.shape == (4,) and np.isfinite(curve).all()

@@ -4,7 +4,8 @@ import pytest
 
 from algorithms import TD3
 from utils.envs import make_env
-from utils.evaluation import Evaluator, episode_seeds
+from utils.envpool import LocalEnvs, episode_seeds
+from utils.evaluation import evaluate
 
 
 def one_at_a_time(agents, env_id, seed, episodes):
@@ -31,14 +32,14 @@ def test_vectorised_evaluation_matches_sequential(env_id):
     env = make_env(env_id)
     agents = TD3(env.observation_space.shape[0], env.action_space.shape[0], env.action_space.low,
                  env.action_space.high, [7, 107, 207], "cpu", hidden=(64, 64))
-    evaluator = Evaluator(env_id, num_agents=3, seed=107, episodes=4)
-    batched = evaluator(lambda o: agents.act(o).numpy())
+    envs = LocalEnvs(env_id, [0, 1, 2], [107] * 3, episodes=4)
+    batched = evaluate(envs, lambda o: agents.act(o).numpy())
     sequential = one_at_a_time(agents, env_id, 107, 4)
     assert batched.shape == (3,)
     np.testing.assert_allclose(batched, sequential, rtol=1e-5, atol=1e-4)
     assert len(set(np.round(batched, 3))) == 3  # three different agents, three different scores
     # evaluation is repeatable: the same seeded episodes every time
-    np.testing.assert_array_equal(batched, evaluator(lambda o: agents.act(o).numpy()))
+    np.testing.assert_array_equal(batched, evaluate(envs, lambda o: agents.act(o).numpy()))
 
 
 def test_episodes_differ_and_depend_on_the_seed():

@@ -13,7 +13,7 @@ def learned(curve: np.ndarray) -> bool:
 
 
 # 128-128 networks (the paper's are 256-256) learn Pendulum as well at 40% of the cost on a small CPU
-@pytest.mark.parametrize("policy,num_agents", [("TD3", 1), ("DASE_TD3", 2)])
+@pytest.mark.parametrize("policy,num_agents", [("TD3", 1), ("DASE_TD3", 2), ("DPD_TD3", 2)])
 def test_td3_learns_pendulum_within_10000_steps(policy, num_agents, tmp_path):
     curves = train(RunConfig(policy=policy, env="Pendulum-v1", seed=0, num_agents=num_agents, max_time_steps=10_000,
                              start_time_steps=1000, eval_freq=1000, results_dir=str(tmp_path), quiet=True,

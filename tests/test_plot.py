@@ -1,6 +1,7 @@
 """utils.plot: reading curve trees, exact summary numbers, figures, and bad input."""
 import csv
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,136 @@ def test_reference_overlay_matches_versions(tmp_path):
     rows = read_summary(out)
     assert rows["TD3 (reference)"]["environment"] == "Hopper-v2" and rows["TD3 (reference)"]["runs"] == "10"
     assert (out / "Hopper-v5.png").is_file() and not (out / "HalfCheetah-v2.png").exists()
+
+
+# ---- sharing weights (--weights) -----------------------------------------------------------------
+
+def weight_values(seed: int, agent: int, n: int = 21) -> np.ndarray:
+    """Weights of one DASE run: NaN at step 0 and in the warm-up (evaluations 1-2), NaN for this run only at
+    evaluation 3 + seed, otherwise values in [0, 1] that differ by run."""
+    w = np.linspace(0.1 * (1 + seed), 0.2 * (1 + agent), n) % 1.0
+    w[:3] = np.nan
+    w[3 + seed] = np.nan
+    return w
+
+
+def weighted_tree(root: Path) -> dict[tuple[int, int], np.ndarray]:
+    synthetic_tree(root)
+    weights = {}
+    for s in range(2):
+        for a in range(2):
+            weights[(s, a)] = weight_values(s, a)
+            write(root / f"DASE_TD3_Pendulum-v1_{s}_Agent_{a}_weights.npy", weights[(s, a)])
+    return weights
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def nanmean_over_runs(arrays) -> np.ndarray:
+    """np.nanmean over runs (its 'Mean of empty slice' warning for all-NaN steps silenced)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(np.stack(arrays), axis=0)
+
+
+def test_weight_files_are_not_curves(tmp_path, capsys):
+    synthetic_tree(tmp_path / "plain")
+    weighted_tree(tmp_path / "weighted")
+    assert len(plot.find_curves([tmp_path / "weighted"])) == 8  # 4 TD3 + 4 DASE curves, no weight file
+    capsys.readouterr()
+    assert plot.main([str(tmp_path / "plain"), "--out", str(tmp_path / "a")]) == 0
+    assert plot.main([str(tmp_path / "weighted"), "--out", str(tmp_path / "b")]) == 0
+    assert plot.main([str(tmp_path / "weighted"), "--out", str(tmp_path / "c"), "--weights"]) == 0
+    err = capsys.readouterr().err
+    assert "warning" not in err and "note" not in err, err
+    # the returns table does not change with weight files present, nor with --weights
+    summary = (tmp_path / "a" / "summary.csv").read_text()
+    assert (tmp_path / "b" / "summary.csv").read_text() == summary
+    assert (tmp_path / "c" / "summary.csv").read_text() == summary
+    # a *_weights.npy name whose curve part does not follow the naming is still warned about
+    write(tmp_path / "weighted" / "notes_weights.npy", np.zeros(3))
+    plot.find_curves([tmp_path / "weighted"])
+    assert "notes_weights.npy" in capsys.readouterr().err
+
+
+def test_weights_axis_is_the_nanmean_over_runs(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    weights = weighted_tree(tmp_path / "runs")
+    # a step where every run is NaN: not drawn
+    for (s, a), w in weights.items():
+        w[10] = np.nan
+        write(tmp_path / "runs" / f"DASE_TD3_Pendulum-v1_{s}_Agent_{a}_weights.npy", w)
+
+    # the figures: with --weights each is taller (the weight axis under the returns)
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "plain")]) == 0
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "w"), "--weights", "--ci", "--smooth", "3"]) == 0
+    for name in ["Pendulum-v1.png", "all_environments.png"]:
+        (w_width, w_height), (width, height) = png_size(tmp_path / "w" / name), png_size(tmp_path / "plain" / name)
+        assert w_width == width and w_height > height * 1.15, name
+
+    # the drawing itself: pooled (one DASE line, mean over the 4 agent runs) and per agent
+    curves = plot.find_curves([tmp_path / "runs"])
+    assert plot.attach_weights(curves, plot.find_weights([tmp_path / "runs"])) == 4
+    for per_agent, expected in [
+        (False, {"DASE_TD3": list(weights.values())}),
+        (True, {f"DASE_TD3 agent {a}": [weights[(s, a)] for s in range(2)] for a in range(2)}),
+    ]:
+        groups = plot.group_curves(curves, per_agent)
+        fig, (ax, wax) = plt.subplots(2, 1, sharex=True)
+        colors = plot._draw(ax, groups, 1000, ci=False, window=1)
+        lines = plot.draw_weights(wax, groups, 1000, colors)
+        assert sorted(line.get_label() for line in lines) == sorted(k.replace("_", "-") for k in expected)
+        return_colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+        for line in lines:
+            label = line.get_label()
+            runs = expected[label.replace("-", "_")]
+            mean = nanmean_over_runs(runs)
+            assert np.isnan(mean[:3]).all() and np.isnan(mean[10]) and np.isfinite(mean[3:10]).all()
+            np.testing.assert_array_equal(line.get_xdata(), np.arange(21) * 1000)
+            np.testing.assert_allclose(line.get_ydata(), mean, rtol=0, atol=1e-15)  # NaN where NaN
+            assert line.get_color() == return_colors[label]
+        assert wax.get_ylim() == (0.0, 1.05) and wax.get_ylabel() == "Weight of shared samples"
+        plt.close(fig)
+
+
+def test_bad_weight_files_are_warned_and_skipped(tmp_path, capsys):
+    weights = weighted_tree(tmp_path)
+    good = weights[(0, 0)]
+    bad = {
+        "DASE_TD3_Pendulum-v1_0_Agent_1_weights.npy": np.where(np.isnan(good), np.nan, 1.5),  # above 1
+        "DASE_TD3_Pendulum-v1_1_Agent_0_weights.npy": np.zeros((21, 2)),  # not 1-D
+        "DASE_TD3_Pendulum-v1_1_Agent_1_weights.npy": good[:20],  # not as long as its curve
+        "TD3_Pendulum-v1_0_weights.npy": np.full(21, -np.inf),  # outside [0, 1]
+        "DASE_TD3_Pendulum-v1_7_Agent_0_weights.npy": good,  # no curve beside it
+    }
+    for name, values in bad.items():
+        write(tmp_path / name, values)
+    (tmp_path / "TD3_Pendulum-v1_1_weights.npy").write_bytes(b"\x93NUMPY garbage")  # corrupt
+    capsys.readouterr()
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "out"), "--weights"]) == 0
+    err = capsys.readouterr().err
+    for name in [*bad, "TD3_Pendulum-v1_1_weights.npy"]:
+        assert f"{name}:" in err, name
+    assert err.count("warning:") == len(bad) + 1
+    curves = plot.find_curves([tmp_path])
+    assert plot.attach_weights(curves, plot.find_weights([tmp_path])) == 1
+    [dase] = [g for g in plot.group_curves(curves) if g.label == "DASE_TD3"]
+    np.testing.assert_array_equal(dase.weight_matrix(), good[None])
+
+
+def test_weights_without_weight_files_is_a_note(tmp_path, capsys):
+    synthetic_tree(tmp_path / "runs")
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "plain")]) == 0
+    capsys.readouterr()
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "w"), "--weights"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("note: --weights: no usable weight files"), err
+    assert png_size(tmp_path / "w" / "Pendulum-v1.png") == png_size(tmp_path / "plain" / "Pendulum-v1.png")

@@ -33,7 +33,8 @@ def start(results: Path, *extra: str) -> subprocess.Popen:
 
 
 def curves(results: Path) -> list[np.ndarray]:
-    return [np.load(results / f"{STEM}_Agent_{i}.npy") for i in range(2)]
+    """Both agents' curves, then their sharing-weight files (NaN where a period had no update)."""
+    return [np.load(results / f"{STEM}_Agent_{i}{kind}.npy") for kind in ("", "_weights") for i in range(2)]
 
 
 @pytest.fixture(scope="module")

@@ -40,11 +40,12 @@ def assert_same(a, b, path="state"):
         for i, (x, y) in enumerate(zip(a, b)):
             assert_same(x, y, f"{path}[{i}]")
     elif torch.is_tensor(a):
-        assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b), path
+        assert a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.nan_to_num(7.5), b.nan_to_num(7.5)) \
+            and torch.equal(a.isnan(), b.isnan()), path
     elif isinstance(a, np.ndarray):
         np.testing.assert_array_equal(a, b, err_msg=path)
-    else:
-        assert a == b, path
+    else:  # NaN: a weight-curve entry without updates
+        assert a == b or (isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b)), path
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))

@@ -1,50 +1,58 @@
-"""Evaluation: every agent plays the same seeded episodes without exploration noise."""
+"""Evaluation: every agent plays the same seeded episodes without exploration noise.
+
+An ``Evaluation`` plays the episodes of all members in lockstep, one policy call per step for all of
+them, and can be advanced a step at a time: beside training (in a worker pool the episodes then step
+while the update runs) or to the end at once (``run``). Either way it gives the same returns.
+"""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
-from .envs import make_env
+from .envpool import episode_seeds  # noqa: F401  (part of this module's interface)
 
 
-def episode_seeds(seed: int, episodes: int) -> list[int]:
-    """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + 100)."""
-    return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
+class Evaluation:
+    """One evaluation, at training step ``t``, of ``policy`` ([M, E, obs_dim] -> [M, E, act_dim]) on ``envs``."""
+
+    def __init__(self, envs, policy: Callable[[np.ndarray], np.ndarray], t: int):
+        self.envs, self.policy, self.t = envs, policy, t
+        self.obs = envs.eval_reset()
+        self.returns = np.zeros(self.obs.shape[:2])
+        self.active = np.ones(self.obs.shape[:2], dtype=bool)
+
+    @property
+    def done(self) -> bool:
+        return not self.active.any()
+
+    def next_actions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Actions for the next step and which episodes are still running."""
+        return self.policy(self.obs), self.active.copy()
+
+    def record(self, obs: np.ndarray, rewards: np.ndarray, ended: np.ndarray) -> None:
+        """The outcome of a step taken with ``next_actions``."""
+        self.returns += np.where(self.active, rewards, 0.0)
+        self.obs = np.where(self.active[..., None], obs, self.obs)
+        self.active &= ~ended
+
+    def advance(self, steps: int) -> None:
+        """Up to ``steps`` more steps, on their own (not beside a training step)."""
+        for _ in range(steps):
+            if self.done:
+                return
+            self.record(*self.envs.eval_step(*self.next_actions()))
+
+    def run(self) -> np.ndarray:
+        """Play to the end; the mean return per member [M]."""
+        while not self.done:
+            self.advance(1)
+        return self.scores()
+
+    def scores(self) -> np.ndarray:
+        return self.returns.mean(axis=1)
 
 
-class Evaluator:
-    """Plays ``episodes`` episodes for each of M agents in lockstep: one policy call per step for all.
-
-    ``seed`` is one evaluation seed for all agents, or one per agent (several run seeds in one
-    process: agent m plays the episodes of its own run's seed).
-    """
-
-    def __init__(self, env_id: str, num_agents: int, seed: int | Sequence[int], episodes: int = 10):
-        self.envs = [[make_env(env_id) for _ in range(episodes)] for _ in range(num_agents)]
-        row_seeds = [seed] * num_agents if isinstance(seed, int) else list(seed)
-        if len(row_seeds) != num_agents:
-            raise ValueError(f"{len(row_seeds)} evaluation seeds for {num_agents} agents")
-        self.seeds = [episode_seeds(s, episodes) for s in row_seeds]
-
-    def __call__(self, policy: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """policy maps observations [M, E, obs_dim] to actions [M, E, act_dim]; returns mean returns [M]."""
-        n, e = len(self.envs), len(self.seeds[0])
-        obs = np.stack([np.stack([env.reset(seed=s)[0] for env, s in zip(row, seeds)])
-                        for row, seeds in zip(self.envs, self.seeds)])
-        returns = np.zeros((n, e))
-        active = np.ones((n, e), dtype=bool)
-        while active.any():
-            actions = policy(obs)
-            for i, j in zip(*np.nonzero(active)):
-                o, r, terminated, truncated, _ = self.envs[i][j].step(actions[i, j])
-                returns[i, j] += r
-                obs[i, j] = o
-                if terminated or truncated:
-                    active[i, j] = False
-        return returns.mean(axis=1)
-
-    def close(self) -> None:
-        for row in self.envs:
-            for env in row:
-                env.close()
+def evaluate(envs, policy: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Mean return per member over its evaluation episodes (blocking)."""
+    return Evaluation(envs, policy, 0).run()

@@ -5,6 +5,7 @@ Each seed's N agents share one buffer group; one batched update trains every mem
 """
 from __future__ import annotations
 
+import copy
 from typing import Optional
 
 import numpy as np
@@ -17,6 +18,7 @@ from algorithms.nets import AgentRNG
 from .buffer import SharedReplayBuffer
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
+STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "actor_updates")
 DISTILLING = {"DDPG": DPD_DDPG, "TD3": DPD_TD3, "SAC": DPD_SAC}
 
 
@@ -44,12 +46,28 @@ class Learner:
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         self.distill_sampler = AgentRNG([stream_seed(s, "distill") for s in member_seeds], device) if distill \
             else None
+        # evaluation plays a copy of the actors, so training can go on while it runs
+        self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
         # first step at which a member's loss was not finite (-1: none); read only at evaluations
         self.first_bad = torch.full((self.members,), -1, dtype=torch.long, device=device)
+        # per member, since the last evaluation: [sum of weights given to external samples, their count,
+        # sum of critic losses, sum of actor losses, updates, actor updates]; read only at evaluations
+        self.stats = torch.zeros((len(STATS), self.members), dtype=torch.float64, device=device)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic actions for evaluation: [M, E, obs_dim] -> [M, E, act_dim]."""
         return self.agents.act(obs).cpu().numpy()
+
+    @torch.no_grad()
+    def snapshot(self):
+        """The actors as they are now, as a policy for evaluation ([M, E, obs_dim] -> [M, E, act_dim])."""
+        torch._foreach_copy_(list(self.eval_actor.parameters()), list(self.agents.actor.parameters()))
+        actor, device = self.eval_actor, self.device
+
+        @torch.no_grad()
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
+        return policy
 
     def explore(self, obs: np.ndarray) -> tuple[np.ndarray, Optional[tuple]]:
         return self.agents.explore(obs)
@@ -60,16 +78,36 @@ class Learner:
     def train(self, t: int) -> None:
         """The updates of environment step ``t`` (``updates_per_step`` batched gradient steps)."""
         for _ in range(self.updates_per_step):
-            info = self.agents.update(self.buffer.sample(self.batch_size, self.sampler))
+            batch = self.buffer.sample(self.batch_size, self.sampler)
+            info = self.agents.update(batch)
             finite = torch.isfinite(info["critic_loss"])
             if "actor_loss" in info:
                 finite = finite & torch.isfinite(info["actor_loss"])
+            self.record(batch.own, info)
             if self.distill:
                 for offset in range(1, self.n):  # every peer in turn
                     peer = self.agents.peers(offset)
                     states = self.buffer.sample(self.agents.dpd_batch_size, self.distill_sampler, groups=peer).obs
                     finite = finite & torch.isfinite(self.agents.distill(states, peer))
             self.first_bad = torch.where((self.first_bad < 0) & ~finite, t, self.first_bad)
+
+    def record(self, own: torch.Tensor, info: dict) -> None:
+        """Add one update's weights of external samples and losses to the period's sums (no host sync)."""
+        external = (~own).unsqueeze(-1)
+        actor = info.get("actor_loss")
+        one = torch.ones_like(info["critic_loss"])
+        self.stats += torch.stack([(info["weights"] * external).sum(dim=(1, 2)), external.sum(dim=(1, 2)),
+                                   info["critic_loss"], actor if actor is not None else 0 * one, one,
+                                   one if actor is not None else 0 * one]).double()
+
+    def period_stats(self) -> dict[str, np.ndarray]:
+        """Per member, over the updates since the last call: mean weight of external samples, mean critic
+        and actor losses (NaN where there were none); one host sync, then the sums restart."""
+        s = dict(zip(STATS, self.stats.cpu().numpy().copy()))  # on the CPU .numpy() shares memory
+        self.stats.zero_()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"weight": s["weight_sum"] / s["external"], "critic_loss": s["critic_loss"] / s["updates"],
+                    "actor_loss": s["actor_loss"] / s["actor_updates"]}
 
     def broken(self) -> list[tuple[int, str]]:
         """Per member: (first bad step or -1, what broke); one host sync."""
@@ -86,6 +124,7 @@ class Learner:
         rows = slice(seed_index * self.n, (seed_index + 1) * self.n)
         g = self.groups_per_seed
         state = {"agents": self.agents.state_dict(rows), "sampler": self.sampler.get_state()[rows],
+                 "period_stats": self.stats[:, rows].cpu().clone(),
                  "buffer": self.buffer.state_dict(slice(seed_index * g, (seed_index + 1) * g))}
         if self.distill:
             state["distill_sampler"] = self.distill_sampler.get_state()[rows]
@@ -98,5 +137,7 @@ class Learner:
         for k, s in enumerate(states):
             self.buffer.load_state_dict(s["buffer"], slice(k * g, (k + 1) * g))
         self.sampler.set_state([x for s in states for x in s["sampler"]])
+        if all("period_stats" in s for s in states):  # older checkpoints: the period restarts
+            self.stats.copy_(torch.cat([s["period_stats"] for s in states], dim=1))
         if self.distill:
             self.distill_sampler.set_state([x for s in states for x in s["distill_sampler"]])

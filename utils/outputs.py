@@ -54,13 +54,15 @@ class RunFiles:
         self.cfg = cfg
         self.results = Path(cfg.results_dir)
         self.curves = [self.results / f"{name}.npy" for name in cfg.agent_names()]
+        # DASE: per agent, the mean weight given to other agents' samples in each evaluation period
+        self.weights = [self.results / f"{name}_weights.npy" for name in cfg.agent_names()] if cfg.is_dase else []
         self.record = self.results / f"{cfg.stem}.json"
         self.checkpoint = cfg.checkpoint_path
         self.models = [Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()]
         self.lock = RunLock(self.results / f".{cfg.stem}.lock")
 
     def existing(self) -> list[Path]:
-        return [p for p in [*self.curves, self.record] if p.exists()]
+        return [p for p in [*self.curves, *self.weights, self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
         """Temporary files left by a write that was killed."""
@@ -124,6 +126,14 @@ class RunFiles:
         for path, curve in zip(self.curves, curves):
             save_curve(path, curve)
 
+    def save_weights(self, weights: list[list[float]]) -> None:
+        for path, values in zip(self.weights, weights):
+            save_curve(path, values)
+
+    def board(self, t: int) -> "Board":
+        """TensorBoard writer of this seed, continuing at step ``t`` (later events of an older try are dropped)."""
+        return Board(self.results / "tensorboard" / self.cfg.stem, self.cfg.agent_names(), t)
+
     def save_models(self, states: list[dict]) -> None:
         for path, state in zip(self.models, states):
             save_torch(path, state)
@@ -135,3 +145,27 @@ class RunFiles:
         """A finished run keeps no checkpoint: the curves say everything."""
         if self.checkpoint.exists():
             self.checkpoint.unlink()
+
+
+class Board:
+    """--tensorboard: per agent, returns, mean losses and mean weight of shared samples per evaluation period,
+    and the training speed, at the evaluation's step."""
+
+    def __init__(self, folder: Path, agents: list[str], t: int):
+        from torch.utils.tensorboard import SummaryWriter  # checked by validate()
+
+        self.agents = ["agent_0"] if len(agents) == 1 else [f"agent_{i}" for i in range(len(agents))]
+        self.writer = SummaryWriter(str(folder), purge_step=t or None)
+
+    def log(self, t: int, returns, period: dict, steps_per_s: float) -> None:
+        for i, agent in enumerate(self.agents):
+            self.writer.add_scalar(f"{agent}/return", float(returns[i]), t)
+            for name, values in period.items():
+                if np.isfinite(values[i]):  # no updates (or no shared samples) in the period: nothing to show
+                    self.writer.add_scalar(f"{agent}/{name}", float(values[i]), t)
+        if t > 0:
+            self.writer.add_scalar("steps_per_s", steps_per_s, t)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

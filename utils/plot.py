@@ -1,12 +1,33 @@
 """Plot saved learning curves like the paper's figures, and summarise them in a table.
 
-    python -m utils.plot DIR [DIR ...] --out OUTDIR [--reference DIR] [--ci] [--smooth W] [--pdf]
+    python -m utils.plot DIR [DIR ...] --out OUTDIR [--reference DIR] [--at STEP ...] [--weights]
+                         [--ci] [--smooth W] [--per_agent] [--pdf]
 
 Every ``.npy`` file under the given folders whose name follows the curve naming
 ({ALG}_{env}_{seed}.npy, DASE_{ALG}_{env}_{seed}_Agent_{i}.npy, DPD_{ALG}_{env}_{seed}.npy) is
 read; curves are grouped by environment and method (baseline, DASE, DPD). DASE agents are pooled
 across seeds unless ``--per_agent``. Writes one figure per environment, a grid of all of them,
 and summary.csv / summary.md.
+
+Sharing weights (``--weights``): DASE runs also save, per agent, ``{curve}_weights.npy`` beside
+the curve (same length and timing: entry k is the mean weight the agent gave to other agents'
+samples in the updates of the evaluation period ending at step k * eval_freq; NaN where no update
+happened). These files are recognised by name and never read as curves. With ``--weights`` every
+figure gets a second, smaller axis under the returns (same time axis, same colours): per group the
+mean over runs of the weight, ignoring NaN (steps where every run is NaN are not drawn; the weights
+are not smoothed). Groups without weight files (baselines, DPD, reference trees) have no line
+there; a weight file that is unreadable, not 1-D, not as long as its curve, or holds values
+outside [0, 1] other than NaN is skipped with a warning.
+
+Comparison with a reference (``--reference DIR``, steps from ``--at``): for every environment
+(matched across versions, Hopper-v2 <-> Hopper-v5) and method (TD3, DASE_TD3, DPD_TD3, ...) found
+both in ours and in the reference, and every ``--at`` step (default: the last step both have), one
+row: our mean, its 95 % percentile bootstrap CI over runs (2000 resamples, seed 0) and number of
+runs; the same for the reference; and a verdict: "above" if our mean lies above the reference's
+CI, "below" if under it, else "inside" ("n/a" when one side does not reach the step). Runs are
+curve files, pooled per method whatever ``--per_agent`` says: one per seed for baselines and the
+paper's DPD, one per seed and agent for DASE and our DPD. Written as comparison.csv and
+comparison.md (also printed).
 """
 from __future__ import annotations
 
@@ -22,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 NAME = re.compile(r"^(?:(?P<method>DASE|DPD)_)?(?P<alg>DDPG|TD3|SAC)_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")
+WEIGHTS = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that run
 VERSION = re.compile(r"-v\d+$")
 FINAL_EVALS = 10  # "final return" = mean of the last 10 evaluations of a run
 BOOTSTRAP = 2000
@@ -46,6 +68,7 @@ class Curve:
     seed: int
     agent: int | None
     values: np.ndarray
+    weights: np.ndarray | None = None  # the sharing weights of this run (--weights), same length as values
 
     @property
     def label(self) -> str:
@@ -62,11 +85,19 @@ class Group:
     runs: list[np.ndarray] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     reference: bool = False
+    weights: list[np.ndarray] = field(default_factory=list)  # of the runs that have a weight file
 
     def matrix(self) -> np.ndarray:
         """[runs, evaluations] over the common prefix of all runs."""
         n = min(len(r) for r in self.runs)
         return np.stack([r[:n] for r in self.runs])
+
+    def weight_matrix(self) -> np.ndarray | None:
+        """[runs with weights, evaluations] over the same common prefix as ``matrix``; None without weights."""
+        if not self.weights:
+            return None
+        n = min(len(r) for r in self.runs)
+        return np.stack([w[:n] for w in self.weights])
 
     def lengths(self) -> tuple[int, int]:
         return min(len(r) for r in self.runs), max(len(r) for r in self.runs)
@@ -96,26 +127,94 @@ def read_curve(path: Path) -> np.ndarray | None:
     return arr.astype(np.float64)
 
 
-def find_curves(dirs: list[str | Path]) -> list[Curve]:
-    """Every readable curve file under ``dirs`` (recursively), parsed from its name."""
-    curves = []
+def weight_file_stem(path: Path) -> str | None:
+    """The curve stem of a weight file ({curve}_weights.npy), or None if ``path`` is not one."""
+    stem = path.stem
+    if stem.endswith(WEIGHTS) and NAME.match(stem[:-len(WEIGHTS)]):
+        return stem[:-len(WEIGHTS)]
+    return None
+
+
+def _npy_files(dirs: list[str | Path]) -> list[Path]:
+    paths = []
     for d in dirs:
         d = Path(d)
         if not d.exists():
             raise PlotError(f"{d}: no such folder")
-        paths = [d] if d.is_file() else sorted(d.rglob("*.npy"))
-        for path in paths:
-            m = NAME.match(path.stem)
-            if m is None:
-                warn(f"skipping {path}: name does not follow {{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy")
-                continue
-            values = read_curve(path)
-            if values is None:
-                continue
-            agent = m.group("agent")
-            curves.append(Curve(path, m.group("method") or "", m.group("alg"), m.group("env"), int(m.group("seed")),
-                                None if agent is None else int(agent), values))
+        paths += [d] if d.is_file() else sorted(d.rglob("*.npy"))
+    return paths
+
+
+def find_curves(dirs: list[str | Path]) -> list[Curve]:
+    """Every readable curve file under ``dirs`` (recursively), parsed from its name. Weight files
+    ({curve}_weights.npy) are passed over silently: ``find_weights`` reads them."""
+    curves = []
+    for path in _npy_files(dirs):
+        if weight_file_stem(path) is not None:
+            continue
+        m = NAME.match(path.stem)
+        if m is None:
+            warn(f"skipping {path}: name does not follow {{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy")
+            continue
+        values = read_curve(path)
+        if values is None:
+            continue
+        agent = m.group("agent")
+        curves.append(Curve(path, m.group("method") or "", m.group("alg"), m.group("env"), int(m.group("seed")),
+                            None if agent is None else int(agent), values))
     return curves
+
+
+def read_weights(path: Path) -> np.ndarray | None:
+    """A 1-D float array of weights in [0, 1] or NaN, or None after a warning naming the file."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except Exception as e:
+        warn(f"skipping weight file {path}: cannot read it as .npy ({type(e).__name__}: {e})")
+        return None
+    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
+        warn(f"skipping weight file {path}: dtype {arr.dtype} is not numeric")
+        return None
+    if arr.ndim != 1 or arr.size == 0:
+        warn(f"skipping weight file {path}: expected a non-empty 1-D array, got shape {arr.shape}")
+        return None
+    arr = arr.astype(np.float64)
+    known = arr[~np.isnan(arr)]
+    if np.any((known < 0.0) | (known > 1.0)):  # also catches +-inf
+        warn(f"skipping weight file {path}: values outside [0, 1] (other than NaN)")
+        return None
+    return arr
+
+
+def find_weights(dirs: list[str | Path]) -> dict[Path, np.ndarray]:
+    """Every readable weight file under ``dirs``, keyed by the path of the curve it belongs to."""
+    weights = {}
+    for path in _npy_files(dirs):
+        stem = weight_file_stem(path)
+        if stem is None:
+            continue
+        values = read_weights(path)
+        if values is not None:
+            weights[path.with_name(stem + ".npy")] = values
+    return weights
+
+
+def attach_weights(curves: list[Curve], weights: dict[Path, np.ndarray]) -> int:
+    """Give each curve the weights saved beside it; a weight file without a readable curve of its
+    length is skipped with a warning. Returns how many were attached."""
+    by_path = {c.path: c for c in curves}
+    attached = 0
+    for curve_path, w in weights.items():
+        wpath = curve_path.with_name(curve_path.stem + WEIGHTS + ".npy")
+        c = by_path.get(curve_path)
+        if c is None:
+            warn(f"skipping weight file {wpath}: no readable curve {curve_path.name} beside it")
+        elif len(w) != len(c.values):
+            warn(f"skipping weight file {wpath}: {len(w)} entries but its curve has {len(c.values)} evaluations")
+        else:
+            c.weights = w
+            attached += 1
+    return attached
 
 
 def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool = False) -> list[Group]:
@@ -128,6 +227,8 @@ def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool =
         g = groups.setdefault((c.env, label), Group(c.env, label, c.method, reference=reference))
         g.runs.append(c.values)
         g.names.append(c.path.name)
+        if c.weights is not None:
+            g.weights.append(c.weights)
     return list(groups.values())
 
 
@@ -171,6 +272,15 @@ def mean_band(m: np.ndarray, ci: bool) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return mean, np.percentile(boot, 2.5, axis=0), np.percentile(boot, 97.5, axis=0)
 
 
+def nan_mean(m: np.ndarray) -> np.ndarray:
+    """Mean over runs (axis 0) ignoring NaN; NaN where every run is NaN (np.nanmean without its warning)."""
+    known = ~np.isnan(m)
+    count = known.sum(axis=0)
+    total = np.where(known, m, 0.0).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
 def summarise(g: Group, eval_freq: int, at: list[int]) -> dict:
     """One row of the summary table."""
     m = g.matrix()
@@ -193,7 +303,9 @@ def summarise(g: Group, eval_freq: int, at: list[int]) -> dict:
 
 # ---- figures -------------------------------------------------------------------------------------
 
-def _draw(ax, groups: list[Group], eval_freq: int, ci: bool, window: int) -> None:
+def _draw(ax, groups: list[Group], eval_freq: int, ci: bool, window: int, xlabel: bool = True) -> dict[int, str]:
+    """Returns and their bands; returns the colour of each group's line, keyed by id(group)."""
+    colors = {}
     for g in groups:
         m = smooth(g.matrix(), window)
         steps = np.arange(m.shape[1]) * eval_freq
@@ -203,10 +315,36 @@ def _draw(ax, groups: list[Group], eval_freq: int, ci: bool, window: int) -> Non
         line, = ax.plot(steps, mean, style, color=color if "agent" not in g.label else None, lw=1.4,
                         label=legend_label(g))
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.10 if g.reference else 0.2, lw=0)
-    ax.set_xlabel("Time steps")
+        colors[id(g)] = line.get_color()
+    if xlabel:
+        ax.set_xlabel("Time steps")
     ax.set_ylabel("Average return")
     ax.grid(alpha=0.3)
     ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    return colors
+
+
+def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str] | None = None) -> list:
+    """The weight of shared samples: per group with weight files, the NaN-ignoring mean over runs
+    (NaN steps leave gaps). Returns the lines drawn."""
+    lines = []
+    for g in groups:
+        w = g.weight_matrix()
+        if w is None or g.reference:
+            continue
+        steps = np.arange(w.shape[1]) * eval_freq
+        color = (colors or {}).get(id(g), COLORS.get(g.method))
+        line, = ax.plot(steps, nan_mean(w), "-", color=color, lw=1.2, label=legend_label(g))
+        lines.append(line)
+    if not lines:
+        ax.text(0.5, 0.5, "no weight files", transform=ax.transAxes, ha="center", va="center", fontsize=7,
+                color="0.5")
+    ax.set_ylim(0.0, 1.05)
+    ax.set_xlabel("Time steps")
+    ax.set_ylabel("Weight of shared samples", fontsize=7)
+    ax.grid(alpha=0.3)
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    return lines
 
 
 def legend_label(g: Group) -> str:
@@ -216,9 +354,29 @@ def legend_label(g: Group) -> str:
     return name
 
 
+def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool, fontsize: int):
+    """One environment in the gridspec cell ``cell``: returns, and with ``weights`` the weight axis under
+    them (x shared). Returns (returns axis, weight axis or None)."""
+    if not weights:
+        ax = fig.add_subplot(cell)
+        _draw(ax, groups, eval_freq, ci, window)
+        ax.legend(fontsize=fontsize, loc="best")
+        return ax, None
+    inner = cell.subgridspec(2, 1, height_ratios=[3, 1], hspace=0.08)
+    ax = fig.add_subplot(inner[0])
+    wax = fig.add_subplot(inner[1], sharex=ax)
+    colors = _draw(ax, groups, eval_freq, ci, window, xlabel=False)
+    ax.tick_params(labelbottom=False)
+    ax.xaxis.get_offset_text().set_visible(False)
+    ax.legend(fontsize=fontsize, loc="best")
+    draw_weights(wax, groups, eval_freq, colors)
+    return ax, wax
+
+
 def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: bool, window: int,
-         ext: str) -> list[Path]:
-    """One figure per environment and one grid of all environments; returns the written paths."""
+         ext: str, weights: bool = False) -> list[Path]:
+    """One figure per environment and one grid of all environments; returns the written paths.
+    With ``weights`` each environment gets the weight-of-shared-samples axis under its returns."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -226,10 +384,9 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
 
     written = []
     for env, groups in groups_by_env.items():
-        fig, ax = plt.subplots(figsize=(5.2, 3.9))
-        _draw(ax, groups, eval_freq, ci, window)
+        fig = plt.figure(figsize=(5.2, 5.0 if weights else 3.9))
+        ax, _ = _panel(fig, fig.add_gridspec(1, 1)[0], groups, eval_freq, ci, window, weights, 7)
         ax.set_title(env)
-        ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         path = out / f"{env}.{ext}"
         fig.savefig(path, dpi=150)
@@ -238,13 +395,11 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
     n = len(groups_by_env)
     cols = min(3, n)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
-    for ax, (env, groups) in zip(axes.flat, groups_by_env.items()):
-        _draw(ax, groups, eval_freq, ci, window)
+    fig = plt.figure(figsize=(4.6 * cols, (4.6 if weights else 3.6) * rows))
+    grid = fig.add_gridspec(rows, cols)
+    for k, (env, groups) in enumerate(groups_by_env.items()):
+        ax, _ = _panel(fig, grid[k // cols, k % cols], groups, eval_freq, ci, window, weights, 6)
         ax.set_title(env)
-        ax.legend(fontsize=6, loc="best")
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
     fig.tight_layout()
     path = out / f"all_environments.{ext}"
     fig.savefig(path, dpi=150)
@@ -286,20 +441,111 @@ def write_tables(rows: list[dict], at: list[int], out: Path) -> str:
     return md
 
 
+COMPARISON_COLUMNS = ["environment", "reference_environment", "method", "step", "ours_mean", "ours_ci_low",
+                      "ours_ci_high", "ours_runs", "reference_mean", "reference_ci_low", "reference_ci_high",
+                      "reference_runs", "verdict"]
+RUNS_NOTE = ("Note: runs = curve files, pooled per method: one per seed for baselines and the paper's DPD, one per "
+             "seed and agent for DASE and our DPD (each side's runs cut to their common length). 95% CI = "
+             f"percentile bootstrap of the mean over runs ({BOOTSTRAP} resamples, seed 0). Verdict: our mean above, "
+             "inside or below the reference's CI; n/a where a side has no evaluation at that step.")
+
+
+def _at_step(m: np.ndarray, step: int, eval_freq: int) -> tuple[float, float, float, int]:
+    """(mean, CI low, CI high, runs) of the evaluation at ``step`` over runs; NaNs and 0 runs if not reached."""
+    i = step // eval_freq
+    if step % eval_freq != 0 or i >= m.shape[1]:
+        return math.nan, math.nan, math.nan, 0
+    x = m[:, i]
+    lo, hi = bootstrap_ci(x, np.mean)
+    return float(x.mean()), lo, hi, len(x)
+
+
+def verdict(mean: float, ref_lo: float, ref_hi: float) -> str:
+    """Where our mean lies against the reference's CI: above, below, inside; n/a if either is missing."""
+    if math.isnan(mean) or math.isnan(ref_lo) or math.isnan(ref_hi):
+        return "n/a"
+    if mean > ref_hi:
+        return "above"
+    if mean < ref_lo:
+        return "below"
+    return "inside"
+
+
+def compare(own: list[Group], ref: list[Group], eval_freq: int, at: list[int]) -> list[dict]:
+    """One row per (our environment, method, step) that the reference also has (environments matched by
+    env_key, methods by label); steps ``at``, or the last step both have when ``at`` is empty."""
+    refs: dict[tuple[str, str], list[Group]] = defaultdict(list)
+    for r in ref:
+        refs[(env_key(r.env), r.label)].append(r)
+    rows = []
+    for g in sorted(own, key=lambda g: (g.env, g.label)):
+        for r in sorted(refs.get((env_key(g.env), g.label), []), key=lambda r: r.env):
+            m, rm = g.matrix(), r.matrix()
+            steps = at or [(min(m.shape[1], rm.shape[1]) - 1) * eval_freq]
+            for step in steps:
+                ours, theirs = _at_step(m, step, eval_freq), _at_step(rm, step, eval_freq)
+                rows.append({"environment": g.env, "reference_environment": r.env, "method": g.label, "step": step,
+                             "ours_mean": ours[0], "ours_ci_low": ours[1], "ours_ci_high": ours[2],
+                             "ours_runs": ours[3], "reference_mean": theirs[0], "reference_ci_low": theirs[1],
+                             "reference_ci_high": theirs[2], "reference_runs": theirs[3],
+                             "verdict": verdict(ours[0], theirs[1], theirs[2])})
+    return rows
+
+
+def write_comparison(rows: list[dict], out: Path) -> str:
+    """comparison.csv (full precision) and comparison.md; returns the Markdown."""
+    with open(out / "comparison.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COMPARISON_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
+
+    def side(mean: float, lo: float, hi: float, runs: int) -> list[str]:
+        if math.isnan(mean):
+            return ["n/a", "n/a", "n/a"]
+        return [f"{mean:.1f}", f"[{lo:.1f}, {hi:.1f}]", str(runs)]
+
+    head = ["environment", "method", "step", "ours: mean", "ours: 95% CI", "ours: runs", "reference: mean",
+            "reference: 95% CI", "reference: runs", "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        env = r["environment"] if r["environment"] == r["reference_environment"] else \
+            f"{r['environment']} vs {r['reference_environment']}"
+        cells = [env, r["method"], f"{r['step']:,}",
+                 *side(r["ours_mean"], r["ours_ci_low"], r["ours_ci_high"], r["ours_runs"]),
+                 *side(r["reference_mean"], r["reference_ci_low"], r["reference_ci_high"], r["reference_runs"]),
+                 r["verdict"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    md = "\n".join(lines) + "\n\n" + RUNS_NOTE + "\n"
+    (out / "comparison.md").write_text(md)
+    return md
+
+
 # ---- command line --------------------------------------------------------------------------------
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m utils.plot", description=__doc__.split("\n\n")[0],
+    summary, _, rest = __doc__.partition("\n\n")
+    rest = rest.partition("\n\n")[2]  # argparse prints its own usage line
+    p = argparse.ArgumentParser(prog="python -m utils.plot", description=summary, epilog=rest.strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dirs", nargs="+", type=str, help="folders (searched recursively) or .npy files")
     p.add_argument("--out", type=str, default="Figures", help="output folder (default: Figures)")
     p.add_argument("--reference", type=str, action="append", default=[],
                    help="another tree to overlay in dashed lines, e.g. the paper's curves (repeatable); "
-                        "environments match across versions (Hopper-v2 <-> Hopper-v5)")
-    p.add_argument("--per_agent", action="store_true", help="one line per DASE agent instead of pooling agents")
+                        "environments match across versions (Hopper-v2 <-> Hopper-v5); also writes "
+                        "comparison.csv / comparison.md: per environment, method and --at step, our mean and "
+                        "the reference's, each with a 95%% bootstrap CI over runs, and whether ours is above, "
+                        "inside or below the reference's CI")
+    p.add_argument("--per_agent", action="store_true", help="one line per DASE agent instead of pooling agents "
+                   "(figures and summary; the comparison always pools a method's runs)")
     p.add_argument("--ci", action="store_true", help="shade a 95%% bootstrap CI of the mean instead of ± std")
     p.add_argument("--smooth", type=int, default=1, help="trailing moving-average window in evaluations (default: 1)")
-    p.add_argument("--at", type=int, nargs="*", default=[], help="also tabulate the return at these time steps")
+    p.add_argument("--at", type=int, nargs="*", default=[],
+                   help="also tabulate the return at these time steps (summary, and the comparison's steps; "
+                        "the comparison's default is the last step both sides have)")
+    p.add_argument("--weights", action="store_true",
+                   help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
+                        "the returns: per group the mean over runs, NaN ignored")
     p.add_argument("--eval_freq", type=int, default=1000, help="time steps between evaluations (default: 1000)")
     p.add_argument("--pdf", action="store_true", help="write PDF instead of PNG")
     args = p.parse_args(argv)
@@ -311,10 +557,19 @@ def parse(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse(argv)
     try:
-        own = group_curves(find_curves(args.dirs), args.per_agent)
-        if not own:
+        own_curves = find_curves(args.dirs)
+        if not own_curves:
             raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
-        ref = group_curves(find_curves(args.reference), args.per_agent, reference=True) if args.reference else []
+        show_weights = False
+        if args.weights:
+            weights = find_weights(args.dirs)
+            show_weights = attach_weights(own_curves, weights) > 0
+            if not show_weights:
+                print(f"note: --weights: no usable weight files ({{curve}}_weights.npy) under {' '.join(args.dirs)}; "
+                      f"plotting without the weight axis", file=sys.stderr)
+        own = group_curves(own_curves, args.per_agent)
+        ref_curves = find_curves(args.reference) if args.reference else []
+        ref = group_curves(ref_curves, args.per_agent, reference=True)
     except PlotError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -336,10 +591,24 @@ def main(argv=None) -> int:
                       f"evaluations; using the common first {lo}", file=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    written = plot(dict(sorted(by_env.items())), out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png")
+    written = plot(dict(sorted(by_env.items())), out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
+                   weights=show_weights)
     rows = [summarise(g, args.eval_freq, args.at) for env in sorted(by_env) for g in by_env[env]]
     print(write_tables(rows, args.at, out), end="")
-    print(f"wrote {', '.join(str(p) for p in written)}, {out / 'summary.csv'}, {out / 'summary.md'}")
+    tables = [out / "summary.csv", out / "summary.md"]
+    if args.reference:
+        # methods pooled (every file one run) whatever --per_agent says, so that DPD per agent (ours) meets
+        # DPD per seed (the paper's)
+        pooled = group_curves(own_curves) if args.per_agent else own
+        pooled_ref = group_curves(ref_curves, reference=True) if args.per_agent else ref
+        comparison = compare(pooled, pooled_ref, args.eval_freq, args.at)
+        if not comparison:
+            print("note: no environment and method is both among ours and in the reference; the comparison is empty",
+                  file=sys.stderr)
+        print()
+        print(write_comparison(comparison, out), end="")
+        tables += [out / "comparison.csv", out / "comparison.md"]
+    print(f"wrote {', '.join(str(p) for p in written + tables)}")
     return 0
 
 

@@ -1,10 +1,14 @@
 """The one training loop behind both command lines: S seeds x N agents, lockstep environments, shared buffers.
 
-The pieces: ``Collector`` (environments), ``Learner`` (batched agents, buffers, updates), ``Evaluator``
-(evaluation episodes), ``RunFiles`` (one seed's files, lock and resume policy). ``Trainer.run`` is the loop.
+The pieces: ``LocalEnvs``/``EnvPool`` (training environments and evaluation episodes, in this process or in
+worker processes), ``Learner`` (batched agents, buffers, updates), ``Evaluation`` (one evaluation of snapshots
+of the actors, beside training when environments run in workers), ``RunFiles`` (one seed's files, lock and
+resume policy). ``Trainer.run`` is the loop.
 """
 from __future__ import annotations
 
+import math
+import os
 import random
 import signal
 import threading
@@ -18,9 +22,9 @@ import torch
 
 from .buffer import SharedReplayBuffer
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
-from .collector import Collector
+from .envpool import make_envs
 from .errors import Interrupted, NonFinite, UsageError
-from .evaluation import Evaluator
+from .evaluation import Evaluation
 from .learner import ALGORITHMS, Learner
 from .outputs import RunFiles
 
@@ -52,6 +56,8 @@ class RunConfig:
     resume: bool = False
     threads: int | None = None  # torch CPU threads; None: torch's default (all cores)
     compile: bool = False  # torch.compile the networks
+    tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
+    env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
     overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -125,10 +131,17 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
                          f"lower --eval_freq or raise {flag('max_time_steps')}")
+    if cfg.env_workers is not None and cfg.env_workers < 0:
+        raise UsageError(f"--env_workers must be >= 0 (0 steps the environments in this process), got {cfg.env_workers}")
     if cfg.threads is not None and cfg.threads <= 0:
         raise UsageError(f"--threads must be a positive integer, got {cfg.threads}")
     if cfg.checkpoint_freq < 0:
         raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
+    if cfg.tensorboard:
+        try:
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError:
+            raise UsageError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
     if cfg.resume and cfg.overwrite:
         raise UsageError("--resume and --overwrite contradict each other: pick one")
     if cfg.buffer_size < cfg.num_agents:
@@ -177,6 +190,13 @@ def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
             raise UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env}: {e}") from None
 
 
+def default_workers(device: torch.device, members: int) -> int:
+    """Environment workers on the cores torch leaves free (on a GPU it needs one), at most one per member."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    free = cores - (1 if device.type == "cuda" else torch.get_num_threads())
+    return min(free, members) if free >= 2 else 0
+
+
 def set_global_seeds(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -195,20 +215,24 @@ class Trainer:
         self.stop_signal: int | None = None
         self.last_checkpoint: int | None = None
         self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
-        self.collector: Collector | None = None
+        self.envs = None
         self.build(cfg.seed_list())
 
     def build(self, seeds: list[int]) -> None:
         """Environments, agents, buffers and evaluator for these seeds, at step 0."""
         cfg, n = self.cfg, self.cfg.num_agents
-        if self.collector is not None:
+        if self.envs is not None:
             self.close()
         set_global_seeds(seeds[0])
         self.seeds = seeds
         self.seed_cfgs = [cfg.for_seed(s) for s in seeds]
         self.files = [RunFiles(c) for c in self.seed_cfgs]
         self.member_seeds = [m for c in self.seed_cfgs for m in c.agent_seeds()]
-        self.collector = c = Collector(cfg.env, self.member_seeds)
+        self.pending: Evaluation | None = None  # an evaluation that runs beside training
+        self.workers = default_workers(self.device, len(self.member_seeds)) if cfg.env_workers is None \
+            else cfg.env_workers
+        self.envs = c = make_envs(cfg.env, self.member_seeds, [s + 100 for s in seeds for _ in range(n)],
+                                  cfg.eval_episodes, self.workers)
         self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
                                cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device, cfg.is_dpd)
         if cfg.load_model:
@@ -216,9 +240,12 @@ class Trainer:
                 load_models(self.learner.agents, seed_cfg, k * n)
         if cfg.compile:
             self.learner.agents.compile()
-        self.evaluate = Evaluator(cfg.env, len(self.member_seeds), [s + 100 for s in seeds for _ in range(n)],
-                                  cfg.eval_episodes)
+        limit = c.max_episode_steps
+        # evaluation steps per training step that finish an evaluation within one evaluation period
+        self.eval_pace = -(-limit // cfg.eval_freq) if limit and self.workers else None
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
+        self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
+        self.boards: list = []  # TensorBoard writers, one per seed (--tensorboard)
         self.t = 0
 
     @property
@@ -250,20 +277,18 @@ class Trainer:
                 return self.curve_arrays()
             for files in self.files:
                 files.write_record(self.device, self.t, self.seeds)
+            if cfg.tensorboard:
+                self.boards = [files.board(self.t) for files in self.files]
             if threading.current_thread() is threading.main_thread():
                 for s in (signal.SIGINT, signal.SIGTERM):
                     cleanup.callback(signal.signal, s, signal.signal(s, self._on_signal))
-            start = last = time.time()
-            last_step = self.t
+            self.started = self.last_eval = (time.time(), self.t)
             if self.t == 0:
-                self.progress(self.evaluation(), 0.0, start)
+                self.start_evaluation()
             while self.t < cfg.max_time_steps:
                 self.step()
                 if self.t % cfg.eval_freq == 0:
-                    scores = self.evaluation()
-                    now = time.time()
-                    self.progress(scores, (self.t - last_step) / max(now - last, 1e-9), start)
-                    last, last_step = now, self.t
+                    self.start_evaluation()
                 if cfg.checkpoint_freq and self.t % cfg.checkpoint_freq == 0 and self.t < cfg.max_time_steps:
                     self.save_checkpoint()
                 if self.t == stop_at:
@@ -272,33 +297,56 @@ class Trainer:
                 if self.stop_signal is not None:
                     self.save_checkpoint()
                     raise Interrupted(self.stop_signal, self.interrupted_message())
+            self.finish_evaluation()
             for files in self.files:
                 files.finish()
         return self.curve_arrays()
 
     def step(self) -> None:
-        """One environment step for every member, then the batched updates."""
-        if self.t < self.cfg.start_time_steps:
-            actions, behaviour = self.collector.random_actions(), None
-        else:
-            actions, behaviour = self.learner.explore(self.collector.obs)
-        obs, rewards, next_obs, terminated = self.collector.step(actions)
+        """One environment step for every member (and of a pending evaluation), then the batched updates."""
+        warmup = self.t < self.cfg.start_time_steps
+        actions, behaviour = (None, None) if warmup else self.learner.explore(self.envs.obs)  # None: random
+        ev = self.pending
+        obs, actions, rewards, next_obs, terminated = self.envs.step(actions, *(ev.next_actions() if ev else ()))
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour)
-        if self.t >= self.cfg.start_time_steps:
-            self.learner.train(self.t)
+        if not warmup:
+            self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
+        if ev is not None:
+            ev.record(*self.envs.eval_results())
+            ev.advance(self.eval_pace - 1)
+            if ev.done:
+                self.finish_evaluation()
         self.t += 1
 
-    def evaluation(self) -> np.ndarray:
-        """Evaluate every member, append to and save the curves (and models with --save_model)."""
+    def start_evaluation(self) -> None:
+        """Evaluate snapshots of every member's actor taken now: at once, or beside training (``--env_workers``)."""
+        self.finish_evaluation()
         self.check_finite()
-        scores = self.evaluate(self.learner.act)
+        now = time.time()
+        rate = (self.t - self.last_eval[1]) / max(now - self.last_eval[0], 1e-9)
+        self.last_eval = (now, self.t)
+        if self.cfg.save_model:
+            for k, files in enumerate(self.files):
+                files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
+        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t)
+        self.pending.period, self.pending.rate = self.learner.period_stats(), rate
+        if self.eval_pace is None:
+            self.finish_evaluation()
+
+    def finish_evaluation(self) -> None:
+        """Play the pending evaluation to its end; append to and save the curves, report progress."""
+        ev, self.pending = self.pending, None
+        if ev is None:
+            return
+        scores = ev.run()
         for m, score in enumerate(scores):
             self.curves[m].append(float(score))
+            self.weight_curves[m].append(float(ev.period["weight"][m]))
         for k, files in enumerate(self.files):
             files.save_curves(self.curves[self.rows(k)])
-            if self.cfg.save_model:
-                files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
-        return scores
+            if self.cfg.is_dase:
+                files.save_weights(self.weight_curves[self.rows(k)])
+        self.progress(ev.t, scores, ev.period, ev.rate if ev.t > self.started[1] else 0.0)
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
@@ -333,6 +381,8 @@ class Trainer:
             self.load_checkpoints(states)
             for k, files in enumerate(self.files):
                 files.save_curves(self.curves[self.rows(k)])  # evaluations after the checkpoint are done again
+                if cfg.is_dase:
+                    files.save_weights(self.weight_curves[self.rows(k)])
                 self.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
         return False
 
@@ -340,11 +390,13 @@ class Trainer:
         """The k-th seed's checkpoint: what a process of that seed alone would write."""
         rows = self.rows(k)
         return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
-                "curves": self.curves[rows], **self.learner.state_dict(k), **self.collector.state_dict(rows)}
+                "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
+                **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
         if not self.cfg.checkpoint_freq:
             return
+        self.finish_evaluation()  # a checkpoint holds complete curves
         self.check_finite()
         for k, files in enumerate(self.files):
             files.save_checkpoint(self.seed_state(k))
@@ -353,9 +405,12 @@ class Trainer:
     def load_checkpoints(self, states: list[dict]) -> None:
         """Continue exactly where the checkpoints (one per seed, all at one step) left off."""
         self.learner.load_state_dicts(states)
-        self.collector.load_state_dicts(states)
+        self.envs.load_state_dicts(states)
         self.t = int(states[0]["t"])
         self.curves = [list(c) for s in states for c in s["curves"]]
+        # checkpoints from before the weight diagnostics: those evaluations have no weights
+        self.weight_curves = [list(w) for s in states for w in s.get("weight_curves", [[math.nan] * len(c) for c in
+                                                                                       s["curves"]])]
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------
@@ -399,19 +454,28 @@ class Trainer:
         if not self.cfg.quiet:
             print(line, flush=True)
 
-    def progress(self, scores: np.ndarray, rate: float, start: float) -> None:
+    def progress(self, t: int, scores: np.ndarray, period: dict, rate: float) -> None:
         """One line per evaluation: step, throughput, returns (every agent's, or their spread), elapsed time."""
-        elapsed = time.strftime("%H:%M:%S", time.gmtime(time.time() - start))
+        elapsed = time.strftime("%H:%M:%S", time.gmtime(time.time() - self.started[0]))
         if len(self.seeds) == 1:
             returns = "return " + " ".join(f"{s:9.1f}" for s in scores)
         else:
             returns = f"return mean {np.mean(scores):9.1f} min {np.min(scores):9.1f} max {np.max(scores):9.1f}"
-        self.say(f"{self.cfg.name} | step {self.t:>8d}/{self.cfg.max_time_steps} | {rate:7.1f} steps/s | "
+        self.say(f"{self.cfg.name} | step {t:>8d}/{self.cfg.max_time_steps} | {rate:7.1f} steps/s | "
                  f"{returns} | {elapsed}")
+        for k, board in enumerate(self.boards):
+            rows = self.rows(k)
+            board.log(t, scores[rows], {name: v[rows] for name, v in period.items()}, rate)
+
+    def close_boards(self) -> None:
+        for board in self.boards:
+            board.close()
+        self.boards = []
 
     def close(self) -> None:
-        self.collector.close()
-        self.evaluate.close()
+        self.close_boards()
+        self.pending = None
+        self.envs.close()
 
 
 def train(cfg: RunConfig) -> list[np.ndarray]:

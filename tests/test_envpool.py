@@ -1,0 +1,72 @@
+"""Environments in worker processes, evaluation beside training: the same numbers as one process, blocking."""
+import numpy as np
+import pytest
+import torch
+
+import DASE_main
+from utils.cli import main_guard
+from utils.envpool import EnvPool, LocalEnvs
+from utils.training import RunConfig, Trainer
+
+
+def config(tmp_path, workers, env="Pendulum-v1", **kw) -> RunConfig:
+    return RunConfig(**{**dict(policy="DASE_TD3", env=env, seeds=[3, 8], seed=3, num_agents=2, max_time_steps=600,
+                               start_time_steps=200, eval_freq=100, eval_episodes=3, batch_size=32,
+                               results_dir=str(tmp_path), quiet=True, checkpoint_freq=0, env_workers=workers,
+                               algo={"hidden": (32, 32)}), **kw})
+
+
+def files(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.npy"))}
+
+
+# Pendulum: episodes of 200 steps, longer than an evaluation period (two evaluation steps per training step);
+# Hopper: episodes that end early by termination, at different steps for different members
+@pytest.mark.parametrize("env", ["Pendulum-v1", "Hopper-v5"])
+def test_worker_pool_and_background_evaluation_give_the_files_of_one_process(env, tmp_path):
+    serial = Trainer(config(tmp_path / "serial", 0, env))
+    assert isinstance(serial.envs, LocalEnvs) and serial.eval_pace is None  # blocking evaluation
+    serial.run()
+    pool = Trainer(config(tmp_path / "pool", 3, env))
+    assert isinstance(pool.envs, EnvPool) and len(pool.envs.procs) == 3 and pool.eval_pace >= 2
+    pool.run()
+    a, b = files(tmp_path / "serial"), files(tmp_path / "pool")
+    assert len(a) == 8 and a.keys() == b.keys()  # 2 seeds x 2 agents, curves and weights
+    for name in a:
+        assert a[name] == b[name], f"{name} differs"
+    assert all(not p.is_alive() for p in pool.envs.procs), "workers must be gone after the run"
+
+
+def test_background_evaluation_really_overlaps_training(tmp_path):
+    """The evaluation of step 200 is still running when training steps on (its curve entry is written later)."""
+    trainer = Trainer(config(tmp_path, 2))
+    seen = []
+    step = trainer.step
+
+    def spy():
+        seen.append((trainer.t, trainer.pending.t if trainer.pending else None))
+        step()
+
+    trainer.step = spy
+    trainer.run()
+    # the evaluation of step 200 runs during the training steps after it, and ends within its period
+    assert (200, 200) in seen and (250, 200) in seen
+    assert all(p is None or t - p < 100 for t, p in seen)
+    assert len(trainer.curves[0]) == 7
+
+
+def test_checkpoints_taken_in_a_pool_resume_exactly_in_one_process_and_back(tmp_path):
+    Trainer(config(tmp_path / "whole", 0, checkpoint_freq=250)).run()
+    Trainer(config(tmp_path / "pieces", 2, checkpoint_freq=250)).run(stop_at=250)  # evaluation at 200 done, 300 not
+    state = torch.load(tmp_path / "pieces" / "checkpoints" / "DASE_TD3_Pendulum-v1_3.pt", weights_only=True)
+    assert state["t"] == 250 and len(state["curves"][0]) == 3
+    Trainer(config(tmp_path / "pieces", 0, checkpoint_freq=250, resume=True)).run(stop_at=500)
+    Trainer(config(tmp_path / "pieces", 2, checkpoint_freq=250, resume=True)).run()
+    assert files(tmp_path / "whole") == files(tmp_path / "pieces")
+
+
+def test_env_workers_flag_errors(tmp_path, capsys):
+    code = main_guard(DASE_main.run, ["--env", "Pendulum-v1", "--env_workers", "-1", "--results_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--env_workers" in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())

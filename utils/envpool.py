@@ -1,0 +1,321 @@
+"""Every environment of a run: the members' training environments and their evaluation episodes.
+
+``LocalEnvs`` steps them in this process. ``EnvPool`` gives each of K worker processes a slice of the
+members (their training environments and their evaluation environments), with the arrays in shared
+memory and one message per step per worker. Both run the same ``LocalEnvs`` code on the same seeds, so
+they give the same transitions, returns and checkpoints.
+
+A step may carry a step of the evaluation episodes too (``eval_actions``). In a pool, the workers step
+the evaluation environments after replying for the training ones, so that work overlaps the update the
+trainer runs meanwhile; ``eval_results`` waits for it.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .checkpoint import EpisodeRecord, restore_env
+from .envs import make_env, seeded_envs
+from .errors import UsageError
+
+
+def episode_seeds(seed: int, episodes: int) -> list[int]:
+    """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + 100)."""
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
+
+
+class LocalEnvs:
+    """Training environments seeded with the members' seeds, and ``episodes`` evaluation environments per member
+    reset with the episode seeds of ``eval_seeds[m]``."""
+
+    def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int):
+        self.env_id, self.seeds = env_id, [int(s) for s in seeds]
+        self.envs, self.obs = seeded_envs(env_id, self.seeds)
+        self.episodes = [EpisodeRecord(s) for s in self.seeds]
+        self.episode_count = [0] * len(self.seeds)
+        space = self.envs[0].action_space
+        self.obs_dim, self.act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
+        self.low, self.high = space.low, space.high
+        self.max_episode_steps = self.envs[0].spec.max_episode_steps if self.envs[0].spec else None
+        self.eval_envs = [[make_env(env_id) for _ in range(episodes)] for _ in eval_seeds]
+        self.eval_seeds = [episode_seeds(int(s), episodes) for s in eval_seeds]
+        self.eval_obs = np.zeros((len(eval_seeds), episodes, self.obs_dim), self.envs[0].observation_space.dtype)
+        self.eval_out: tuple | None = None
+
+    # ---- training environments ------------------------------------------------------------------
+    def random_actions(self) -> np.ndarray:
+        """Uniform actions from each environment's own seeded sampler (the warm-up phase)."""
+        return np.stack([env.action_space.sample() for env in self.envs])
+
+    def step(self, actions: np.ndarray | None, eval_actions: np.ndarray | None = None,
+             eval_active: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """Act in every training environment (``None``: random actions); returns (obs, actions, rewards,
+        next_obs, terminated). Finished episodes are reset at once; next_obs is the episode's real last state.
+        With ``eval_actions``, also one step of the active evaluation episodes (see ``eval_results``)."""
+        if actions is None:
+            actions = self.random_actions()
+        n = len(self.envs)
+        obs, next_obs = self.obs, np.empty_like(self.obs)
+        rewards, terminated, done = np.empty(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        for i, env in enumerate(self.envs):
+            next_obs[i], rewards[i], terminated[i], truncated, _ = env.step(actions[i])
+            self.episodes[i].actions.append(actions[i])
+            done[i] = terminated[i] or truncated
+        self.obs = next_obs.copy()
+        for i in np.nonzero(done)[0]:
+            self.episodes[i] = EpisodeRecord.before_reset(self.envs[i])
+            self.obs[i], _ = self.envs[i].reset()
+            self.episode_count[i] += 1
+        if eval_actions is not None:
+            self.eval_out = self.eval_step(eval_actions, eval_active)
+        return obs, actions, rewards, next_obs, terminated
+
+    # ---- evaluation episodes ----------------------------------------------------------------------
+    def eval_reset(self) -> np.ndarray:
+        """Reset every evaluation environment with its episode seed; observations [M, E, obs_dim]."""
+        for m, (row, seeds) in enumerate(zip(self.eval_envs, self.eval_seeds)):
+            for e, (env, s) in enumerate(zip(row, seeds)):
+                self.eval_obs[m, e] = env.reset(seed=s)[0]
+        return self.eval_obs.copy()
+
+    def eval_step(self, actions: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step the active evaluation episodes; returns (obs, rewards, ended), all [M, E(, obs_dim)]."""
+        rewards, ended = np.zeros(active.shape), np.zeros(active.shape, dtype=bool)
+        for m, e in zip(*np.nonzero(active)):
+            o, rewards[m, e], terminated, truncated, _ = self.eval_envs[m][e].step(actions[m, e])
+            self.eval_obs[m, e] = o
+            ended[m, e] = terminated or truncated
+        return self.eval_obs.copy(), rewards, ended
+
+    def eval_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The evaluation step that came with the last ``step``."""
+        out, self.eval_out = self.eval_out, None
+        return out
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self, rows: slice = slice(None)) -> dict:
+        """Members ``rows``: current observations, episode records and samplers, for a checkpoint."""
+        return {"obs": torch.as_tensor(self.obs[rows]), "episode_count": self.episode_count[rows],
+                "episodes": [e.to_dict() for e in self.episodes[rows]],
+                "action_space_rng": [env.action_space.np_random.bit_generator.state for env in self.envs[rows]]}
+
+    def load_state_dicts(self, states: list[dict]) -> None:
+        """Re-create every training environment in the state the checkpoints describe (in member order)."""
+        expected = np.concatenate([s["obs"].numpy() for s in states])
+        records = [r for s in states for r in s["episodes"]]
+        samplers = [r for s in states for r in s["action_space_rng"]]
+        for env in self.envs:
+            env.close()
+        restored = [restore_env(self.env_id, rec, seed, space, expected[i])
+                    for i, (rec, seed, space) in enumerate(zip(records, self.seeds, samplers))]
+        self.envs = [r[0] for r in restored]
+        self.episodes = [r[2] for r in restored]
+        self.obs = expected.copy()
+        self.episode_count = [c for s in states for c in s["episode_count"]]
+
+    def close(self) -> None:
+        for env in [*self.envs, *(env for row in self.eval_envs for env in row)]:
+            env.close()
+
+
+# ---- worker processes -------------------------------------------------------------------------------
+
+class Shared:
+    """The arrays main process and workers exchange, in shared memory (created before the workers start).
+
+    Observations and actions keep the spaces' dtypes: an environment stepped with a float64 copy of a
+    float32 action computes (slightly) different physics."""
+
+    def __init__(self, m: int, episodes: int, obs_dim: int, act_dim: int, obs_dtype, act_dtype):
+        ctx = mp.get_context("spawn")
+        o, a, f = np.dtype(obs_dtype), np.dtype(act_dtype), np.dtype(np.float64)
+        self.layout = {"obs": ((m, obs_dim), o), "actions": ((m, act_dim), a), "rewards": ((m,), f),
+                       "next_obs": ((m, obs_dim), o), "terminated": ((m,), f),
+                       "eval_actions": ((m, episodes, act_dim), a), "eval_active": ((m, episodes), f),
+                       "eval_obs": ((m, episodes, obs_dim), o), "eval_rewards": ((m, episodes), f),
+                       "eval_ended": ((m, episodes), f)}
+        self.raw = {k: ctx.RawArray("b", int(np.prod(shape)) * dtype.itemsize)
+                    for k, (shape, dtype) in self.layout.items()}
+        self.attach()
+
+    def attach(self) -> None:
+        for k, (shape, dtype) in self.layout.items():
+            setattr(self, k, np.frombuffer(self.raw[k], dtype=dtype).reshape(shape))
+
+    def __getstate__(self):
+        return {"layout": self.layout, "raw": self.raw}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.attach()
+
+
+def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, episodes: int) -> None:
+    """A worker's loop: build its slice of environments, then answer one message per step."""
+    torch.set_num_threads(1)
+    try:
+        envs = LocalEnvs(env_id, seeds, eval_seeds, episodes)
+        shared.obs[rows] = envs.obs
+        conn.send(("ok", None))
+    except BaseException as e:  # noqa: BLE001  (reported to the main process, which raises it)
+        conn.send(("error", _describe(e)))
+        return
+    while True:
+        cmd, arg = conn.recv()
+        try:
+            if cmd == "step":
+                random, evaluate = arg
+                if random is not None:
+                    actions = None if random else shared.actions[rows].copy()  # episode records keep them
+                    _, actions, rewards, next_obs, terminated = envs.step(actions)
+                    shared.actions[rows], shared.rewards[rows], shared.next_obs[rows] = actions, rewards, next_obs
+                    shared.terminated[rows], shared.obs[rows] = terminated, envs.obs
+                    conn.send(("ok", None))
+                if evaluate:
+                    obs, rewards, ended = envs.eval_step(shared.eval_actions[rows], shared.eval_active[rows] > 0)
+                    shared.eval_obs[rows], shared.eval_rewards[rows], shared.eval_ended[rows] = obs, rewards, ended
+                    conn.send(("ok", None))
+            elif cmd == "eval_reset":
+                shared.eval_obs[rows] = envs.eval_reset()
+                conn.send(("ok", None))
+            elif cmd == "state":
+                conn.send(("ok", envs.state_dict()))
+            elif cmd == "load":
+                envs.load_state_dicts([arg])
+                shared.obs[rows] = envs.obs
+                conn.send(("ok", None))
+            elif cmd == "close":
+                envs.close()
+                conn.send(("ok", None))
+                return
+        except BaseException as e:  # noqa: BLE001
+            conn.send(("error", _describe(e)))
+
+
+def _describe(e: BaseException) -> tuple[bool, str]:
+    if isinstance(e, UsageError):
+        return True, str(e)
+    return False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+
+
+class EnvPool:
+    """``LocalEnvs``' interface over ``workers`` processes, each owning a contiguous slice of the members."""
+
+    def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int):
+        probe = make_env(env_id)
+        space = probe.action_space
+        self.obs_dim, self.act_dim = probe.observation_space.shape[0], space.shape[0]
+        self.low, self.high = space.low, space.high
+        self.max_episode_steps = probe.spec.max_episode_steps if probe.spec else None
+        m = len(seeds)
+        workers = max(1, min(workers, m))
+        bounds = np.linspace(0, m, workers + 1).round().astype(int)
+        self.slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.shared = Shared(m, episodes, self.obs_dim, self.act_dim, probe.observation_space.dtype, space.dtype)
+        probe.close()
+        ctx = mp.get_context("spawn")  # workers use no torch threads, but fork after torch's pools is unsafe
+        self.conns, self.procs = [], []
+        for rows in self.slices:
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_worker, daemon=True,
+                               args=(there, self.shared, rows, env_id, list(seeds[rows]), list(eval_seeds[rows]),
+                                     episodes))
+            proc.start()
+            self.conns.append(here)
+            self.procs.append(proc)
+        self.closed = False
+        self._gather()
+        self.evaluating = False
+
+    @property
+    def obs(self) -> np.ndarray:
+        return self.shared.obs.copy()
+
+    def _gather(self) -> list:
+        """One reply from every worker; a worker's error is raised here."""
+        replies = [conn.recv() for conn in self.conns]
+        for kind, value in replies:
+            if kind == "error":
+                usage, text = value
+                self.close()
+                raise UsageError(text) if usage else RuntimeError(f"environment worker failed: {text}")
+        return [value for _, value in replies]
+
+    def step(self, actions: np.ndarray | None, eval_actions: np.ndarray | None = None,
+             eval_active: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        obs = self.shared.obs.copy()
+        if actions is not None:
+            self.shared.actions[:] = actions
+        if eval_actions is not None:
+            self.shared.eval_actions[:] = eval_actions
+            self.shared.eval_active[:] = eval_active
+        for conn in self.conns:
+            conn.send(("step", (actions is None, eval_actions is not None)))
+        self.evaluating = eval_actions is not None
+        self._gather()
+        s = self.shared
+        return obs, s.actions.copy(), s.rewards.copy(), s.next_obs.copy(), s.terminated > 0
+
+    def eval_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.evaluating:
+            self._gather()
+            self.evaluating = False
+        s = self.shared
+        return s.eval_obs.copy(), s.eval_rewards.copy(), s.eval_ended > 0
+
+    def eval_reset(self) -> np.ndarray:
+        for conn in self.conns:
+            conn.send(("eval_reset", None))
+        self._gather()
+        return self.shared.eval_obs.copy()
+
+    def eval_step(self, actions: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self.shared.eval_actions[:] = actions
+        self.shared.eval_active[:] = active
+        for conn in self.conns:
+            conn.send(("step", (None, True)))
+        self.evaluating = True
+        return self.eval_results()
+
+    def state_dict(self, rows: slice = slice(None)) -> dict:
+        for conn in self.conns:
+            conn.send(("state", None))
+        parts = self._gather()
+        joined = {"obs": torch.cat([p["obs"] for p in parts]),
+                  **{k: [x for p in parts for x in p[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
+        return {k: v[rows] for k, v in joined.items()}
+
+    def load_state_dicts(self, states: list[dict]) -> None:
+        whole = {"obs": torch.cat([s["obs"] for s in states]),
+                 **{k: [x for s in states for x in s[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
+        for conn, rows in zip(self.conns, self.slices):
+            conn.send(("load", {k: v[rows] for k, v in whole.items()}))
+        self._gather()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for conn, proc in zip(self.conns, self.procs):
+            try:
+                if proc.is_alive():
+                    conn.send(("close", None))
+                    conn.recv()
+            except (EOFError, OSError, BrokenPipeError):
+                pass
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+            conn.close()
+
+
+def make_envs(env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int,
+              workers: int = 0) -> LocalEnvs | EnvPool:
+    """The run's environments: in this process (``workers`` 0) or in a pool of worker processes."""
+    if workers <= 0:
+        return LocalEnvs(env_id, seeds, eval_seeds, episodes)
+    return EnvPool(env_id, seeds, eval_seeds, episodes, workers)
