@@ -8,7 +8,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
+from .nets import adam, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
 
 
 class DDPGCritic(nn.Module):
@@ -38,8 +38,8 @@ class DDPG(StackedAgents):
         self.critic = DDPGCritic(obs_dim, act_dim, gens).to(self.device)
         self.actor_target = freeze(copy.deepcopy(self.actor))
         self.critic_target = freeze(copy.deepcopy(self.critic))
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
+        self.actor_opt = adam(self.actor.parameters(), lr=actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
         self.networks = {"actor": self.actor, "critic": self.critic,
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
         self.discount, self.tau = discount, tau

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from .ddpg import DDPG
-from .nets import minimise
+from .nets import adam, minimise
 from .sac import SAC
 from .td3 import TD3
 
@@ -40,7 +40,7 @@ class Distilling:
                  dpd_batch_size: int = 256, **kwargs):
         super().__init__(*args, **{**kwargs, "similarity": "none"})  # own buffers: nothing to down-weight
         self.group_size, self.dpd_alpha, self.dpd_batch_size = int(group_size), float(dpd_alpha), int(dpd_batch_size)
-        self.distill_opt = torch.optim.Adam(self.actor.parameters(), lr=dpd_lr)
+        self.distill_opt = adam(self.actor.parameters(), lr=dpd_lr)
 
     def peers(self, offset: int) -> torch.Tensor:
         """[M] index of each learner's peer ``offset`` places further round its group (seed)."""

@@ -129,13 +129,24 @@ def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (w * x).sum(dim=(1, 2)) / w.sum(dim=(1, 2)).clamp_min(1e-12)
 
 
+def adam(params, lr: float, **kwargs) -> torch.optim.Optimizer:
+    """Adam as one fused kernel per step where this torch supports it for the parameters' device (CPU from
+    torch 2.4, CUDA): several times faster than the per-tensor loop, and the same algorithm."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(params, lr=lr, **kwargs)
+
+
 def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
     """One optimizer step on ``loss``, differentiating only the optimizer's own parameters
     (an actor loss then costs no weight gradients of the critic it flows through). Parameters the
     loss does not use (a Gaussian actor's log-std head in DPD's distillation) are left alone."""
     params = [p for group in opt.param_groups for p in group["params"]]
     for p, g in zip(params, torch.autograd.grad(loss, params, allow_unused=True)):
-        p.grad = g
+        # fused Adam (torch 2.13, CPU) silently mis-steps strided gradients, e.g. narrow layers' transposed ones
+        p.grad = g if g is None else g.contiguous()
     opt.step()
 
 

@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import MLP, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
+from .nets import adam, MLP, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
 from .sharing import gaussian_policy_weights
 from .td3 import TwinQ
 
@@ -84,9 +84,9 @@ class SAC(StackedAgents):
         self.auto_alpha = automatic_entropy_tuning and self.gaussian
         self.temperature = Temperature(self.n, alpha, self.auto_alpha).to(self.device)
         self.target_entropy = -float(act_dim)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=lr)
-        self.alpha_opt = torch.optim.Adam(self.temperature.parameters(), lr=lr) if self.auto_alpha else None
+        self.actor_opt = adam(self.actor.parameters(), lr=lr)
+        self.critic_opt = adam(self.critic.parameters(), lr=lr)
+        self.alpha_opt = adam(self.temperature.parameters(), lr=lr) if self.auto_alpha else None
         self.networks = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
                          "temperature": self.temperature}
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale

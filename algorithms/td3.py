@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .base import Batch, StackedAgents
-from .nets import DeterministicActor, QNetwork, freeze, init_generators, minimise, soft_update, weighted_mean
+from .nets import adam, DeterministicActor, QNetwork, freeze, init_generators, minimise, soft_update, weighted_mean
 
 
 class TwinQ(nn.Module):
@@ -34,8 +34,8 @@ class TD3(StackedAgents):
         self.critic = TwinQ(obs_dim, act_dim, hidden, gens).to(self.device)
         self.actor_target = freeze(copy.deepcopy(self.actor))
         self.critic_target = freeze(copy.deepcopy(self.critic))
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=lr)
+        self.actor_opt = adam(self.actor.parameters(), lr=lr)
+        self.critic_opt = adam(self.critic.parameters(), lr=lr)
         self.networks = {"actor": self.actor, "critic": self.critic,
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq

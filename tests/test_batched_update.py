@@ -1,11 +1,13 @@
 """N agents stacked in one model and one optimizer == N agents built and trained separately."""
+import copy
+
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
 from algorithms import DDPG, SAC, TD3, Batch
-from algorithms.nets import BatchedLinear, init_generators
+from algorithms.nets import MLP, BatchedLinear, adam, init_generators, minimise
 from algorithms.sharing import batch_weights
 
 OBS, ACT, B = 5, 2, 64
@@ -132,3 +134,20 @@ def test_compiled_networks_equal_eager(case):
     obs = torch.randn(2, 3, OBS)
     torch.testing.assert_close(compiled.act(obs), eager.act(obs), rtol=1e-5, atol=1e-6)
     assert set(compiled.agent_state(0)["actor"]) == set(eager.agent_state(0)["actor"])  # same file layout
+
+
+def test_fused_adam_through_minimise_equals_plain_adam():
+    """Our optimizers are fused Adam where torch has it; minimise feeds it contiguous gradients (the narrow
+    layers' gradients come transposed, which fused Adam on the CPU would step wrongly)."""
+    gens = init_generators([1, 2, 3])
+    net = MLP([5, 32, 4], gens)  # the 4-wide head takes the transposed baddbmm path
+    ref = copy.deepcopy(net)
+    ours, plain = adam(net.parameters(), lr=1e-2), torch.optim.Adam(ref.parameters(), lr=1e-2, foreach=False)
+    x = torch.randn(3, 16, 5, generator=torch.Generator().manual_seed(0))
+    for _ in range(5):
+        minimise(ours, net(x).pow(2).sum())
+        plain.zero_grad()
+        ref(x).pow(2).sum().backward()
+        plain.step()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
