@@ -85,6 +85,10 @@ class StackedAgents:
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def schedule(self) -> tuple:
+        """Which branch the next ``update`` takes (its kernels differ per branch: one CUDA graph each)."""
+        return ()
+
     # ---- checkpoints: the whole state of all agents -------------------------------------
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {k: v for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -20,36 +21,73 @@ def init_generators(seeds: Sequence[int]) -> list[torch.Generator]:
     return [torch.Generator().manual_seed(int(s)) for s in seeds]
 
 
+MASK32 = 0xFFFFFFFF
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (Wellons' "lowbias32") on int64 tensors holding values below 2**32."""
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & MASK32  # only the low 32 bits of the product matter, so int64 wrap-around is harmless
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & MASK32
+    return x ^ (x >> 16)
+
+
 class AgentRNG:
-    """One torch generator per agent, so agent i's random stream does not depend on N."""
+    """Counter-based random numbers with one stream per agent: draw k of agent m hashes (m's key, m's call
+    counter, k). Every call draws for all agents at once with a few element-wise tensor operations, on any
+    device, with no host synchronisation and nothing a CUDA graph cannot capture; the counters are tensors
+    advanced in place. Agent m's numbers depend only on its seed and the calls made, not on how many agents
+    are drawn with it, and integers and uniforms are bit-identical on every device."""
 
     def __init__(self, seeds: Sequence[int], device: torch.device | str = "cpu"):
         self.device = torch.device(device)
-        self.generators = []
-        for s in seeds:
-            g = torch.Generator(device=self.device)
-            g.manual_seed(int(s))
-            self.generators.append(g)
+        keys = [np.random.SeedSequence(int(s)).generate_state(2) for s in seeds]
+        self.key = torch.as_tensor(np.asarray(keys, dtype=np.int64), device=self.device)  # [N, 2], < 2**32
+        self.counter = torch.zeros(len(keys), dtype=torch.int64, device=self.device)
 
     def __len__(self) -> int:
-        return len(self.generators)
+        return self.key.shape[0]
+
+    def bits(self, *shape: int) -> torch.Tensor:
+        """Uniform 32-bit integers (as int64) of shape [N, *shape]; advances every agent's counter by one."""
+        k = torch.arange(math.prod(shape), dtype=torch.int64, device=self.device).view(1, *shape)
+        expand = (-1,) + (1,) * len(shape)
+        key0, key1 = self.key[:, 0].view(expand), self.key[:, 1].view(expand)
+        low, high = (self.counter & MASK32).view(expand), (self.counter >> 32).view(expand)
+        h = mix32((k * 0x9E3779B9 + key0) & MASK32)
+        h = mix32(h ^ low)
+        h = mix32((h + key1) & MASK32)
+        h = mix32(h ^ high)
+        self.counter += 1
+        return h
+
+    def uniform(self, *shape: int) -> torch.Tensor:
+        """Floats in [0, 1) with 24 random bits, [N, *shape]."""
+        return (self.bits(*shape) >> 8).to(torch.float32) * 2.0**-24
 
     def normal(self, *shape: int) -> torch.Tensor:
-        """Standard normal draws of shape [N, *shape]."""
-        return torch.stack([torch.randn(shape, generator=g, device=self.device) for g in self.generators])
+        """Standard normal draws of shape [N, *shape] (Box-Muller on two uniforms)."""
+        b = self.bits(2, *shape)
+        u1 = ((b[:, 0] >> 8) + 1).to(torch.float32) * 2.0**-24  # (0, 1]: the log stays finite
+        u2 = (b[:, 1] >> 8).to(torch.float32) * 2.0**-24
+        return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
 
-    def randint(self, high: int, *shape: int) -> torch.Tensor:
-        """Integers in [0, high) of shape [N, *shape]."""
-        return torch.stack(
-            [torch.randint(high, shape, generator=g, device=self.device) for g in self.generators]
-        )
+    def randint(self, high: int | torch.Tensor, *shape: int) -> torch.Tensor:
+        """Integers in [0, high) of shape [N, *shape]; ``high`` may be a tensor (a buffer's size on the device).
+        The modulo bias is below high / 2**32 (under 0.03 % for a buffer of 1e6)."""
+        return self.bits(*shape) % high
 
     def get_state(self) -> list[torch.Tensor]:
-        return [g.get_state() for g in self.generators]
+        """Per agent: (key0, key1, counter) as a CPU int64 tensor."""
+        return list(torch.cat([self.key, self.counter.unsqueeze(1)], dim=1).cpu().unbind(0))
 
     def set_state(self, states: Sequence[torch.Tensor]) -> None:
-        for g, s in zip(self.generators, states):
-            g.set_state(s)
+        state = torch.stack([torch.as_tensor(s, dtype=torch.int64) for s in states]).to(self.device)
+        if state.shape != (len(self), 3):
+            raise ValueError(f"random state of shape {tuple(state.shape)}, expected ({len(self)}, 3)")
+        self.key.copy_(state[:, :2])
+        self.counter.copy_(state[:, 2])
 
 
 class BatchedLinear(nn.Module):
@@ -129,14 +167,18 @@ def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (w * x).sum(dim=(1, 2)) / w.sum(dim=(1, 2)).clamp_min(1e-12)
 
 
-def adam(params, lr: float, **kwargs) -> torch.optim.Optimizer:
-    """Adam as one fused kernel per step where this torch supports it for the parameters' device (CPU from
-    torch 2.4, CUDA): several times faster than the per-tensor loop, and the same algorithm."""
+def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.Optimizer:
+    """Adam over stacked parameters. On a GPU: one fused kernel per step, capturable by CUDA graphs. On the
+    CPU by default the per-tensor loop: fused Adam there splits each tensor into chunks that depend on its size,
+    so a member's last bits would depend on how many members share the tensor (seeds in one process must equal
+    seeds alone, bit for bit)."""
     params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
-    except (RuntimeError, TypeError):
-        return torch.optim.Adam(params, lr=lr, **kwargs)
+    cuda = bool(params) and params[0].is_cuda
+    if fused is None:
+        fused = cuda
+    if fused:
+        return torch.optim.Adam(params, lr=lr, fused=True, capturable=cuda, **kwargs)
+    return torch.optim.Adam(params, lr=lr, **kwargs)
 
 
 def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:

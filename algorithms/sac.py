@@ -129,6 +129,9 @@ class SAC(StackedAgents):
         mean, std = self.actor.gaussian(batch.obs)
         return gaussian_policy_weights(batch.behaviour_mean, batch.behaviour_std, mean, std, batch.own, self.similarity)
 
+    def schedule(self) -> tuple:
+        return ((self.updates + 1) % self.target_update_interval == 0,)  # the next update moves the targets
+
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
         w = self.weights(batch)

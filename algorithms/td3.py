@@ -51,6 +51,9 @@ class TD3(StackedAgents):
         q1, q2 = self.critic_target(batch.next_obs, next_action)
         return batch.reward + batch.not_done * self.discount * torch.min(q1, q2)
 
+    def schedule(self) -> tuple:
+        return ((self.updates + 1) % self.policy_freq == 0,)  # the next update trains the actor too
+
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are DASE-weighted means."""
         self.updates += 1

@@ -137,12 +137,12 @@ def test_compiled_networks_equal_eager(case):
 
 
 def test_fused_adam_through_minimise_equals_plain_adam():
-    """Our optimizers are fused Adam where torch has it; minimise feeds it contiguous gradients (the narrow
-    layers' gradients come transposed, which fused Adam on the CPU would step wrongly)."""
+    """On a GPU our optimizers are fused Adam; minimise feeds it contiguous gradients (the narrow layers'
+    gradients come transposed, which fused Adam, at least on the CPU, steps wrongly)."""
     gens = init_generators([1, 2, 3])
     net = MLP([5, 32, 4], gens)  # the 4-wide head takes the transposed baddbmm path
     ref = copy.deepcopy(net)
-    ours, plain = adam(net.parameters(), lr=1e-2), torch.optim.Adam(ref.parameters(), lr=1e-2, foreach=False)
+    ours, plain = adam(net.parameters(), lr=1e-2, fused=True), torch.optim.Adam(ref.parameters(), lr=1e-2, foreach=False)
     x = torch.randn(3, 16, 5, generator=torch.Generator().manual_seed(0))
     for _ in range(5):
         minimise(ours, net(x).pow(2).sum())

@@ -44,6 +44,9 @@ class SharedReplayBuffer:
         self.behaviour_std = torch.ones((g, c, act_dim), **f32) if gaussian_behaviour else None
         self.ptr = 0
         self.size = 0
+        # the size on the device too: sampling reads it there, so it needs no host value (CUDA graphs)
+        self.filled = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._pinned: torch.Tensor | None = None  # GPU: the host side of the per-step copy
         members = g * self.num_agents
         self.member_group = torch.arange(members, device=self.device) // self.num_agents  # [M]
         self.member_id = (torch.arange(members, device=self.device) % self.num_agents).to(torch.int16)  # [M]
@@ -56,32 +59,48 @@ class SharedReplayBuffer:
         rows = (self.ptr + torch.arange(self.num_agents, device=self.device)) % self.capacity
         g, n = self.groups, self.num_agents
 
-        def put(dst: torch.Tensor, src) -> None:
-            value = torch.as_tensor(np.asarray(src), dtype=dst.dtype)
-            dst[:, rows] = value.reshape((g, n) + tuple(dst.shape[2:])).to(self.device, non_blocking=True)
-
-        put(self.obs, obs)
-        put(self.action, action)
-        put(self.reward, reward)
-        put(self.next_obs, next_obs)
-        put(self.not_done, 1.0 - np.asarray(terminated, dtype=np.float32))
+        fields = [self.obs, self.action, self.reward, self.next_obs, self.not_done]
+        values = [obs, action, reward, next_obs, 1.0 - np.asarray(terminated, dtype=np.float32)]
+        if self.behaviour_mean is not None and behaviour is not None:
+            fields += [self.behaviour_mean, self.behaviour_std]
+            values += list(behaviour)
+        columns = [np.asarray(v, dtype=np.float32).reshape(g * n, -1) for v in values]
+        staged = self._to_device(columns)
+        col = 0
+        for dst, c in zip(fields, columns):
+            dst[:, rows] = staged[:, col:col + c.shape[1]].reshape((g, n) + tuple(dst.shape[2:]))
+            col += c.shape[1]
         self.writer[:, rows] = self.member_id.view(g, n)
-        if self.behaviour_mean is not None:
-            if behaviour is None:  # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
-                self.behaviour_mean[:, rows] = 0.0
-                self.behaviour_std[:, rows] = 1.0
-            else:
-                put(self.behaviour_mean, behaviour[0])
-                put(self.behaviour_std, behaviour[1])
+        if self.behaviour_mean is not None and behaviour is None:
+            # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
+            self.behaviour_mean[:, rows] = 0.0
+            self.behaviour_std[:, rows] = 1.0
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        self.filled.fill_(self.size)
+
+    def _to_device(self, columns: list[np.ndarray]) -> torch.Tensor:
+        """The step's fields side by side [M, F] on the device. On a GPU: one copy from pinned memory (a
+        pageable copy would stall the host), after the previous step's copy has finished reading it."""
+        width = sum(c.shape[1] for c in columns)
+        if self.device.type != "cuda":
+            return torch.from_numpy(np.concatenate(columns, axis=1))
+        if self._pinned is None or self._pinned.shape[1] != width:
+            self._pinned = torch.empty((columns[0].shape[0], width), dtype=torch.float32, pin_memory=True)
+            self._staged = torch.empty(self._pinned.shape, dtype=torch.float32, device=self.device)
+            self._copied = torch.cuda.Event()
+        self._copied.synchronize()
+        np.concatenate(columns, axis=1, out=self._pinned.numpy())
+        self._staged.copy_(self._pinned, non_blocking=True)
+        self._copied.record()
+        return self._staged
 
     def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None) -> Batch:
         """Each member draws its own ``batch_size`` indices from its group (or from ``groups[m]``).
 
         Fields come back [M, B, ...]; ``own`` marks rows the sampling member wrote itself.
         """
-        idx = rng.randint(self.size, batch_size)  # [M, B]
+        idx = rng.randint(self.filled, batch_size)  # [M, B]
         reading_own_group = groups is None
         g = (self.member_group if reading_own_group else groups).view(-1, 1)
         own = self.writer[g, idx] == self.member_id.view(-1, 1)
@@ -105,6 +124,7 @@ class SharedReplayBuffer:
         for k, v in state["arrays"].items():
             getattr(self, k)[groups, : state["size"]] = v.to(self.device)
         self.ptr, self.size = int(state["ptr"]), int(state["size"])
+        self.filled.fill_(self.size)
 
     @staticmethod
     def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False) -> int:

@@ -20,7 +20,7 @@ import torch
 from .envs import make_env
 from .errors import UsageError
 
-FORMAT = 2  # 2: buffers stored per group [G, size, ...] (several seeds, DPD)
+FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
 # RunConfig fields that must agree between a checkpoint and the run that resumes it
 COMPATIBLE = ("policy", "env", "seed", "num_agents", "start_time_steps", "eval_freq", "eval_episodes",
               "batch_size", "buffer_size", "updates_per_step", "algo")

@@ -115,6 +115,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
                         "if it has no checkpoint)")
     p.add_argument("--overwrite", action="store_true", help="start this run over, deleting its old curves")
+    p.add_argument("--cuda_graphs", action="store_true",
+                   help="replay the batched update from CUDA graphs (GPU only; experimental: not yet measured)")
     p.add_argument("--env_workers", type=int, default=None,
                    help="worker processes that step the environments and evaluation episodes, evaluation then "
                         "running beside training; 0: all in this process (default: the cores torch leaves free, "
@@ -132,7 +134,8 @@ def run_flags(args) -> dict:
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile,
-                tensorboard=args.tensorboard, env_workers=args.env_workers, device=resolve_device(args.device, args.gpu), flags=vars(args))
+                tensorboard=args.tensorboard, env_workers=args.env_workers,
+                cuda_graphs=args.cuda_graphs, device=resolve_device(args.device, args.gpu), flags=vars(args))
 
 
 def shared_algo(args) -> dict:

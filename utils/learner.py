@@ -16,6 +16,7 @@ from algorithms.base import stream_seed
 from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
+from .graphs import UpdateGraphs
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
 STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "actor_updates")
@@ -31,7 +32,7 @@ class Learner:
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
-                 device: torch.device, distill: bool = False):
+                 device: torch.device, distill: bool = False, cuda_graphs: bool = False):
         self.n, self.members, self.distill = num_agents, len(member_seeds), distill
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         if distill:
@@ -53,6 +54,8 @@ class Learner:
         # per member, since the last evaluation: [sum of weights given to external samples, their count,
         # sum of critic losses, sum of actor losses, updates, actor updates]; read only at evaluations
         self.stats = torch.zeros((len(STATS), self.members), dtype=torch.float64, device=device)
+        self.step_t = torch.zeros((), dtype=torch.long, device=device)  # the environment step, for first_bad
+        self.graphs = UpdateGraphs(self) if cuda_graphs else None
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic actions for evaluation: [M, E, obs_dim] -> [M, E, act_dim]."""
@@ -77,19 +80,30 @@ class Learner:
 
     def train(self, t: int) -> None:
         """The updates of environment step ``t`` (``updates_per_step`` batched gradient steps)."""
+        self.step_t.fill_(t)
         for _ in range(self.updates_per_step):
-            batch = self.buffer.sample(self.batch_size, self.sampler)
-            info = self.agents.update(batch)
-            finite = torch.isfinite(info["critic_loss"])
-            if "actor_loss" in info:
-                finite = finite & torch.isfinite(info["actor_loss"])
-            self.record(batch.own, info)
-            if self.distill:
-                for offset in range(1, self.n):  # every peer in turn
-                    peer = self.agents.peers(offset)
-                    states = self.buffer.sample(self.agents.dpd_batch_size, self.distill_sampler, groups=peer).obs
-                    finite = finite & torch.isfinite(self.agents.distill(states, peer))
-            self.first_bad = torch.where((self.first_bad < 0) & ~finite, t, self.first_bad)
+            if self.graphs is None:
+                self.update_once()
+            else:
+                self.graphs.step()
+
+    def update_once(self) -> None:
+        """One batched gradient step of every member (then DPD's distillation steps), with its diagnostics.
+
+        It reads no host value that changes from step to step and writes its state in place, so a CUDA
+        graph of it, replayed, does what calling it does."""
+        batch = self.buffer.sample(self.batch_size, self.sampler)
+        info = self.agents.update(batch)
+        finite = torch.isfinite(info["critic_loss"])
+        if "actor_loss" in info:
+            finite = finite & torch.isfinite(info["actor_loss"])
+        self.record(batch.own, info)
+        if self.distill:
+            for offset in range(1, self.n):  # every peer in turn
+                peer = self.agents.peers(offset)
+                states = self.buffer.sample(self.agents.dpd_batch_size, self.distill_sampler, groups=peer).obs
+                finite = finite & torch.isfinite(self.agents.distill(states, peer))
+        self.first_bad.copy_(torch.where((self.first_bad < 0) & ~finite, self.step_t, self.first_bad))
 
     def record(self, own: torch.Tensor, info: dict) -> None:
         """Add one update's weights of external samples and losses to the period's sums (no host sync)."""
@@ -133,6 +147,8 @@ class Learner:
     def load_state_dicts(self, states: list[dict]) -> None:
         """Restore from one ``state_dict`` per seed, in seed order."""
         self.agents.load_state_dict([s["agents"] for s in states])
+        if self.graphs is not None:
+            self.graphs.reset()  # the optimizers' state tensors were replaced
         g = self.groups_per_seed
         for k, s in enumerate(states):
             self.buffer.load_state_dict(s["buffer"], slice(k * g, (k + 1) * g))

@@ -57,6 +57,7 @@ class RunConfig:
     threads: int | None = None  # torch CPU threads; None: torch's default (all cores)
     compile: bool = False  # torch.compile the networks
     tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
+    cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
     overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
@@ -131,6 +132,10 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
                          f"lower --eval_freq or raise {flag('max_time_steps')}")
+    if cfg.cuda_graphs and not cfg.device.startswith("cuda"):
+        raise UsageError(f"--cuda_graphs needs a GPU (--device cuda), the run is on {cfg.device}; drop --cuda_graphs")
+    if cfg.cuda_graphs and cfg.compile:
+        raise UsageError("--cuda_graphs and --compile do not combine: pick one")
     if cfg.env_workers is not None and cfg.env_workers < 0:
         raise UsageError(f"--env_workers must be >= 0 (0 steps the environments in this process), got {cfg.env_workers}")
     if cfg.threads is not None and cfg.threads <= 0:
@@ -234,7 +239,8 @@ class Trainer:
         self.envs = c = make_envs(cfg.env, self.member_seeds, [s + 100 for s in seeds for _ in range(n)],
                                   cfg.eval_episodes, self.workers)
         self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
-                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device, cfg.is_dpd)
+                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device, cfg.is_dpd,
+                               cfg.cuda_graphs)
         if cfg.load_model:
             for k, seed_cfg in enumerate(self.seed_cfgs):
                 load_models(self.learner.agents, seed_cfg, k * n)

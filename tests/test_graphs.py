@@ -1,0 +1,77 @@
+"""The CUDA-graph update's bookkeeping, checked on the CPU: which branch is replayed when, and the counters.
+
+A real replay runs the recorded kernels and none of the Python. ``FakeGraphs`` keeps that contract on the
+CPU: its "graph" is the update function, and replaying it undoes the Python counter the function advances,
+so the result is right only if ``UpdateGraphs`` picks the right branch and advances the counters itself.
+(Equality of real graphs with eager updates, and their speed, need a GPU: see README.)
+"""
+import numpy as np
+import pytest
+
+import DASE_main
+from utils.cli import main_guard
+from utils.graphs import UpdateGraphs
+from utils.training import RunConfig, Trainer
+
+
+class FakeGraphs(UpdateGraphs):
+    def _pool(self):
+        self.captured, self.replays, self.eager = [], 0, 0
+
+    def _eager(self, fn):
+        self.eager += 1
+        fn()
+
+    def _capture(self, fn):
+        self.captured.append(self.learner.agents.schedule())
+        return fn
+
+    def _replay(self, fn):
+        agents = self.learner.agents
+        updates = agents.updates
+        self.replays += 1
+        fn()
+        agents.updates = updates  # a replay runs no Python
+
+
+CASES = {
+    "DASE_TD3": ({"hidden": (32, 32)}, 2, [(False,), (True,)]),  # critic-only and critic + actor branches
+    "DASE_DDPG": ({}, 2, [()]),
+    "DASE_SAC": ({"policy_type": "Gaussian", "hidden_size": 32, "automatic_entropy_tuning": True}, 2, [(True,)]),
+    "DPD_TD3": ({"hidden": (32, 32), "dpd_batch_size": 16}, 2, [(False,), (True,)]),
+}
+
+
+def run(tmp_path, policy, graphs: bool):
+    algo, agents, _ = CASES[policy]
+    cfg = RunConfig(policy=policy, env="Pendulum-v1", seed=2, num_agents=agents, max_time_steps=500,
+                    start_time_steps=200, eval_freq=100, eval_episodes=2, batch_size=32, results_dir=str(tmp_path),
+                    quiet=True, checkpoint_freq=0, algo=algo)
+    trainer = Trainer(cfg)
+    if graphs:
+        trainer.learner.graphs = FakeGraphs(trainer.learner)
+    trainer.run()
+    return trainer
+
+
+@pytest.mark.parametrize("policy", list(CASES))
+def test_graph_replays_give_the_eager_run(policy, tmp_path):
+    eager = run(tmp_path / "eager", policy, graphs=False)
+    graphed = run(tmp_path / "graphs", policy, graphs=True)
+    g = graphed.learner.graphs
+    assert g.captured == CASES[policy][2]  # each branch captured once, when it first came up
+    assert g.eager >= 3 and g.eager + g.replays == 300  # eager until every optimizer has state, then graphs
+    assert eager.agents.updates == graphed.agents.updates == 300
+    for path in sorted((tmp_path / "eager").glob("*.npy")):
+        np.testing.assert_array_equal(np.load(path), np.load(tmp_path / "graphs" / path.name), err_msg=path.name)
+    for name, net in eager.agents.networks.items():
+        for (k, p), q in zip(net.state_dict().items(), graphed.agents.networks[name].state_dict().values()):
+            assert p.equal(q), f"{name}.{k}"
+
+
+def test_cuda_graphs_without_a_gpu_is_a_one_line_error(tmp_path, capsys):
+    code = main_guard(DASE_main.run, ["--env", "Pendulum-v1", "--device", "cpu", "--cuda_graphs",
+                                      "--results_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--cuda_graphs" in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
