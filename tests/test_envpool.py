@@ -70,3 +70,36 @@ def test_env_workers_flag_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "--env_workers" in err and len(err.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_ctrl_c_to_the_process_group_checkpoints_and_resumes_with_workers(tmp_path):
+    """Ctrl-C reaches the workers too: they must outlive it so that the run can checkpoint."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    args = [sys.executable, str(root / "DASE_main.py"), "--policy", "DASE_TD3", "--env", "Pendulum-v1", "--seed", "6",
+            "--max_time_steps", "1200", "--start_time_steps", "200", "--eval_freq", "200", "--eval_episodes", "2",
+            "--batch_size", "32", "--checkpoint_freq", "600", "--quiet", "--threads", "1"]
+    whole = subprocess.run(args + ["--results_dir", str(tmp_path / "whole"), "--env_workers", "0"], timeout=900,
+                           capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr
+    proc = subprocess.Popen(args + ["--results_dir", str(tmp_path / "cut"), "--env_workers", "2"],
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    curve = tmp_path / "cut" / "DASE_TD3_Pendulum-v1_6_Agent_0.npy"
+    deadline = time.monotonic() + 900  # a hang guard: progress, not speed, ends the wait
+    while not (curve.exists() and len(np.load(curve)) >= 3):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "hung"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 130, err
+    assert "SIGINT" in err and "--resume" in err and len(err.strip().splitlines()) == 1, err
+    resumed = subprocess.run(args + ["--results_dir", str(tmp_path / "cut"), "--env_workers", "2", "--resume"],
+                             timeout=900, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert files(tmp_path / "whole") == files(tmp_path / "cut")

@@ -12,6 +12,7 @@ trainer runs meanwhile; ``eval_results`` waits for it.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import traceback
 from typing import Sequence
 
@@ -156,6 +157,10 @@ class Shared:
 
 def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, episodes: int) -> None:
     """A worker's loop: build its slice of environments, then answer one message per step."""
+    # Ctrl-C and SIGTERM reach the whole process group: the main process checkpoints and then closes the
+    # workers, which must live until then
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
         envs = LocalEnvs(env_id, seeds, eval_seeds, episodes)
@@ -165,7 +170,11 @@ def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, e
         conn.send(("error", _describe(e)))
         return
     while True:
-        cmd, arg = conn.recv()
+        try:
+            cmd, arg = conn.recv()
+        except (EOFError, OSError):  # the main process is gone (killed): so are we
+            envs.close()
+            return
         try:
             if cmd == "step":
                 random, evaluate = arg

@@ -400,9 +400,9 @@ class Trainer:
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
+        self.finish_evaluation()  # a checkpoint holds complete curves; a stop without one too
         if not self.cfg.checkpoint_freq:
             return
-        self.finish_evaluation()  # a checkpoint holds complete curves
         self.check_finite()
         for k, files in enumerate(self.files):
             files.save_checkpoint(self.seed_state(k))
