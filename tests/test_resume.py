@@ -241,3 +241,21 @@ def test_non_finite_exit_code(tmp_path, capsys, monkeypatch):
     code = main_guard(DASE_main.run, ARGS + ["--max_time_steps", "600", "--results_dir", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 3 and len(err.splitlines()) == 1 and "agent 0" in err and "non-finite" in err, err
+
+
+def test_resume_never_overwrites_a_finished_run_of_another_budget(tmp_path, capsys):
+    """--resume on a finished run: nothing to do with the same budget, a one-line refusal with another one."""
+    base = ARGS[:-1] + ["--results_dir", str(tmp_path)]
+    args = base + ["--max_time_steps", "750"]  # the last --max_time_steps counts
+    assert main_guard(DASE_main.run, args) == 0
+    record = json.loads((tmp_path / f"{STEM}.json").read_text())
+    assert record["finished_at_step"] == 750 and "finished" in record
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")}
+    for budget in ("500", "1000"):
+        code = main_guard(DASE_main.run, base + ["--max_time_steps", budget, "--resume"])
+        err = capsys.readouterr().err
+        assert code == 2 and "finished at 750 steps" in err and "--overwrite" in err, err
+        assert len(err.strip().splitlines()) == 1
+        assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")} == before
+    assert main_guard(DASE_main.run, args + ["--resume"]) == 0  # the same budget: already complete
+    assert "already complete" in capsys.readouterr().out

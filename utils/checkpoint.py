@@ -79,7 +79,7 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
     plain = lambda x: json.loads(json.dumps(x, sort_keys=True, default=str))  # noqa: E731  (tuples as in JSON records)
     for key in COMPATIBLE:
         if plain(saved.get(key)) != plain(current.get(key)):
-            raise UsageError(f"checkpoint {path} was made with {key}={saved.get(key)!r}, this run has "
+            raise UsageError(f"{path} was made with {key}={saved.get(key)!r}, this run has "
                              f"{current.get(key)!r}; use the same flags, or --overwrite to start over")
 
 

@@ -100,6 +100,11 @@ class RunFiles:
         exists = self.existing()
         if cfg.resume and exists and (done := self.finished_curves()) is not None:
             return "finished", done
+        budget = self.finished_budget() if cfg.resume and exists else None
+        if budget is not None:  # its checkpoint is gone with its finish: it cannot go on, only start over
+            raise UsageError(f"{self.record.with_suffix('').name} finished at {budget} steps and this run asks for "
+                             f"{cfg.max_time_steps}; a finished run cannot continue: --overwrite starts it over, "
+                             "or pick another --results_dir")
         if exists and not (cfg.resume or cfg.overwrite):
             raise UsageError(f"{exists[0]} already exists: add --resume to continue that run, --overwrite to "
                              "start it over, or pick another --seed or --results_dir")
@@ -142,9 +147,22 @@ class RunFiles:
         save_torch(self.checkpoint, state)
 
     def finish(self) -> None:
-        """A finished run keeps no checkpoint: the curves say everything."""
+        """A finished run keeps no checkpoint (the curves say everything); its record says it finished."""
+        try:
+            record = json.loads(self.record.read_text())
+            record.update(finished_at_step=self.cfg.max_time_steps, finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+            save_json(self.record, record)
+        except (OSError, ValueError):
+            pass  # a record removed or damaged by hand: the curves still stand
         if self.checkpoint.exists():
             self.checkpoint.unlink()
+
+    def finished_budget(self) -> int | None:
+        """The step budget this run's record says it finished, or None (still running, killed, or older)."""
+        try:
+            return json.loads(self.record.read_text()).get("finished_at_step")
+        except (OSError, ValueError):
+            return None
 
 
 class Board:
