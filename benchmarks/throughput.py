@@ -68,11 +68,12 @@ def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates
 
 
 def loop_config(policy: str, env_id: str, n: int, seeds: int, device: torch.device, start_steps: int, max_steps: int,
-                eval_freq: int, eval_episodes: int, sac_policy_type: str, workers: int | None, tmp: str) -> RunConfig:
+                eval_freq: int, eval_episodes: int, sac_policy_type: str, workers: int | None, tmp: str,
+                cuda_graphs: bool = False) -> RunConfig:
     return RunConfig(policy=policy, env=env_id, seed=0, seeds=list(range(seeds)) if seeds > 1 else None, num_agents=n,
                      max_time_steps=max_steps, start_time_steps=start_steps, eval_freq=eval_freq,
                      eval_episodes=eval_episodes, device=str(device), results_dir=tmp, checkpoint_freq=0, quiet=True,
-                     env_workers=workers, algo=algo_kwargs(policy, sac_policy_type))
+                     env_workers=workers, cuda_graphs=cuda_graphs, algo=algo_kwargs(policy, sac_policy_type))
 
 
 def time_training(cfg: RunConfig, steps: int) -> float:
@@ -122,6 +123,8 @@ def main(argv=None) -> int:
     p.add_argument("--eval_episodes", type=int, default=10, help="(c): episodes per evaluation (default: 10)")
     p.add_argument("--env_workers", type=int, default=None,
                    help="environment worker processes for the loops (default: the training default)")
+    p.add_argument("--cuda_graphs", action="store_true",
+                   help="(b), (c): replay the updates from CUDA graphs (GPU only; (a) always times eager updates)")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     if args.threads:
@@ -148,7 +151,7 @@ def main(argv=None) -> int:
                 with tempfile.TemporaryDirectory() as tmp:
                     cfg = loop_config(args.policy, env_id, n, seeds, device, args.start_time_steps,
                                       args.max_time_steps, args.eval_freq, args.eval_episodes, args.policy_type,
-                                      args.env_workers, tmp)
+                                      args.env_workers, tmp, args.cuda_graphs)
                     step = time_training(cfg, args.train_steps)
                     loop = time_loop(cfg)
                 row["train_env_steps_per_s"] = m / step
@@ -170,7 +173,7 @@ def main(argv=None) -> int:
         "results": results, "policy": args.policy, "env": env_id, "batch_size": args.batch_size,
         "loop": {"start_time_steps": args.start_time_steps, "max_time_steps": args.max_time_steps,
                  "eval_freq": args.eval_freq, "eval_episodes": args.eval_episodes, "train_steps": args.train_steps,
-                 "env_workers": args.env_workers},
+                 "env_workers": args.env_workers, "cuda_graphs": args.cuda_graphs},
         "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
         else (platform.processor() or platform.machine()),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),

@@ -117,12 +117,13 @@ class RunFiles:
         if self.checkpoint.exists():
             self.checkpoint.unlink()
 
-    def write_record(self, device: torch.device, t: int, seeds_in_process: list[int]) -> None:
+    def write_record(self, device: torch.device, t: int, seeds_in_process: list[int], env_workers: int = 0) -> None:
         """The run's JSON record: every flag, versions, device, commit, command line."""
         record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
                   "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curves],
                   "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
+                  "env_workers_used": env_workers,
                   "checkpoint": str(self.checkpoint) if self.cfg.checkpoint_freq else None,
                   "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None}
         save_json(self.record, record)

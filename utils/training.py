@@ -282,7 +282,7 @@ class Trainer:
             if self.prepare():
                 return self.curve_arrays()
             for files in self.files:
-                files.write_record(self.device, self.t, self.seeds)
+                files.write_record(self.device, self.t, self.seeds, self.workers)
             if cfg.tensorboard:
                 self.boards = [files.board(self.t) for files in self.files]
             if threading.current_thread() is threading.main_thread():
