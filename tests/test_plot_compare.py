@@ -184,3 +184,22 @@ def test_against_the_papers_curves(tmp_path):
         assert int(rows[(method, 100000)]["ours_runs"]) == (3 if method == "TD3" else 6)
         assert rows[(method, 100000)]["verdict"] == ("above" if method == "TD3" else "below")
         assert rows[(method, 500000)]["verdict"] == "n/a"  # our runs stop at 300,000
+
+
+def test_max_steps_cuts_ours_and_the_reference(tmp_path):
+    """--max_steps S: every run (ours, reference) keeps the evaluations up to S, in figures and tables."""
+    from utils import plot
+
+    ours, ref = tmp_path / "ours", tmp_path / "ref"
+    ours.mkdir()
+    ref.mkdir()
+    for s in range(3):
+        np.save(ours / f"TD3_Hopper-v5_{s}.npy", np.arange(21, dtype=np.float64) + s)
+        np.save(ref / f"TD3_Hopper-v2_{s}.npy", np.arange(101, dtype=np.float64) * 10)
+    out = tmp_path / "out"
+    assert plot.main([str(ours), "--reference", str(ref), "--out", str(out), "--max_steps", "10000"]) == 0
+    rows = {r["method"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert int(rows["TD3"]["evaluations"]) == 11 and int(rows["TD3 (reference)"]["evaluations"]) == 11
+    # final = mean of the last 10 evaluations kept: steps 1000..10000
+    assert float(rows["TD3 (reference)"]["final_mean"]) == pytest.approx(np.mean(np.arange(1, 11) * 10))
+    assert float(rows["TD3"]["final_mean"]) == pytest.approx(np.mean(np.arange(1, 11)) + 1)

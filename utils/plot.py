@@ -547,10 +547,13 @@ def parse(argv=None) -> argparse.Namespace:
                    help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
                         "the returns: per group the mean over runs, NaN ignored")
     p.add_argument("--eval_freq", type=int, default=1000, help="time steps between evaluations (default: 1000)")
+    p.add_argument("--max_steps", type=int, default=None,
+                   help="use only the evaluations up to this step, ours and the reference's (figures and tables), "
+                        "e.g. to compare 100k-step runs with the paper's 1M-step curves")
     p.add_argument("--pdf", action="store_true", help="write PDF instead of PNG")
     args = p.parse_args(argv)
-    if args.smooth < 1 or args.eval_freq < 1 or any(s < 0 for s in args.at):
-        p.error("--smooth and --eval_freq must be positive, --at steps non-negative")
+    if args.smooth < 1 or args.eval_freq < 1 or any(s < 0 for s in args.at) or (args.max_steps or 0) < 0:
+        p.error("--smooth and --eval_freq must be positive, --at and --max_steps steps non-negative")
     return args
 
 
@@ -583,6 +586,12 @@ def main(argv=None) -> int:
         else:
             print(f"note: reference {g.env} {g.label} has no matching environment among the plotted curves",
                   file=sys.stderr)
+    if args.max_steps is not None:
+        keep = args.max_steps // args.eval_freq + 1
+        for groups in by_env.values():
+            for g in groups:
+                g.runs = [r[:keep] for r in g.runs]
+                g.weights = [w[:keep] for w in g.weights]
     for groups in by_env.values():
         for g in groups:
             lo, hi = g.lengths()
