@@ -108,23 +108,30 @@ def env_key(env: str) -> str:
     return VERSION.sub("", env)
 
 
-def read_curve(path: Path) -> np.ndarray | None:
-    """A 1-D float array of finite values, or None after a warning naming the file."""
+def load_1d(path: Path, what: str = "") -> np.ndarray | None:
+    """A non-empty 1-D numeric array as float64, or None after a warning naming the file (``what`` file)."""
+    name = f"{what} {path}" if what else str(path)
     try:
         arr = np.load(path, allow_pickle=False)
     except Exception as e:
-        warn(f"skipping {path}: cannot read it as .npy ({type(e).__name__}: {e})")
+        warn(f"skipping {name}: cannot read it as .npy ({type(e).__name__}: {e})")
         return None
     if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-        warn(f"skipping {path}: dtype {arr.dtype} is not numeric")
+        warn(f"skipping {name}: dtype {arr.dtype} is not numeric")
         return None
     if arr.ndim != 1 or arr.size == 0:
-        warn(f"skipping {path}: expected a non-empty 1-D array, got shape {arr.shape}")
-        return None
-    if not np.all(np.isfinite(arr)):
-        warn(f"skipping {path}: it holds NaN or infinite values")
+        warn(f"skipping {name}: expected a non-empty 1-D array, got shape {arr.shape}")
         return None
     return arr.astype(np.float64)
+
+
+def read_curve(path: Path) -> np.ndarray | None:
+    """A 1-D float array of finite values, or None after a warning naming the file."""
+    arr = load_1d(path)
+    if arr is not None and not np.all(np.isfinite(arr)):
+        warn(f"skipping {path}: it holds NaN or infinite values")
+        return None
+    return arr
 
 
 def weight_file_stem(path: Path) -> str | None:
@@ -167,18 +174,9 @@ def find_curves(dirs: list[str | Path]) -> list[Curve]:
 
 def read_weights(path: Path) -> np.ndarray | None:
     """A 1-D float array of weights in [0, 1] or NaN, or None after a warning naming the file."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except Exception as e:
-        warn(f"skipping weight file {path}: cannot read it as .npy ({type(e).__name__}: {e})")
+    arr = load_1d(path, "weight file")
+    if arr is None:
         return None
-    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-        warn(f"skipping weight file {path}: dtype {arr.dtype} is not numeric")
-        return None
-    if arr.ndim != 1 or arr.size == 0:
-        warn(f"skipping weight file {path}: expected a non-empty 1-D array, got shape {arr.shape}")
-        return None
-    arr = arr.astype(np.float64)
     known = arr[~np.isnan(arr)]
     if np.any((known < 0.0) | (known > 1.0)):  # also catches +-inf
         warn(f"skipping weight file {path}: values outside [0, 1] (other than NaN)")
