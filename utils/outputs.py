@@ -101,7 +101,9 @@ class RunFiles:
         if cfg.resume and exists and (done := self.finished_curves()) is not None:
             return "finished", done
         budget = self.finished_budget() if cfg.resume and exists else None
-        if budget is not None:  # its checkpoint is gone with its finish: it cannot go on, only start over
+        if budget is not None and budget != cfg.max_time_steps:
+            # its checkpoint went with its finish: it cannot go on, and starting over would replace it unasked
+            # (with the same budget and a curve file missing, starting over restores the same files)
             raise UsageError(f"{self.record.with_suffix('').name} finished at {budget} steps and this run asks for "
                              f"{cfg.max_time_steps}; a finished run cannot continue: --overwrite starts it over, "
                              "or pick another --results_dir")
