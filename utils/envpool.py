@@ -24,6 +24,12 @@ from .envs import make_env, seeded_envs
 from .errors import UsageError
 
 
+def join_states(states: list[dict]) -> dict:
+    """Training-environment checkpoint parts (``state_dict`` of consecutive members) as one, in member order."""
+    return {"obs": torch.cat([s["obs"] for s in states]),
+            **{k: [x for s in states for x in s[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
+
+
 def episode_seeds(seed: int, episodes: int) -> list[int]:
     """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + 100)."""
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
@@ -106,17 +112,16 @@ class LocalEnvs:
 
     def load_state_dicts(self, states: list[dict]) -> None:
         """Re-create every training environment in the state the checkpoints describe (in member order)."""
-        expected = np.concatenate([s["obs"].numpy() for s in states])
-        records = [r for s in states for r in s["episodes"]]
-        samplers = [r for s in states for r in s["action_space_rng"]]
+        whole = join_states(states)
+        expected = whole["obs"].numpy()
         for env in self.envs:
             env.close()
-        restored = [restore_env(self.env_id, rec, seed, space, expected[i])
-                    for i, (rec, seed, space) in enumerate(zip(records, self.seeds, samplers))]
+        restored = [restore_env(self.env_id, rec, seed, space, expected[i]) for i, (rec, seed, space)
+                    in enumerate(zip(whole["episodes"], self.seeds, whole["action_space_rng"]))]
         self.envs = [r[0] for r in restored]
         self.episodes = [r[2] for r in restored]
         self.obs = expected.copy()
-        self.episode_count = [c for s in states for c in s["episode_count"]]
+        self.episode_count = whole["episode_count"]
 
     def close(self) -> None:
         for env in [*self.envs, *(env for row in self.eval_envs for env in row)]:
@@ -293,14 +298,10 @@ class EnvPool:
     def state_dict(self, rows: slice = slice(None)) -> dict:
         for conn in self.conns:
             conn.send(("state", None))
-        parts = self._gather()
-        joined = {"obs": torch.cat([p["obs"] for p in parts]),
-                  **{k: [x for p in parts for x in p[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
-        return {k: v[rows] for k, v in joined.items()}
+        return {k: v[rows] for k, v in join_states(self._gather()).items()}
 
     def load_state_dicts(self, states: list[dict]) -> None:
-        whole = {"obs": torch.cat([s["obs"] for s in states]),
-                 **{k: [x for s in states for x in s[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
+        whole = join_states(states)
         for conn, rows in zip(self.conns, self.slices):
             conn.send(("load", {k: v[rows] for k, v in whole.items()}))
         self._gather()

@@ -10,8 +10,6 @@ from typing import Callable
 
 import numpy as np
 
-from .envpool import episode_seeds  # noqa: F401  (part of this module's interface)
-
 
 class Evaluation:
     """One evaluation, at training step ``t``, of ``policy`` ([M, E, obs_dim] -> [M, E, act_dim]) on ``envs``."""

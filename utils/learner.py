@@ -57,10 +57,6 @@ class Learner:
         self.step_t = torch.zeros((), dtype=torch.long, device=device)  # the environment step, for first_bad
         self.graphs = UpdateGraphs(self) if cuda_graphs else None
 
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        """Deterministic actions for evaluation: [M, E, obs_dim] -> [M, E, act_dim]."""
-        return self.agents.act(obs).cpu().numpy()
-
     @torch.no_grad()
     def snapshot(self):
         """The actors as they are now, as a policy for evaluation ([M, E, obs_dim] -> [M, E, act_dim])."""
