@@ -43,7 +43,6 @@ def build_config(args):
     tau = args.tau if args.tau is not None else (0.001 if algorithm == "DDPG" else 0.005)
     checks = [(0.0 < tau <= 1.0, f"--tau {tau} must be in (0, 1]"),
               (0.0 <= args.discount <= 1.0, f"--discount {args.discount} must be in [0, 1]"),
-              (args.kl_div_var > 0, f"--kl_div_var {args.kl_div_var} must be positive"),
               (args.expl_noise >= 0, f"--expl_noise {args.expl_noise} must be >= 0"),
               (args.policy_noise >= 0 and args.noise_clip >= 0, "--policy_noise and --noise_clip must be >= 0"),
               (args.policy_freq > 0, f"--policy_freq must be a positive integer, got {args.policy_freq}")]

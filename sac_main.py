@@ -46,7 +46,6 @@ def build_config(args):
     reward_scale = args.reward_scale if args.reward_scale is not None else (20.0 if env.startswith("Humanoid") else 5.0)
     checks = [(0.0 < args.tau <= 1.0, f"--tau {args.tau} must be in (0, 1]"),
               (0.0 <= args.gamma <= 1.0, f"--gamma {args.gamma} must be in [0, 1]"),
-              (args.kl_div_var > 0, f"--kl_div_var {args.kl_div_var} must be positive"),
               (args.lr > 0, f"--lr {args.lr} must be positive"),
               (args.alpha >= 0, f"--alpha {args.alpha} must be >= 0"),
               (args.alpha > 0 or not args.automatic_entropy_tuning, "--automatic_entropy_tuning needs --alpha > 0"),

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .nets import AgentRNG
-from .sharing import batch_weights
+from .sharing import batch_weights, reference_variance
 
 
 def stream_seed(seed: int, stream: str) -> int:
@@ -52,6 +52,14 @@ class StackedAgents:
         self.explore_rng = AgentRNG([stream_seed(s, "explore") for s in self.seeds], self.device)
         self.networks: dict[str, nn.Module] = {}
         self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
+
+    def set_sharing(self, similarity: str, kl_div_var, noise_std) -> None:
+        """The batch-level sharing rule: the divergence, and the reference variance v (a number, or with
+        ``kl_div_var="matched"`` the variance of the exploration noise per action dimension; ``noise_std`` is
+        that noise's standard deviation, or its variance as a tensor, in action units)."""
+        self.similarity = similarity
+        variance = noise_std if isinstance(noise_std, torch.Tensor) else (noise_std * self.scale).pow(2)
+        self.kl_div_var = reference_variance(kl_div_var, variance)
 
     def compile(self, **kwargs) -> None:
         """torch.compile every network in place (parameter names, hence files, stay the same)."""

@@ -10,7 +10,7 @@ from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
 from .nets import adam, MLP, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
-from .sharing import gaussian_policy_weights
+from .sharing import MATCHED, clipped_normal_variance, gaussian_policy_weights
 from .td3 import TwinQ
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -91,7 +91,14 @@ class SAC(StackedAgents):
                          "temperature": self.temperature}
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
-        self.similarity, self.kl_div_var = similarity, kl_div_var
+        if self.gaussian:  # per-sample rule between Gaussians: no reference distribution
+            if kl_div_var == MATCHED:
+                raise ValueError("--kl_div_var matched has no meaning for a Gaussian policy (its weights compare "
+                                 "Gaussians per sample, with no reference variance)")
+            self.similarity, self.kl_div_var = similarity, kl_div_var
+        else:  # the clipped Gaussian noise of ``sample``, in action units
+            self.set_sharing(similarity, kl_div_var, clipped_normal_variance(DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP)
+                             * self.scale.pow(2))
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Training action and log-probability; the deterministic policy adds clipped noise, log pi = 0."""

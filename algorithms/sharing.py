@@ -2,7 +2,8 @@
 
 Batch-level rule (DDPG, TD3, deterministic SAC), per learner i:
   d_k = a_k - pi_i(s_k) over the external samples k (writer != i),
-  fit N(mu, Sigma) to the d_k (biased covariance), compare it with R = N(0, v I),
+  fit N(mu, Sigma) to the d_k (biased covariance), compare it with R = N(0, v I) (the paper: v = 0.1;
+  "matched": v = the variance of the exploration noise, per dimension, see ``reference_variance``),
   D = (KL(N||R) + KL(R||N)) / 2 ("js") or KL(N||R) ("kl"),
   every external sample gets w = exp(-D); own samples get 1.
 A fit that is impossible (too few external samples, singular Sigma, non-finite values)
@@ -18,28 +19,63 @@ import math
 import torch
 
 SIMILARITIES = ("js", "kl", "none")
+MATCHED = "matched"  # --kl_div_var matched: v = the variance of the agents' own exploration noise
 
 
-def kl_to_isotropic(mu: torch.Tensor, cov: torch.Tensor, var: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """KL(N(mu, cov) || N(0, var I)) and KL(N(0, var I) || N(mu, cov)) in closed form.
+def clipped_normal_variance(std: float, clip: float) -> float:
+    """Var(clip(X, -clip, clip)) for X ~ N(0, std^2): the variance of clipped exploration noise."""
+    if std == 0.0:
+        return 0.0
+    k = clip / std
+    tail = 0.5 * math.erfc(k / math.sqrt(2.0))  # P(X > clip)
+    density = math.exp(-0.5 * k * k) / math.sqrt(2.0 * math.pi)
+    return std * std * (1.0 - 2.0 * tail - 2.0 * k * density) + 2.0 * clip * clip * tail
 
-    mu [..., A], cov [..., A, A]. Returns (forward, reverse, ok) where ok says the
-    Cholesky factorisation of cov succeeded (cov positive definite).
+
+def reference_variance(kl_div_var, noise_variance: torch.Tensor):
+    """The v of R = N(0, v I): the number given, or with ``matched`` the per-dimension variance of the
+    exploration noise ``noise_variance`` [A] (in action units), as a float64 tensor: then the action gaps of
+    a peer whose policy equals the learner's look like draws from R, and weigh about 1."""
+    if kl_div_var == MATCHED:
+        if not bool((noise_variance > 0).all()):
+            raise ValueError("--kl_div_var matched needs exploration noise > 0 in every action dimension")
+        return noise_variance.detach().to(torch.float64).clone()
+    return float(kl_div_var)
+
+
+def kl_to_isotropic(mu: torch.Tensor, cov: torch.Tensor, var) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """KL(N(mu, cov) || R) and KL(R || N(mu, cov)) in closed form, R = N(0, diag(var)).
+
+    mu [..., A], cov [..., A, A]; ``var`` is a positive number (R = N(0, var I)) or a tensor [A] of
+    per-dimension variances. Returns (forward, reverse, ok) where ok says the Cholesky factorisation of
+    cov succeeded (cov positive definite).
+
+    Sigma^-1 enters only through L^-1 (Sigma = L L^T), from a triangular solve: tr(D Sigma^-1) =
+    |L^-1 D^1/2|_F^2 and mu^T Sigma^-1 mu = |L^-1 mu|^2. ``cholesky_inverse`` would do the same
+    arithmetic, but its batched CUDA kernel (MAGMA) synchronises and so cannot be captured in a CUDA graph.
     """
     a = mu.shape[-1]
     chol, info = torch.linalg.cholesky_ex(cov)
     ok = info == 0
     # failed factorisations get an identity factor so nothing below raises; callers drop them via ok
-    eye = torch.eye(a, dtype=cov.dtype, device=cov.device).expand_as(cov)
-    chol = torch.where(ok.unsqueeze(-1).unsqueeze(-1), chol, eye)
+    eye = torch.eye(a, dtype=cov.dtype, device=cov.device)
+    chol = torch.where(ok.unsqueeze(-1).unsqueeze(-1), chol, eye.expand_as(cov))
     logdet = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
-    trace = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)
-    sq = (mu * mu).sum(-1)
+    cov_diag = torch.diagonal(cov, dim1=-2, dim2=-1)
+    sq = mu * mu
+    inv_chol = torch.linalg.solve_triangular(chol, eye.expand_as(cov), upper=False)  # L^-1
+    white_mu = (inv_chol @ mu.unsqueeze(-1)).squeeze(-1)  # L^-1 mu
+    mahal = (white_mu * white_mu).sum(-1)
+    if isinstance(var, torch.Tensor):  # diagonal reference: per-dimension variances [A]
+        var = var.to(cov.dtype)
+        log_det_ref = torch.log(var).sum()
+        forward = 0.5 * ((cov_diag / var).sum(-1) + (sq / var).sum(-1) - a + log_det_ref - logdet)
+        inv_trace = (inv_chol * inv_chol * var).sum((-2, -1))  # tr(Sigma^-1 D) = sum_ij (L^-1)_ij^2 D_j
+        reverse = 0.5 * (inv_trace + mahal - a + logdet - log_det_ref)
+        return forward, reverse, ok
     log_var = math.log(var)  # a Python number: no host-to-device copy inside the update
-    forward = 0.5 * (trace / var + sq / var - a + a * log_var - logdet)
-    inv = torch.cholesky_inverse(chol)
-    inv_trace = torch.diagonal(inv, dim1=-2, dim2=-1).sum(-1)
-    mahal = (mu.unsqueeze(-2) @ inv @ mu.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+    forward = 0.5 * (cov_diag.sum(-1) / var + sq.sum(-1) / var - a + a * log_var - logdet)
+    inv_trace = (inv_chol * inv_chol).sum((-2, -1))  # tr(Sigma^-1) = |L^-1|_F^2
     reverse = 0.5 * (var * inv_trace + mahal - a + logdet - a * log_var)
     return forward, reverse, ok
 
@@ -48,10 +84,10 @@ def batch_weights(
     actions: torch.Tensor,
     policy_actions: torch.Tensor,
     own: torch.Tensor,
-    var: float,
+    var,
     similarity: str = "js",
 ) -> torch.Tensor:
-    """Batch-level DASE weights.
+    """Batch-level DASE weights against R = N(0, var I) (``var`` a number) or N(0, diag(var)) (a tensor [A]).
 
     actions, policy_actions: [N, B, A] (stored action, learner's current action in the
     same state); own: [N, B] bool, True where the sample was written by the learner.

@@ -40,7 +40,7 @@ class TD3(StackedAgents):
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
-        self.similarity, self.kl_div_var = similarity, kl_div_var
+        self.set_sharing(similarity, kl_div_var, expl_noise)
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:

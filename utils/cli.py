@@ -38,6 +38,19 @@ def real(text: str) -> float:
     return value
 
 
+def kl_variance(text: str) -> float | str:
+    """--kl_div_var: a positive number, or "matched" (the variance of the exploration noise)."""
+    if text.strip().lower() == "matched":
+        return "matched"
+    try:
+        value = real(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number or 'matched'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive (or 'matched')")
+    return value
+
+
 def seed_list(tokens: list[str]) -> list[int]:
     """--seeds 0 1 2, --seeds 0-9, or both mixed (0-4 7 9): sorted, without repeats."""
     seeds: list[int] = []
@@ -88,8 +101,10 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                         "0.01, 100) (default: 1.0)")
     p.add_argument("--dpd_batch_size", type=count, default=256,
                    help="DPD_ policies: states per distillation step, from the peer's buffer (default: 256)")
-    p.add_argument("--kl_div_var", type=real, default=0.1,
-                   help="variance v of the reference Gaussian N(0, v I) (default: 0.1)")
+    p.add_argument("--kl_div_var", type=kl_variance, default=0.1,
+                   help="variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the "
+                        "variance of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies "
+                        "with a deterministic actor; files named {policy}_matched_...) (default: 0.1, the paper's)")
     p.add_argument("--buffer_size", type=count, default=1_000_000,
                    help="capacity of the one replay buffer all agents share, in transitions (default: 1e6)")
     p.add_argument("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
@@ -140,6 +155,14 @@ def run_flags(args) -> dict:
 
 def shared_algo(args) -> dict:
     """Algorithm keywords both command lines build the same way: sharing weights, DPD settings."""
+    if args.kl_div_var == "matched":
+        if not args.policy.startswith("DASE_"):
+            raise UsageError(f"--kl_div_var matched: {args.policy} gives no sharing weights; use it with a DASE_ policy")
+        if getattr(args, "policy_type", None) == "Gaussian":
+            raise UsageError("--kl_div_var matched: a Gaussian SAC policy weighs samples per sample, with no reference "
+                             "variance; use --policy_type Deterministic or a number")
+        if getattr(args, "expl_noise", 1.0) <= 0:
+            raise UsageError("--kl_div_var matched needs --expl_noise > 0 (the reference variance is its square)")
     algo = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
     if args.policy.startswith("DPD_"):
         algo.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)

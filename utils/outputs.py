@@ -19,6 +19,7 @@ import torch
 from .checkpoint import RunLock, check_compatible, read_checkpoint
 from .errors import UsageError
 from .io import save_curve, save_json, save_torch
+from .naming import curve_length
 
 if TYPE_CHECKING:
     from .training import RunConfig
@@ -73,7 +74,7 @@ class RunFiles:
     def finished_curves(self) -> list[list[float]] | None:
         """The saved curves when this exact run already finished (all evaluations present), else None."""
         cfg = self.cfg
-        expected = cfg.max_time_steps // cfg.eval_freq + 1
+        expected = curve_length(cfg.max_time_steps, cfg.eval_freq)
         if not self.record.exists() or not all(p.exists() for p in self.curves):
             return None
         try:

@@ -42,12 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-NAME = re.compile(r"^(?:(?P<method>DASE|DPD)_)?(?P<alg>DDPG|TD3|SAC)_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")
-WEIGHTS = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that run
+from .naming import CURVE_NAME as NAME, WEIGHTS_SUFFIX as WEIGHTS
 VERSION = re.compile(r"-v\d+$")
 FINAL_EVALS = 10  # "final return" = mean of the last 10 evaluations of a run
 BOOTSTRAP = 2000
-COLORS = {"DASE": "tab:red", "DPD": "tab:green", "": "tab:blue"}
+COLORS = {"DASE": "tab:red", "DPD": "tab:green", "": "tab:blue", "DASE_matched": "tab:purple"}
 
 
 def warn(message: str) -> None:
@@ -69,10 +68,17 @@ class Curve:
     agent: int | None
     values: np.ndarray
     weights: np.ndarray | None = None  # the sharing weights of this run (--weights), same length as values
+    variant: str = ""  # naming.VARIANTS, e.g. "matched"
 
     @property
     def label(self) -> str:
-        return f"{self.method}_{self.alg}" if self.method else self.alg
+        base = f"{self.method}_{self.alg}" if self.method else self.alg
+        return f"{base}_{self.variant}" if self.variant else base
+
+    @property
+    def style(self) -> str:
+        """The colour key: the method, and its variant if any."""
+        return f"{self.method}_{self.variant}" if self.variant else self.method
 
 
 @dataclass
@@ -168,7 +174,7 @@ def find_curves(dirs: list[str | Path]) -> list[Curve]:
             continue
         agent = m.group("agent")
         curves.append(Curve(path, m.group("method") or "", m.group("alg"), m.group("env"), int(m.group("seed")),
-                            None if agent is None else int(agent), values))
+                            None if agent is None else int(agent), values, variant=m.group("variant") or ""))
     return curves
 
 
@@ -222,7 +228,7 @@ def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool =
         label = c.label
         if per_agent and c.agent is not None:
             label = f"{label} agent {c.agent}"
-        g = groups.setdefault((c.env, label), Group(c.env, label, c.method, reference=reference))
+        g = groups.setdefault((c.env, label), Group(c.env, label, c.style, reference=reference))
         g.runs.append(c.values)
         g.names.append(c.path.name)
         if c.weights is not None:

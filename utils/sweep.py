@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .naming import curve_length, curve_names, is_multi_agent, run_stem, variant_of
+
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_FAILED, EXIT_USAGE = 1, 2
 RAY_HINT = "pip install -r requirements-cluster.txt"
@@ -40,7 +42,6 @@ POLICY_SCRIPT = {
 }
 # the two command lines spell the run length and the random warm-up differently
 STEP_FLAGS = {DASE_SCRIPT: ("--max_time_steps", "--start_time_steps"), SAC_SCRIPT: ("--num_steps", "--start_steps")}
-MULTI_AGENT_PREFIXES = ("DASE_", "DPD_")  # curves are {stem}_Agent_{i}.npy; 2 agents unless --num_agents
 
 TOP_KEYS = {"description", "envs", "policies", "seeds", "settings", "steps", "start_steps", "eval_freq",
             "eval_episodes", "flags", "threads_per_run", "gpus_per_run", "device"}
@@ -98,19 +99,20 @@ class Run:
         return root / self.results_dir
 
     def log_path(self, root: Path = ROOT) -> Path:
-        return self.folder(root) / "logs" / f"{self.policy}_{self.env}_{'_'.join(seed_tokens(self.seeds))}.log"
+        return self.folder(root) / "logs" / f"{run_stem(self.policy, self.env, '_'.join(seed_tokens(self.seeds)), self.variant)}.log"
+
+    variant: str = ""  # naming.VARIANTS: part of every file name of the run
 
     def stems(self) -> list[str]:
-        return [f"{self.policy}_{self.env}_{seed}" for seed in self.seeds]
+        return [run_stem(self.policy, self.env, seed, self.variant) for seed in self.seeds]
 
     def expected_files(self, root: Path = ROOT) -> list[tuple[str, int | None]]:
         """Every file a finished run leaves: (path, curve length), None for the JSON records."""
-        length = self.steps // self.eval_freq + 1
-        multi = self.policy.startswith(MULTI_AGENT_PREFIXES)
+        length = curve_length(self.steps, self.eval_freq)
         out: list[tuple[str, int | None]] = []
         for stem in self.stems():
             out.append((str(self.folder(root) / f"{stem}.json"), None))
-            names = [f"{stem}_Agent_{i}" for i in range(self.num_agents)] if multi else [stem]
+            names = curve_names(stem, self.policy, self.num_agents)
             out.extend((str(self.folder(root) / f"{name}.npy"), length) for name in names)
         return out
 
@@ -383,7 +385,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
         for env in exp.envs:
             for policy in exp.policies:
                 script = POLICY_SCRIPT[policy]
-                multi = policy.startswith(MULTI_AGENT_PREFIXES)
+                multi = is_multi_agent(policy)
                 if "num_agents" in flags:
                     num_agents = _positive(flags["num_agents"], f"settings.{setting}: --num_agents")
                     if not multi and num_agents != 1:
@@ -407,7 +409,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                 checkpoint_dir = flags.get("checkpoint_dir")
                 runs.append(Run(setting=setting, policy=policy, env=env, seeds=tuple(exp.seeds),
                                 results_dir=results_dir, script=script, args=tuple(args), num_agents=num_agents,
-                                steps=exp.steps, eval_freq=exp.eval_freq,
+                                steps=exp.steps, eval_freq=exp.eval_freq, variant=variant_of(flags),
                                 checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None))
     return runs
 

@@ -26,6 +26,7 @@ from .envpool import make_envs
 from .errors import Interrupted, NonFinite, UsageError
 from .evaluation import Evaluation
 from .learner import ALGORITHMS, Learner
+from .naming import curve_names, run_stem, variant_of
 from .outputs import RunFiles
 
 
@@ -76,14 +77,16 @@ class RunConfig:
         return self.policy.startswith("DPD_")
 
     @property
+    def variant(self) -> str:
+        return variant_of(self.algo)
+
+    @property
     def stem(self) -> str:
-        return f"{self.policy}_{self.env}_{self.seed}"
+        return run_stem(self.policy, self.env, self.seed, self.variant)
 
     def agent_names(self) -> list[str]:
         """File stems per agent, as in the paper's data: {stem} or {stem}_Agent_{i}."""
-        if not (self.is_dase or self.is_dpd):
-            return [self.stem]
-        return [f"{self.stem}_Agent_{i}" for i in range(self.num_agents)]
+        return curve_names(self.stem, self.policy, self.num_agents)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -104,7 +107,8 @@ class RunConfig:
     def name(self) -> str:
         """stem for one seed; {policy}_{env}_{seeds} for several."""
         seeds = self.seed_list()
-        return self.stem if len(seeds) == 1 else f"{self.policy}_{self.env}_{{{','.join(map(str, seeds))}}}"
+        return self.stem if len(seeds) == 1 else run_stem(self.policy, self.env, "{" + ",".join(map(str, seeds)) + "}",
+                                                          self.variant)
 
 
 def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
