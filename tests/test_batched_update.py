@@ -51,12 +51,30 @@ def default_dtype(request):
     torch.set_default_dtype(old)
 
 
-# float64 shows the two computations are the same math (1e-6 is generous there); in float32 a few
-# elements whose gradient is ~0 may differ by a fraction of one Adam step (|step| <= lr <= 1e-3)
-@pytest.mark.parametrize("default_dtype,atol", [(torch.float64, 1e-6), (torch.float32, 2e-5)],
-                         indirect=["default_dtype"], ids=["float64", "float32"])
+UPDATES = 6  # TD3's delayed actor update happens 3 times
+MAX_LR = 1e-3  # the largest learning rate of any optimizer in CASES (DDPG's critic)
+
+
+def assert_params_match(ours: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, name: str) -> None:
+    """float64 shows the two computations are the same math: 1e-9 is generous after a few Adam steps.
+
+    float32: batched and single matrix products sum in different orders, and which order depends on the
+    CPU's vector width (AVX2 vs AVX-512), so nothing is exact. Adam divides by sqrt(v): an element whose
+    gradients are at rounding level can step in either direction, by up to lr per update, so the bound
+    for every element is 2 * lr * updates. A wrong formula moves nearly every element by far more than
+    rounding, so the float32 check also asks 99 % of the elements to agree to 1e-5."""
+    if dtype == torch.float64:
+        torch.testing.assert_close(ours, expected, rtol=1e-9, atol=1e-9, msg=name)
+        return
+    diff = (ours - expected).abs()
+    assert float(diff.max()) <= 2 * MAX_LR * UPDATES, f"{name}: max difference {float(diff.max()):.3g}"
+    close = diff <= 1e-5 + 1e-5 * expected.abs()
+    assert float(close.float().mean()) >= 0.99, f"{name}: only {float(close.float().mean()):.1%} of elements agree"
+
+
+@pytest.mark.parametrize("default_dtype", [torch.float64, torch.float32], indirect=True, ids=["float64", "float32"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_stacked_agents_equal_separate_agents(case, default_dtype, atol):
+def test_stacked_agents_equal_separate_agents(case, default_dtype):
     cls, kw = CASES[case]
     n, seeds = 3, [4, 104, 204]
     stacked = cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
@@ -66,7 +84,7 @@ def test_stacked_agents_equal_separate_agents(case, default_dtype, atol):
             assert torch.equal(params(stacked)[k][i : i + 1], p), k
     gen = torch.Generator().manual_seed(0)
     gaussian = kw.get("policy_type") == "Gaussian"
-    for _ in range(6):  # TD3's delayed actor update happens 3 times
+    for _ in range(UPDATES):
         batch = random_batch(n, gen, gaussian)
         stacked.update(batch)
         for i, single in enumerate(singles):
@@ -74,7 +92,7 @@ def test_stacked_agents_equal_separate_agents(case, default_dtype, atol):
     moved = False
     for i, single in enumerate(singles):
         for k, p in params(single).items():
-            torch.testing.assert_close(params(stacked)[k][i : i + 1], p, rtol=1e-5, atol=atol)
+            assert_params_match(params(stacked)[k][i : i + 1], p, default_dtype, f"agent {i} {k}")
     for k, p in params(stacked).items():
         fresh = params(cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw))[k]
         moved |= not torch.allclose(p, fresh)
@@ -93,9 +111,11 @@ def test_batched_linear_is_n_plain_linear_layers():
     assert torch.equal(other.weight[1:], layer.weight[1:]) and not torch.equal(other.weight[0], layer.weight[0])
 
 
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
 @pytest.mark.parametrize("cls", [TD3, DDPG])
-def test_critic_loss_is_the_weighted_td_error(cls):
-    """The reported critic loss equals sum_k w_k (TD error_k)^2 / sum_k w_k, computed by hand."""
+def test_critic_loss_is_the_weighted_td_error(cls, default_dtype):
+    """The reported critic loss equals sum_k w_k (TD error_k)^2 / sum_k w_k, computed by hand (float64: the
+    formula is checked, not the summation order)."""
     n = 2
     kw = {"policy_noise": 0.0, "hidden": (32, 32)} if cls is TD3 else {}
     agents = cls(OBS, ACT, LOW, HIGH, [0, 100], "cpu", **kw)
@@ -114,12 +134,15 @@ def test_critic_loss_is_the_weighted_td_error(cls):
     expected = torch.stack([(w[i] * sq[i]).sum() / w[i].sum() for i in range(n)])
     assert float(w[~batch.own].min()) < 1.0  # the weights really are in play
     info = agents.update(batch)
-    torch.testing.assert_close(info["critic_loss"], expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(info["critic_loss"], expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.slow  # compiling takes tens of seconds on CPU
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
 @pytest.mark.parametrize("case", ["TD3", "SAC-Gaussian"])
-def test_compiled_networks_equal_eager(case):
+def test_compiled_networks_equal_eager(case, default_dtype):
+    """float64: compiled kernels fuse and reorder arithmetic; in float32 that differs by rounding, which Adam
+    can amplify to a full step (see assert_params_match)."""
     cls, kw = CASES[case]
     eager = cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw)
     compiled = cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw)
@@ -130,15 +153,18 @@ def test_compiled_networks_equal_eager(case):
         eager.update(batch)
         compiled.update(batch)
     for k, p in params(compiled).items():
-        torch.testing.assert_close(p, params(eager)[k], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(p, params(eager)[k], rtol=1e-9, atol=1e-9)
     obs = torch.randn(2, 3, OBS)
-    torch.testing.assert_close(compiled.act(obs), eager.act(obs), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # act() feeds float32 observations; the networks here are float64
+        torch.testing.assert_close(compiled.actor(obs), eager.actor(obs), rtol=1e-10, atol=1e-12)
     assert set(compiled.agent_state(0)["actor"]) == set(eager.agent_state(0)["actor"])  # same file layout
 
 
-def test_fused_adam_through_minimise_equals_plain_adam():
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+def test_fused_adam_through_minimise_equals_plain_adam(default_dtype):
     """On a GPU our optimizers are fused Adam; minimise feeds it contiguous gradients (the narrow layers'
-    gradients come transposed, which fused Adam, at least on the CPU, steps wrongly)."""
+    gradients come transposed, which fused Adam, at least on the CPU, steps wrongly). float64: the two Adams
+    round differently in float32."""
     gens = init_generators([1, 2, 3])
     net = MLP([5, 32, 4], gens)  # the 4-wide head takes the transposed baddbmm path
     ref = copy.deepcopy(net)
@@ -150,4 +176,4 @@ def test_fused_adam_through_minimise_equals_plain_adam():
         ref(x).pow(2).sum().backward()
         plain.step()
     for p, q in zip(net.parameters(), ref.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)

@@ -64,7 +64,7 @@ gym.register("TestTruncated-v0", entry_point=lambda: CountingEnv(), max_episode_
 @pytest.mark.parametrize("env_id,expected", [("TestTerminates-v0", [1, 1, 0]), ("TestTruncated-v0", [1, 1, 1])])
 def test_buffer_stores_terminated_not_truncated(env_id, expected, tmp_path):
     cfg = RunConfig(policy="DASE_TD3", env=env_id, num_agents=2, max_time_steps=12, start_time_steps=100,
-                    eval_freq=12, eval_episodes=1, buffer_size=100, results_dir=str(tmp_path), quiet=True)
+                    eval_freq=12, eval_episodes=1, buffer_size=100, batch_size=32, results_dir=str(tmp_path), quiet=True)
     trainer = Trainer(cfg)
     trainer.run()
     buf = trainer.buffer

@@ -154,7 +154,9 @@ class RunFiles:
         """A finished run keeps no checkpoint (the curves say everything); its record says it finished."""
         try:
             record = json.loads(self.record.read_text())
-            record.update(finished_at_step=self.cfg.max_time_steps, finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+            # the checkpoint is deleted below: the record no longer names it
+            record.update(finished_at_step=self.cfg.max_time_steps, finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                          checkpoint=None)
             save_json(self.record, record)
         except (OSError, ValueError):
             pass  # a record removed or damaged by hand: the curves still stand

@@ -11,6 +11,7 @@ import math
 import os
 import random
 import signal
+import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -155,6 +156,12 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
         raise UsageError("--resume and --overwrite contradict each other: pick one")
     if cfg.buffer_size < cfg.num_agents:
         raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
+    if cfg.buffer_size < cfg.batch_size:
+        raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one batch (--batch_size {cfg.batch_size}): "
+                         "raise --buffer_size or lower --batch_size")
+    if cfg.is_dpd and cfg.buffer_size < cfg.algo.get("dpd_batch_size", 0):
+        raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one distillation batch (--dpd_batch_size "
+                         f"{cfg.algo['dpd_batch_size']}): raise --buffer_size or lower --dpd_batch_size")
     for seed in cfg.seed_list():
         if not 0 <= seed or seed + 100 * cfg.num_agents >= 2**32:
             raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
@@ -166,6 +173,34 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
         blocked = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
         if blocked is not None and not blocked.is_dir():
             raise UsageError(f"{name} {folder}: {blocked} is a file, not a folder; pick another path")
+    written = {"--results_dir": True, "--checkpoint_dir": cfg.checkpoint_freq > 0, "--models_dir": cfg.save_model}
+    for name, folder in folders.items():
+        reason = written[name] and unwritable(Path(folder))
+        if reason:
+            raise UsageError(f"{name} {folder}: cannot write there ({reason}); pick another path")
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be written in ``folder`` (None if one can): creates the missing folders and a
+    temporary file there, then removes whatever it created, so a refused run leaves nothing behind."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)  # deepest first: the order to remove them in
+        p = p.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    finally:
+        for d in missing:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+    return None
 
 
 def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
