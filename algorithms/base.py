@@ -74,12 +74,18 @@ class StackedAgents:
         """Deterministic actions (evaluation): obs [N, B, obs_dim] -> [N, B, act_dim]."""
         return self.actor(self._obs(obs))
 
-    @torch.no_grad()
     def explore(self, obs) -> tuple[np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
-        """Training actions for one state per agent: obs [N, obs_dim] -> ([N, act_dim], behaviour)."""
-        a = self.actor(self._obs(obs).unsqueeze(1)).squeeze(1)
+        """Training actions for one state per agent: obs [N, obs_dim] -> ([N, act_dim], behaviour), on the host."""
+        action, behaviour = self.explore_device(self._obs(obs))
+        host = None if behaviour is None else tuple(b.cpu().numpy() for b in behaviour)
+        return action.cpu().numpy(), host
+
+    @torch.no_grad()
+    def explore_device(self, obs: torch.Tensor) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, torch.Tensor]]]:
+        """``explore`` on the device: actions [N, act_dim] and, for Gaussian SAC, the behaviour (mean, std)."""
+        a = self.actor(obs.unsqueeze(1)).squeeze(1)
         noise = self.explore_rng.normal(a.shape[-1]) * (self.expl_noise * self.scale)
-        return torch.clamp(a + noise, self.low, self.high).cpu().numpy(), None
+        return torch.clamp(a + noise, self.low, self.high), None
 
     @torch.no_grad()
     def weights(self, batch: Batch, policy_actions: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -40,42 +40,82 @@ class AgentRNG:
     advanced in place. Agent m's numbers depend only on its seed and the calls made, not on how many agents
     are drawn with it, and integers and uniforms are bit-identical on every device."""
 
+    # a block of calls hashed at once holds at most this many numbers (int64 or float32 each)
+    BLOCK_NUMBERS = 1 << 20
+    MAX_BLOCK_CALLS = 256
+
     def __init__(self, seeds: Sequence[int], device: torch.device | str = "cpu"):
         self.device = torch.device(device)
         keys = [np.random.SeedSequence(int(s)).generate_state(2) for s in seeds]
         self.key = torch.as_tensor(np.asarray(keys, dtype=np.int64), device=self.device)  # [N, 2], < 2**32
         self.counter = torch.zeros(len(keys), dtype=torch.int64, device=self.device)
+        # Blocks: the hashing (the integer part, exact on every device and for every size) of the next calls of
+        # one kind and shape, done at once; each call then only picks its slice (see ``_block``). Off while a
+        # CUDA graph is captured: a slice index is a Python number, which a graph would freeze.
+        self.blocks = True
+        self._cache: tuple | None = None  # (kind, shape, tensors [K, N, ...] per output, calls used)
 
     def __len__(self) -> int:
         return self.key.shape[0]
 
-    def bits(self, *shape: int) -> torch.Tensor:
-        """Uniform 32-bit integers (as int64) of shape [N, *shape]; advances every agent's counter by one."""
-        k = torch.arange(math.prod(shape), dtype=torch.int64, device=self.device).view(1, *shape)
-        expand = (-1,) + (1,) * len(shape)
+    def _hash(self, shape: tuple[int, ...], calls: int | None) -> torch.Tensor:
+        """Uniform 32-bit integers for the next call ([N, *shape]) or the next ``calls`` calls ([calls, N, *shape]),
+        call j hashed with counter + j; advances nothing."""
+        lead = () if calls is None else (calls,)
+        k = torch.arange(math.prod(shape), dtype=torch.int64, device=self.device).view(*(1,) * len(lead), 1, *shape)
+        expand = (*(1,) * len(lead), -1) + (1,) * len(shape)
         key0, key1 = self.key[:, 0].view(expand), self.key[:, 1].view(expand)
-        low, high = (self.counter & MASK32).view(expand), (self.counter >> 32).view(expand)
+        counter = self.counter if calls is None else \
+            self.counter + torch.arange(calls, dtype=torch.int64, device=self.device).view(-1, 1)
+        low, high = (counter & MASK32).view(*lead, *expand[len(lead):]), (counter >> 32).view(*lead, *expand[len(lead):])
         h = mix32((k * 0x9E3779B9 + key0) & MASK32)
         h = mix32(h ^ low)
         h = mix32((h + key1) & MASK32)
-        h = mix32(h ^ high)
+        return mix32(h ^ high)
+
+    def bits(self, *shape: int) -> torch.Tensor:
+        """Uniform 32-bit integers (as int64) of shape [N, *shape]; advances every agent's counter by one."""
+        self._cache = None  # a block computed before this call no longer starts at the counter
+        h = self._hash(shape, None)
         self.counter += 1
         return h
+
+    def _block(self, kind: str, shape: tuple[int, ...], make) -> tuple[torch.Tensor, ...]:
+        """This call's slices of a block of calls: ``make(bits [K, N, *shape]) -> tensors [K, N, ...]``, hashed
+        for K calls at once and sliced call by call, so each call returns what ``bits`` then ``make`` on [N, ...]
+        would. Every call still advances the counter by one (so states, checkpoints and the unblocked path agree);
+        a block is dropped when the calls change kind or shape, when it is used up, and on ``set_state``."""
+        c = self._cache
+        if c is None or c[0] != kind or c[1] != shape or c[3] >= c[2][0].shape[0]:
+            per_call = len(self) * max(1, math.prod(shape))
+            calls = max(1, min(self.MAX_BLOCK_CALLS, self.BLOCK_NUMBERS // per_call))
+            c = self._cache = [kind, shape, make(self._hash(shape, calls)), 0]
+        j = c[3]
+        c[3] += 1
+        self.counter += 1
+        return tuple(t[j] for t in c[2])  # [K, ...] contiguous, so each slice is contiguous, as the eager result
 
     def uniform(self, *shape: int) -> torch.Tensor:
         """Floats in [0, 1) with 24 random bits, [N, *shape]."""
         return (self.bits(*shape) >> 8).to(torch.float32) * 2.0**-24
 
     def normal(self, *shape: int) -> torch.Tensor:
-        """Standard normal draws of shape [N, *shape] (Box-Muller on two uniforms)."""
-        b = self.bits(2, *shape)
-        u1 = ((b[:, 0] >> 8) + 1).to(torch.float32) * 2.0**-24  # (0, 1]: the log stays finite
-        u2 = (b[:, 1] >> 8).to(torch.float32) * 2.0**-24
+        """Standard normal draws of shape [N, *shape] (Box-Muller on two uniforms).
+
+        The uniforms are exact (24-bit integers times 2**-24), so computing them for a block of calls gives the
+        same numbers; log, sqrt and cos run per call on a contiguous [N, *shape] tensor, as without blocks (their
+        vectorised and scalar code paths may round differently, and which one runs depends on the size)."""
+        if self.blocks:
+            u1, u2 = self._block("normal", (2, *shape), _uniform_pair)
+        else:
+            u1, u2 = _uniform_pair(self.bits(2, *shape), lead=1)
         return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos((2.0 * math.pi) * u2)
 
     def randint(self, high: int | torch.Tensor, *shape: int) -> torch.Tensor:
         """Integers in [0, high) of shape [N, *shape]; ``high`` may be a tensor (a buffer's size on the device).
         The modulo bias is below high / 2**32 (under 0.03 % for a buffer of 1e6)."""
+        if self.blocks:
+            return self._block("bits", shape, lambda b: (b,))[0] % high
         return self.bits(*shape) % high
 
     def get_state(self) -> list[torch.Tensor]:
@@ -83,11 +123,21 @@ class AgentRNG:
         return list(torch.cat([self.key, self.counter.unsqueeze(1)], dim=1).cpu().unbind(0))
 
     def set_state(self, states: Sequence[torch.Tensor]) -> None:
+        self._cache = None
         state = torch.stack([torch.as_tensor(s, dtype=torch.int64) for s in states]).to(self.device)
         if state.shape != (len(self), 3):
             raise ValueError(f"random state of shape {tuple(state.shape)}, expected ({len(self)}, 3)")
         self.key.copy_(state[:, :2])
         self.counter.copy_(state[:, 2])
+
+
+def _uniform_pair(b: torch.Tensor, lead: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Box-Muller's two uniforms from bits [..., 2, *shape] with ``lead`` leading dims: u1 in (0, 1] (its log
+    stays finite), u2 in [0, 1), each exact in float32."""
+    first, second = b.select(lead, 0), b.select(lead, 1)
+    u1 = ((first >> 8) + 1).to(torch.float32) * 2.0**-24
+    u2 = (second >> 8).to(torch.float32) * 2.0**-24
+    return u1, u2
 
 
 class BatchedLinear(nn.Module):
@@ -169,7 +219,9 @@ def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.Optimizer:
     """Adam over stacked parameters. On a GPU: one fused kernel per step, capturable by CUDA graphs. On the
-    CPU by default the per-tensor loop: fused Adam there splits each tensor into chunks that depend on its size,
+    CPU by default the multi-tensor (foreach) Adam: the same element-wise operations as torch's per-tensor loop,
+    in the same order, so the same bits (checked in tests/test_batched_update.py), from one call per operation
+    instead of one per tensor. Not fused Adam there: it splits each tensor into chunks that depend on its size,
     so a member's last bits would depend on how many members share the tensor (seeds in one process must equal
     seeds alone, bit for bit)."""
     params = list(params)
@@ -178,7 +230,7 @@ def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.
         fused = cuda
     if fused:
         return torch.optim.Adam(params, lr=lr, fused=True, capturable=cuda, **kwargs)
-    return torch.optim.Adam(params, lr=lr, **kwargs)
+    return torch.optim.Adam(params, lr=lr, foreach=True, **kwargs)
 
 
 def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:

@@ -109,16 +109,16 @@ class SAC(StackedAgents):
         return action, torch.zeros_like(action[..., :1])
 
     @torch.no_grad()
-    def explore(self, obs):
+    def explore_device(self, obs: torch.Tensor):
         """Training actions; for a Gaussian policy also the behaviour (pre-tanh mean, std)."""
-        obs = self._obs(obs).unsqueeze(1)
+        obs = obs.unsqueeze(1)
         eps = self.explore_rng.normal(1, int(self.low.shape[-1]))
         action, _ = self.sample(obs, eps)
         behaviour = None
         if self.gaussian:
             mean, std = self.actor.gaussian(obs)
-            behaviour = (mean.squeeze(1).cpu().numpy(), std.squeeze(1).cpu().numpy())
-        return action.squeeze(1).cpu().numpy(), behaviour
+            behaviour = (mean.squeeze(1), std.squeeze(1))
+        return action.squeeze(1), behaviour
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:

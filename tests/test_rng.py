@@ -86,3 +86,22 @@ def test_state_round_trip_continues_the_streams():
 def test_normals_reach_the_tails_without_infinities():
     z = AgentRNG([9]).normal(2_000_000)[0]
     assert torch.isfinite(z).all() and z.abs().max() > 4.5 and z.abs().max() <= math.sqrt(2 * 24 * math.log(2)) + 1e-4
+
+
+@pytest.mark.parametrize("shape", [(2,), (256, 6), (1, 17)])
+def test_blocks_of_calls_give_the_numbers_of_single_calls(shape):
+    """Hashing many calls at once (the default) returns, call by call, the numbers of hashing each call alone,
+    bit for bit, across block refills, interleaved kinds and a state reload; the counters agree throughout."""
+    blocked, single = AgentRNG([1, 2, 3]), AgentRNG([1, 2, 3])
+    single.blocks = False
+    blocked.BLOCK_NUMBERS = 3000  # small blocks: many refills
+    for i in range(400):
+        assert torch.equal(blocked.normal(*shape), single.normal(*shape)), i
+        high = torch.tensor(1000 + i)
+        assert torch.equal(blocked.randint(high, 7), single.randint(high, 7)), i
+        if i % 97 == 0:
+            assert torch.equal(blocked.uniform(3), single.uniform(3))
+        if i == 250:
+            state = single.get_state()
+            blocked.set_state(state)
+        assert torch.equal(blocked.counter, single.counter)

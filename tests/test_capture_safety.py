@@ -1,0 +1,133 @@
+"""Capture-safe by construction, checked on the CPU: no update runs an op a CUDA graph cannot hold.
+
+A CUDA graph records kernels; an op that synchronises the stream (MAGMA's batched solves), reads a device
+value on the host (.item()) or sizes its output by the data (nonzero, boolean masks) breaks the capture or
+freezes one step's value into every replay. ``utils.opcheck.OpRecorder`` sees every aten call of
+``Learner.update_once`` and of an exploration step, for every policy, with the optimizers a GPU run builds.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from algorithms.sharing import kl_to_isotropic
+from utils.learner import Learner
+from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
+
+OBS, ACT = 3, 2
+LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)
+
+POLICIES = {
+    "DASE_TD3": ("TD3", {"hidden": (16, 16)}, False),
+    "DASE_TD3 matched": ("TD3", {"hidden": (16, 16), "kl_div_var": "matched"}, False),
+    "DASE_DDPG": ("DDPG", {}, False),
+    "DASE_SAC deterministic": ("SAC", {"hidden_size": 16}, False),
+    "DASE_SAC gaussian": ("SAC", {"policy_type": "Gaussian", "hidden_size": 16, "automatic_entropy_tuning": True}, False),
+    "DASE_TD3 kl": ("TD3", {"hidden": (16, 16), "similarity": "kl"}, False),
+    "DPD_TD3": ("TD3", {"hidden": (16, 16), "dpd_batch_size": 16}, True),
+    "DPD_DDPG": ("DDPG", {"dpd_batch_size": 16}, True),
+    "DPD_SAC": ("SAC", {"policy_type": "Gaussian", "hidden_size": 16, "dpd_batch_size": 16}, True),
+}
+
+
+def filled_learner(algorithm, algo, distill, seeds=(0, 1), n=2):
+    member_seeds = [s + 100 * i for s in seeds for i in range(n)]
+    learner = Learner(algorithm, algo, member_seeds, n, OBS, ACT, LOW, HIGH, buffer_size=500, batch_size=32,
+                      updates_per_step=1, device=torch.device("cpu"), distill=distill)
+    rng = np.random.default_rng(0)
+    m = len(member_seeds)
+    for _ in range(60):
+        behaviour = (rng.standard_normal((m, ACT)), rng.uniform(0.2, 1.0, (m, ACT))) \
+            if learner.agents.gaussian_behaviour else None
+        learner.store(rng.standard_normal((m, OBS)), rng.uniform(-2, 2, (m, ACT)), rng.standard_normal(m),
+                      rng.standard_normal((m, OBS)), rng.random(m) < 0.05, behaviour)
+    return learner
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_update_and_exploration_hold_no_capture_unsafe_op(policy):
+    algorithm, algo, distill = POLICIES[policy]
+    learner = filled_learner(algorithm, algo, distill)
+    optimizers_as_on_cuda(learner.agents)
+    if distill:
+        learner.agents.distill_opt = learner.agents.distill_opt  # replaced above with the others
+    for _ in range(3):  # optimizer state exists before a capture (UpdateGraphs waits for it too)
+        learner.update_once()
+    records = [count_ops(learner.update_once) for _ in range(2)]  # TD3: both branches of its schedule
+    obs = np.zeros((learner.members, OBS), dtype=np.float32)
+    records.append(count_ops(learner.agents.explore_device, torch.as_tensor(obs)))
+    unsafe = [op for r in records for op in r.unsafe]
+    assert not unsafe, f"{policy}: {unsafe}"
+    assert all(r.total > 10 for r in records)  # the recorder saw the update's ops
+
+
+def test_the_recorder_catches_what_it_must():
+    """The check can fail: each kind of unsafe op is seen (and the old cholesky_inverse path was)."""
+    cov = torch.eye(2, dtype=torch.float64).expand(3, 2, 2).contiguous()
+    x = torch.arange(6.0)
+    with OpRecorder() as rec:
+        torch.cholesky_inverse(torch.linalg.cholesky(cov))
+        float(x.sum())
+        x[x > 2.0]
+        torch.nonzero(x)
+        x[x > 2.0] = 0.0
+    names = {op.split(".")[1] for op, _ in rec.unsafe}
+    assert {"cholesky_inverse", "_local_scalar_dense", "nonzero", "index", "index_put_"} <= names, names
+    assert all(CAPTURE_UNSAFE.values())  # every listed op says why
+
+
+def old_kl_to_isotropic(mu, cov, var):
+    """The divergences as computed before (through cholesky_inverse), kept here as the reference."""
+    a = mu.shape[-1]
+    chol, info = torch.linalg.cholesky_ex(cov)
+    ok = info == 0
+    eye = torch.eye(a, dtype=cov.dtype).expand_as(cov)
+    chol = torch.where(ok.unsqueeze(-1).unsqueeze(-1), chol, eye)
+    logdet = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
+    trace = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)
+    forward = 0.5 * (trace / var + (mu * mu).sum(-1) / var - a + a * math.log(var) - logdet)
+    inv = torch.cholesky_inverse(chol)
+    inv_trace = torch.diagonal(inv, dim1=-2, dim2=-1).sum(-1)
+    mahal = (mu.unsqueeze(-2) @ inv @ mu.unsqueeze(-1)).squeeze(-1).squeeze(-1)
+    reverse = 0.5 * (var * inv_trace + mahal - a + logdet - a * math.log(var))
+    return forward, reverse, ok
+
+
+@pytest.mark.parametrize("a", [1, 2, 3, 6, 17])
+def test_triangular_solve_equals_the_cholesky_inverse_path(a):
+    gen = torch.Generator().manual_seed(a)
+    f64 = dict(dtype=torch.float64)
+    m = torch.randn(64, a, a, generator=gen, **f64)
+    random_cov = m @ m.transpose(1, 2) / a + 1e-3 * torch.eye(a, **f64)
+    # near-singular: one direction squeezed to 1e-6 of the others (condition numbers ~1e6..1e8)
+    u = torch.linalg.qr(torch.randn(64, a, a, generator=gen, **f64))[0]
+    scales = torch.ones(64, a, **f64)
+    scales[:, 0] = torch.logspace(-8, -6, 64, **f64)
+    near_singular = u @ torch.diag_embed(scales) @ u.transpose(1, 2)
+    for cov in (random_cov, near_singular):
+        mu = 0.3 * torch.randn(64, a, generator=gen, **f64)
+        for var in (0.1, 0.01):
+            new, old = kl_to_isotropic(mu, cov, var), old_kl_to_isotropic(mu, cov, var)
+            assert torch.equal(new[2], old[2])
+            for n, o in zip(new[:2], old[:2]):
+                # 1e-10 relative to the size of the divergence (near-singular ones reach ~1e8)
+                torch.testing.assert_close(n, o, rtol=1e-10, atol=1e-10)
+
+
+def test_diagonal_reference_equals_torch_distributions():
+    """The matched rule's per-dimension reference N(0, diag(v)) against torch.distributions."""
+    from torch.distributions import MultivariateNormal, kl_divergence
+
+    gen = torch.Generator().manual_seed(0)
+    f64 = dict(dtype=torch.float64)
+    for a in (1, 3, 6):
+        m = torch.randn(a, a, generator=gen, **f64)
+        cov = m @ m.T / a + 0.05 * torch.eye(a, **f64)
+        mu = 0.2 * torch.randn(a, generator=gen, **f64)
+        var = torch.rand(a, generator=gen, **f64) * 0.05 + 0.005
+        fit, ref = MultivariateNormal(mu, cov), MultivariateNormal(torch.zeros(a, **f64), torch.diag(var))
+        forward, reverse, ok = kl_to_isotropic(mu, cov, var)
+        assert bool(ok)
+        torch.testing.assert_close(forward, kl_divergence(fit, ref), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(reverse, kl_divergence(ref, fit), rtol=1e-10, atol=1e-10)
