@@ -23,11 +23,15 @@ class FakeGraphs(UpdateGraphs):
         fn()
 
     def _capture(self, fn):
-        self.captured.append(self.learner.agents.schedule())
-        return fn
+        key = self.learner.agents.schedule()
+        self.captured.append(key)
+        return key, fn  # a real graph holds the kernels of the branch it was captured in
 
-    def _replay(self, fn):
+    def _replay(self, graph):
+        key, fn = graph
         agents = self.learner.agents
+        # the fake re-runs the eager update, which would pick its branch by itself: check it is the graph's
+        assert agents.schedule() == key, f"replayed the graph of branch {key} at branch {agents.schedule()}"
         updates = agents.updates
         self.replays += 1
         fn()
@@ -67,6 +71,28 @@ def test_graph_replays_give_the_eager_run(policy, tmp_path):
     for name, net in eager.agents.networks.items():
         for (k, p), q in zip(net.state_dict().items(), graphed.agents.networks[name].state_dict().values()):
             assert p.equal(q), f"{name}.{k}"
+
+
+class FailingGraphs(FakeGraphs):
+    def _capture(self, fn):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore lines")
+
+
+def test_a_failed_capture_falls_back_to_eager_updates(tmp_path, capsys):
+    """A capture that raises changes no state: the run goes on eagerly, ends as an eager run, and says why."""
+    eager = run(tmp_path / "eager", "DASE_TD3", graphs=False)
+    cfg_dir = tmp_path / "failing"
+    algo, agents, _ = CASES["DASE_TD3"]
+    trainer = Trainer(RunConfig(policy="DASE_TD3", env="Pendulum-v1", seed=2, num_agents=agents, max_time_steps=500,
+                                start_time_steps=200, eval_freq=100, eval_episodes=2, batch_size=32,
+                                results_dir=str(cfg_dir), quiet=True, checkpoint_freq=0, algo=algo))
+    trainer.learner.graphs = FailingGraphs(trainer.learner)
+    trainer.run()
+    assert trainer.learner.graphs is None and trainer.agents.updates == eager.agents.updates == 300
+    err = capsys.readouterr().err
+    assert err.count("CUDA graph capture failed") == 1 and "operation not permitted" in err and "more lines" not in err
+    for path in sorted((tmp_path / "eager").glob("*.npy")):
+        np.testing.assert_array_equal(np.load(path), np.load(cfg_dir / path.name), err_msg=path.name)
 
 
 def test_cuda_graphs_without_a_gpu_is_a_one_line_error(tmp_path, capsys):

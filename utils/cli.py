@@ -130,8 +130,10 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
                         "if it has no checkpoint)")
     p.add_argument("--overwrite", action="store_true", help="start this run over, deleting its old curves")
-    p.add_argument("--cuda_graphs", action="store_true",
-                   help="replay the batched update from CUDA graphs (GPU only; experimental: not yet measured)")
+    p.add_argument("--cuda_graphs", action="store_const", const=True, default=None,
+                   help="replay each batched update from a CUDA graph (GPU only; the default on a GPU unless --compile)")
+    p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
+                   help="eager updates on a GPU (no CUDA graphs)")
     p.add_argument("--env_workers", type=int, default=None,
                    help="worker processes that step the environments and evaluation episodes, evaluation then "
                         "running beside training; 0: all in this process (default: the cores torch leaves free, "
@@ -144,13 +146,15 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
 def run_flags(args) -> dict:
     """RunConfig fields that both command lines take straight from their flags."""
     seeds = seed_list(args.seeds) if args.seeds else None
+    device = resolve_device(args.device, args.gpu)
+    graphs = args.cuda_graphs if args.cuda_graphs is not None else (device.startswith("cuda") and not args.compile)
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                 batch_size=args.batch_size, buffer_size=args.buffer_size, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile,
                 tensorboard=args.tensorboard, env_workers=args.env_workers,
-                cuda_graphs=args.cuda_graphs, device=resolve_device(args.device, args.gpu), flags=vars(args))
+                cuda_graphs=graphs, device=device, flags=vars(args))
 
 
 def shared_algo(args) -> dict:

@@ -55,10 +55,26 @@ class UpdateGraphs:
         key = agents.schedule()
         if key not in self.graphs:
             updates = agents.updates
-            self.graphs[key] = self._capture(self.learner.update_once)
+            try:
+                self.graphs[key] = self._capture(self.learner.update_once)
+            except RuntimeError as e:  # an op this torch/GPU cannot capture: carry on without graphs
+                agents.updates = updates
+                self.give_up(e)
+                self.learner.update_once()
+                return
             agents.updates = updates  # capturing ran the Python of one update but not its kernels
         self._replay(self.graphs[key])
         agents.updates += 1  # what the eager update's Python would have done
+
+    def give_up(self, error: Exception) -> None:
+        """Eager updates from now on, with one line on stderr saying why (a capture records kernels without
+        running them, so the failed one changed no state; the Python counters were restored by the caller)."""
+        import sys
+
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"note: CUDA graph capture failed ({first}); continuing with eager updates "
+              "(--no_cuda_graphs skips the attempt)", file=sys.stderr)
+        self.learner.graphs = None
 
     # ---- the CUDA primitives (a test replaces them to check the bookkeeping on the CPU) ----------
     def _pool(self):
