@@ -203,3 +203,38 @@ def test_max_steps_cuts_ours_and_the_reference(tmp_path):
     # final = mean of the last 10 evaluations kept: steps 1000..10000
     assert float(rows["TD3 (reference)"]["final_mean"]) == pytest.approx(np.mean(np.arange(1, 11) * 10))
     assert float(rows["TD3"]["final_mean"]) == pytest.approx(np.mean(np.arange(1, 11)) + 1)
+
+
+@pytest.mark.parametrize("per_agent", [False, True])
+def test_max_steps_cuts_the_comparison_with_and_without_per_agent(tmp_path, per_agent):
+    """With 20k-step curves and --max_steps 10000, the comparison's default row is at 10,000 whether or not
+    --per_agent splits the figures (it once regrouped the uncut curves for the comparison: 20,000)."""
+    ours, ref = tmp_path / "ours", tmp_path / "ref"
+    for s in range(2):
+        for a in range(2):
+            write(ours / f"DASE_TD3_Hopper-v5_{s}_Agent_{a}.npy", np.arange(21, dtype=np.float64))
+        write(ref / f"DASE_TD3_Hopper-v2_{s}_Agent_0.npy", np.arange(101, dtype=np.float64))
+    out = tmp_path / "out"
+    argv = [str(ours), "--reference", str(ref), "--out", str(out), "--max_steps", "10000"]
+    assert plot.main(argv + (["--per_agent"] if per_agent else [])) == 0
+    rows = list(csv.DictReader(open(out / "comparison.csv")))
+    assert [int(r["step"]) for r in rows] == [10000]
+    assert float(rows[0]["ours_mean"]) == 10.0 and float(rows[0]["reference_mean"]) == 10.0
+
+
+def test_the_time_axis_comes_from_the_runs_records(tmp_path):
+    """Runs evaluated every 500 steps (their JSON says so): --at 5000 reads index 10 without --eval_freq; runs of
+    two periods in one folder are refused in one line."""
+    import json
+
+    ours = tmp_path / "ours"
+    for s in range(2):
+        write(ours / f"TD3_Hopper-v5_{s}.npy", np.arange(21, dtype=np.float64))
+        (ours / f"TD3_Hopper-v5_{s}.json").write_text(json.dumps({"config": {"eval_freq": 500}}))
+    out = tmp_path / "out"
+    assert plot.main([str(ours), "--out", str(out), "--at", "5000"]) == 0
+    rows = {r["method"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert float(rows["TD3"]["at_5000_mean"]) == 10.0
+    write(ours / "TD3_Hopper-v5_7.npy", np.arange(21, dtype=np.float64))
+    (ours / "TD3_Hopper-v5_7.json").write_text(json.dumps({"config": {"eval_freq": 1000}}))
+    assert plot.main([str(ours), "--out", str(out)]) == 2

@@ -221,6 +221,35 @@ def attach_weights(curves: list[Curve], weights: dict[Path, np.ndarray]) -> int:
     return attached
 
 
+def cut_curves(curves: list[Curve], keep: int) -> None:
+    """Keep the first ``keep`` evaluations of every curve and its weights (--max_steps)."""
+    for c in curves:
+        c.values = c.values[:keep]
+        if c.weights is not None:
+            c.weights = c.weights[:keep]
+
+
+def recorded_eval_freq(curves: list[Curve]) -> int | None:
+    """The evaluation period our runs' JSON records name (``{stem}.json`` beside each curve), or None where no
+    curve has one (the paper's published curves); a PlotError if the runs disagree (their x axes would)."""
+    import json
+
+    found: dict[int, Path] = {}
+    for c in curves:
+        stem = re.sub(r"_Agent_\d+$", "", c.path.stem)
+        record = c.path.with_name(stem + ".json")
+        try:
+            freq = int(json.loads(record.read_text())["config"]["eval_freq"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.setdefault(freq, record)
+    if len(found) > 1:
+        (a, pa), (b, pb) = list(found.items())[:2]
+        raise PlotError(f"runs evaluated every {a} steps ({pa}) and every {b} ({pb}) share one time axis; "
+                        "plot them separately")
+    return next(iter(found), None)
+
+
 def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool = False) -> list[Group]:
     """Group by (environment, method); DASE agents pooled across seeds unless per_agent."""
     groups: dict[tuple[str, str], Group] = {}
@@ -550,13 +579,14 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", action="store_true",
                    help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
                         "the returns: per group the mean over runs, NaN ignored")
-    p.add_argument("--eval_freq", type=int, default=1000, help="time steps between evaluations (default: 1000)")
+    p.add_argument("--eval_freq", type=int, default=None,
+                   help="time steps between evaluations (default: what our runs' JSON records say, else 1000)")
     p.add_argument("--max_steps", type=int, default=None,
                    help="use only the evaluations up to this step, ours and the reference's (figures and tables), "
                         "e.g. to compare 100k-step runs with the paper's 1M-step curves")
     p.add_argument("--pdf", action="store_true", help="write PDF instead of PNG")
     args = p.parse_args(argv)
-    if args.smooth < 1 or args.eval_freq < 1 or any(s < 0 for s in args.at) or (args.max_steps or 0) < 0:
+    if args.smooth < 1 or (args.eval_freq is not None and args.eval_freq < 1) or any(s < 0 for s in args.at) or (args.max_steps or 0) < 0:
         p.error("--smooth and --eval_freq must be positive, --at and --max_steps steps non-negative")
     return args
 
@@ -574,8 +604,11 @@ def main(argv=None) -> int:
             if not show_weights:
                 print(f"note: --weights: no usable weight files ({{curve}}_weights.npy) under {' '.join(args.dirs)}; "
                       f"plotting without the weight axis", file=sys.stderr)
-        own = group_curves(own_curves, args.per_agent)
         ref_curves = find_curves(args.reference) if args.reference else []
+        args.eval_freq = args.eval_freq or recorded_eval_freq(own_curves) or 1000
+        if args.max_steps is not None:  # before any grouping: every table and figure sees the cut curves
+            cut_curves(own_curves + ref_curves, args.max_steps // args.eval_freq + 1)
+        own = group_curves(own_curves, args.per_agent)
         ref = group_curves(ref_curves, args.per_agent, reference=True)
     except PlotError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -590,12 +623,6 @@ def main(argv=None) -> int:
         else:
             print(f"note: reference {g.env} {g.label} has no matching environment among the plotted curves",
                   file=sys.stderr)
-    if args.max_steps is not None:
-        keep = args.max_steps // args.eval_freq + 1
-        for groups in by_env.values():
-            for g in groups:
-                g.runs = [r[:keep] for r in g.runs]
-                g.weights = [w[:keep] for w in g.weights]
     for groups in by_env.values():
         for g in groups:
             lo, hi = g.lengths()
