@@ -93,6 +93,8 @@ ERRORS = [
     (DASE_main, ["--kl_div_var", "matched", "--expl_noise", "0"], "--expl_noise"),
     (sac_main, ["--policy_type", "Gaussian", "--kl_div_var", "matched"], "Gaussian"),
     (DASE_main, ["--kl_div_var", "wide"], "'matched'"),
+    (DASE_main, ["--seed", "3", "--seeds", "1", "2"], "give one of them"),
+    (DASE_main, ["--policy", "DPD_TD3", "--similarity", "kl"], "DPD_TD3"),
     (DASE_main, ["--start_time_steps", "-1"], "--start_time_steps"),
     (DASE_main, ["--tau", "2"], "--tau"),
     (DASE_main, ["--kl_div_var", "0"], "--kl_div_var"),
@@ -132,6 +134,7 @@ def test_bad_input_is_one_line_exit_2_no_files(module, args, needle, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and needle in err, err
+    assert err.startswith(f"{module.__name__}.py: error: "), err  # argparse's errors and ours read alike
     assert [p.name for p in tmp_path.iterdir()] == ["README.md"], "nothing may be written on bad input"
 
 

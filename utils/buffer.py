@@ -21,7 +21,7 @@ class SharedReplayBuffer:
     Members (agents) are numbered group by group, ``num_agents`` per group. Every environment step
     appends one transition per member to its group's ring (``num_agents`` rows per group); every
     member samples its own B indices uniformly from everything its group stored, whoever wrote it.
-    ``sample_from`` lets a member read another group (DPD distils on a peer's states).
+    ``sample(..., groups=peer)`` lets a member read another group (DPD distils on a peer's states).
     """
 
     FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "writer", "behaviour_mean", "behaviour_std")

@@ -5,6 +5,7 @@ import argparse
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Callable
 
 from .errors import Interrupted, NonFinite, UsageError
@@ -83,7 +84,7 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", type=str, default="Hopper",
                    help="Gymnasium environment id (default: Hopper = newest, Hopper-v5); "
                         "the paper's MuJoCo -v2 ids map to -v5")
-    p.add_argument("--seed", type=int, default=0, help="run seed; agent i uses seed + 100 * i (default: 0)")
+    p.add_argument("--seed", type=int, default=None, help="run seed; agent i uses seed + 100 * i (default: 0)")
     p.add_argument("--seeds", type=str, nargs="+", default=None, metavar="SEED",
                    help="several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one batched model, each "
                         "seed's files exactly those of --seed S alone (overrides --seed)")
@@ -106,7 +107,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                         "variance of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies "
                         "with a deterministic actor; files named {policy}_matched_...) (default: 0.1, the paper's)")
     p.add_argument("--buffer_size", type=count, default=1_000_000,
-                   help="capacity of the one replay buffer all agents share, in transitions (default: 1e6)")
+                   help="replay capacity in transitions: the one buffer all agents share (DASE_, baselines), or each "
+                        "learner's own (DPD_); at least --batch_size (default: 1e6)")
     p.add_argument("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
     p.add_argument("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
     p.add_argument("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
@@ -146,6 +148,10 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
 def run_flags(args) -> dict:
     """RunConfig fields that both command lines take straight from their flags."""
     seeds = seed_list(args.seeds) if args.seeds else None
+    if seeds and args.seed is not None:
+        raise UsageError(f"--seed {args.seed} and --seeds {' '.join(args.seeds)}: give one of them")
+    if args.seed is None and not seeds:
+        args.seed = 0
     device = resolve_device(args.device, args.gpu)
     graphs = args.cuda_graphs if args.cuda_graphs is not None else (device.startswith("cuda") and not args.compile)
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
@@ -167,6 +173,9 @@ def shared_algo(args) -> dict:
                              "variance; use --policy_type Deterministic or a number")
         if getattr(args, "expl_noise", 1.0) <= 0:
             raise UsageError("--kl_div_var matched needs --expl_noise > 0 (the reference variance is its square)")
+    if args.policy.startswith("DPD_") and (args.similarity != "js" or args.kl_div_var != 0.1):
+        raise UsageError(f"--similarity/--kl_div_var: {args.policy} keeps its own buffers and weighs no shared "
+                         "samples; drop these flags (they apply to DASE_ policies)")
     algo = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
     if args.policy.startswith("DPD_"):
         algo.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
@@ -214,17 +223,22 @@ def resolve_env(env: str, quiet: bool) -> str:
 
 
 def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:
-    """Run a command line; a UsageError becomes one line on stderr and exit code 2."""
+    """Run a command line; a UsageError becomes one line on stderr and exit code 2, spelled as argparse's own
+    errors are: '{script}: error: ...'."""
+    module = getattr(run, "__module__", "") or ""
+    prog = f"{module}.py: " if module in ("DASE_main", "sac_main", "__main__") else ""
+    if module == "__main__":
+        prog = f"{Path(sys.argv[0]).name}: "
     try:
         run(argv)
     except UsageError as e:
-        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.write(f"{prog}error: {e}\n")
         return EXIT_USAGE
     except Interrupted as e:
         sys.stderr.write(f"interrupted by {e}\n")
         return 128 + e.signum
     except NonFinite as e:
-        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.write(f"{prog}error: {e}\n")
         return 3
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")

@@ -149,7 +149,6 @@ class Learner:
         for k, s in enumerate(states):
             self.buffer.load_state_dict(s["buffer"], slice(k * g, (k + 1) * g))
         self.sampler.set_state([x for s in states for x in s["sampler"]])
-        if all("period_stats" in s for s in states):  # older checkpoints: the period restarts
-            self.stats.copy_(torch.cat([s["period_stats"] for s in states], dim=1))
+        self.stats.copy_(torch.cat([s["period_stats"] for s in states], dim=1))
         if self.distill:
             self.distill_sampler.set_state([x for s in states for x in s["distill_sampler"]])

@@ -457,9 +457,7 @@ class Trainer:
         self.envs.load_state_dicts(states)
         self.t = int(states[0]["t"])
         self.curves = [list(c) for s in states for c in s["curves"]]
-        # checkpoints from before the weight diagnostics: those evaluations have no weights
-        self.weight_curves = [list(w) for s in states for w in s.get("weight_curves", [[math.nan] * len(c) for c in
-                                                                                       s["curves"]])]
+        self.weight_curves = [list(w) for s in states for w in s["weight_curves"]]
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------
