@@ -37,7 +37,7 @@ def parse(argv=None):
 
 def build_config(args):
     """Turn flags into a RunConfig (checks what the flags alone can tell)."""
-    from utils.training import RunConfig
+    from utils.run import RunConfig
 
     if args.policy not in POLICIES:
         hint = " (DDPG/TD3 policies run with DASE_main.py)" if ("TD3" in args.policy or "DDPG" in args.policy) else ""
@@ -66,14 +66,14 @@ def build_config(args):
 
 
 def run(argv=None):
-    from utils.training import notices, train, validate
+    from utils.run import notices, train, validate
 
     cfg = build_config(parse(argv))
     validate(cfg, FLAG_NAMES)
     if not cfg.quiet:
         for line in notices(cfg, FLAG_NAMES):
             print(line, file=sys.stderr)
-    return train(cfg)
+    return train(cfg, validated=True)
 
 
 if __name__ == "__main__":

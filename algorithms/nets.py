@@ -212,6 +212,18 @@ class QNetwork(nn.Module):
         return self.net(torch.cat([obs, action], dim=-1))
 
 
+class TwinQ(nn.Module):
+    """Two independent Q networks; TD3 and SAC take the minimum for their targets."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden, gens, init: str = "torch"):
+        super().__init__()
+        self.q1 = QNetwork(obs_dim, act_dim, hidden, gens, init)
+        self.q2 = QNetwork(obs_dim, act_dim, hidden, gens, init)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.q1(obs, action), self.q2(obs, action)
+
+
 def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Per-agent weighted mean over the batch: x, w [N, B, 1] -> [N]."""
     return (w * x).sum(dim=(1, 2)) / w.sum(dim=(1, 2)).clamp_min(1e-12)

@@ -9,9 +9,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import adam, MLP, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
+from .nets import adam, MLP, BatchedLinear, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
 from .sharing import MATCHED, clipped_normal_variance, gaussian_policy_weights
-from .td3 import TwinQ
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP = 0.1, 0.25

@@ -4,22 +4,9 @@ from __future__ import annotations
 import copy
 
 import torch
-from torch import nn
 
 from .base import Batch, StackedAgents
-from .nets import adam, DeterministicActor, QNetwork, freeze, init_generators, minimise, soft_update, weighted_mean
-
-
-class TwinQ(nn.Module):
-    """Two independent Q networks; TD3 and SAC take the minimum for their targets."""
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden, gens, init: str = "torch"):
-        super().__init__()
-        self.q1 = QNetwork(obs_dim, act_dim, hidden, gens, init)
-        self.q2 = QNetwork(obs_dim, act_dim, hidden, gens, init)
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.q1(obs, action), self.q2(obs, action)
+from .nets import adam, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
 
 
 class TD3(StackedAgents):

@@ -18,9 +18,9 @@ import torch
 
 from algorithms.nets import DeterministicActor, init_generators
 from utils.cli import resolve_device
-from utils.envpool import make_envs
-from utils.envs import resolve_env_id
-from utils.evaluation import Evaluation
+from utils.envs.workers import make_envs
+from utils.envs.registry import resolve_env_id
+from utils.run.evaluation import Evaluation
 
 
 def measure(env_id: str, members: int, episodes: int, workers: int, device: torch.device) -> dict:

@@ -17,8 +17,8 @@ import json
 import numpy as np
 import torch
 
-from utils.envs import make_env, resolve_env_id
-from utils.learner import Learner
+from utils.envs.registry import make_env, resolve_env_id
+from utils.run.learner import Learner
 from utils.opcheck import count_ops, optimizers_as_on_cuda
 
 SAC_KW = {"policy_type": "Gaussian"}

@@ -24,10 +24,11 @@ import numpy as np
 import torch
 
 from algorithms.nets import AgentRNG
-from utils.buffer import SharedReplayBuffer
+from utils.run.buffer import SharedReplayBuffer
 from utils.cli import resolve_device
-from utils.envs import make_env, resolve_env_id
-from utils.training import ALGORITHMS, RunConfig, Trainer
+from utils.envs.registry import make_env, resolve_env_id
+from utils.run import RunConfig, Trainer
+from utils.run.learner import ALGORITHMS
 
 
 def sync(device: torch.device) -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from algorithms.sharing import kl_to_isotropic
-from utils.learner import Learner
+from utils.run.learner import Learner
 from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
 
 OBS, ACT = 3, 2

@@ -139,7 +139,7 @@ def test_bad_input_is_one_line_exit_2_no_files(module, args, needle, tmp_path, c
 
 
 def test_notices_for_odd_but_legal_budgets(capsys):
-    from utils.training import RunConfig, notices
+    from utils.run import RunConfig, notices
 
     cfg = RunConfig(policy="TD3", env="Pendulum-v1", max_time_steps=2500, eval_freq=1000, start_time_steps=3000)
     lines = notices(cfg)

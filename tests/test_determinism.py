@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from utils.training import RunConfig, train
+from utils.run import RunConfig, train
 
 SMALL = dict(env="Pendulum-v1", max_time_steps=600, start_time_steps=300, eval_freq=300, eval_episodes=2,
              batch_size=32, quiet=True)

@@ -7,7 +7,7 @@ import torch
 
 import DASE_main
 from utils.cli import main_guard
-from utils.training import RunConfig, Trainer
+from utils.run import RunConfig, Trainer
 
 STEPS, START, EVAL = 600, 200, 100
 

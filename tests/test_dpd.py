@@ -7,7 +7,7 @@ import torch
 
 from algorithms import TD3
 from algorithms.dpd import DPD_SAC, DPD_TD3, distillation_loss, dpd_weights
-from utils.training import RunConfig, Trainer
+from utils.run import RunConfig, Trainer
 
 OBS, ACT, B = 4, 2, 16
 LOW, HIGH = -np.full(ACT, 1.5), np.full(ACT, 1.5)

@@ -5,8 +5,8 @@ import torch
 
 import DASE_main
 from utils.cli import main_guard
-from utils.envpool import EnvPool, LocalEnvs
-from utils.training import RunConfig, Trainer
+from utils.envs.workers import EnvWorkers, LocalEnvs
+from utils.run import RunConfig, Trainer
 
 
 def config(tmp_path, workers, env="Pendulum-v1", **kw) -> RunConfig:
@@ -28,7 +28,7 @@ def test_worker_pool_and_background_evaluation_give_the_files_of_one_process(env
     assert isinstance(serial.envs, LocalEnvs) and serial.eval_pace is None  # blocking evaluation
     serial.run()
     pool = Trainer(config(tmp_path / "pool", 3, env))
-    assert isinstance(pool.envs, EnvPool) and len(pool.envs.procs) == 3 and pool.eval_pace >= 2
+    assert isinstance(pool.envs, EnvWorkers) and len(pool.envs.procs) == 3 and pool.eval_pace >= 2
     pool.run()
     a, b = files(tmp_path / "serial"), files(tmp_path / "pool")
     assert len(a) == 8 and a.keys() == b.keys()  # 2 seeds x 2 agents, curves and weights

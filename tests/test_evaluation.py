@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from algorithms import TD3
-from utils.envs import make_env
-from utils.envpool import LocalEnvs, episode_seeds
-from utils.evaluation import evaluate
+from utils.envs.registry import make_env
+from utils.envs.workers import LocalEnvs, episode_seeds
+from utils.run.evaluation import evaluate
 
 
 def one_at_a_time(agents, env_id, seed, episodes):

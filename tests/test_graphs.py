@@ -10,8 +10,8 @@ import pytest
 
 import DASE_main
 from utils.cli import main_guard
-from utils.graphs import UpdateGraphs
-from utils.training import RunConfig, Trainer
+from utils.run.cuda_graphs import UpdateGraphs
+from utils.run import RunConfig, Trainer
 
 
 class FakeGraphs(UpdateGraphs):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from utils.training import RunConfig, train
+from utils.run import RunConfig, train
 
 pytestmark = pytest.mark.slow
 

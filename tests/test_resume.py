@@ -15,7 +15,7 @@ import torch
 import DASE_main
 from utils.cli import main_guard
 from utils.errors import NonFinite
-from utils.training import RunConfig, Trainer
+from utils.run import RunConfig, Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 STEM = "DASE_TD3_Pendulum-v1_3"

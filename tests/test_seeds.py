@@ -10,7 +10,7 @@ import DASE_main
 import sac_main
 from utils.cli import main_guard, seed_list
 from utils.errors import UsageError
-from utils.training import RunConfig, Trainer, train
+from utils.run import RunConfig, Trainer, train
 
 SMALL = dict(env="Pendulum-v1", max_time_steps=600, start_time_steps=200, eval_freq=200, eval_episodes=2,
              batch_size=32, quiet=True, checkpoint_freq=0)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from algorithms import DDPG, SAC, TD3, Batch
-from utils.training import RunConfig, Trainer
+from utils.run import RunConfig, Trainer
 
 OBS, ACT, B = 3, 2, 8
 

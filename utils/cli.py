@@ -214,7 +214,7 @@ def resolve_device(device: str | None, gpu: int) -> str:
 
 def resolve_env(env: str, quiet: bool) -> str:
     """The maintained Gymnasium id for --env, with a notice on stderr when it was mapped."""
-    from .envs import resolve_env_id
+    from .envs.registry import resolve_env_id
 
     env_id, notice = resolve_env_id(env)
     if notice and not quiet:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+ALGORITHMS = ("DDPG", "TD3", "SAC")  # the base algorithms; DASE_ and DPD_ prefix them
 MULTI_AGENT_PREFIXES = ("DASE_", "DPD_")  # their curves are {stem}_Agent_{i}.npy
 VARIANTS = ("matched",)
 WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that curve

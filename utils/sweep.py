@@ -281,7 +281,7 @@ def flag_args(flags: dict[str, Any]) -> list[str]:
 
 def _resolve_env(name: str) -> tuple[str, str | None]:
     """The Gymnasium id the command lines would run for this name, and their notice when it was mapped."""
-    from .envs import resolve_env_id
+    from .envs.registry import resolve_env_id
     from .errors import UsageError
 
     try:

@@ -9,7 +9,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
 # MuJoCo >= 3.x deprecates an attribute that Gymnasium's own model files use; it changes nothing for us

@@ -1,6 +1,6 @@
 """Every environment of a run: the members' training environments and their evaluation episodes.
 
-``LocalEnvs`` steps them in this process. ``EnvPool`` gives each of K worker processes a slice of the
+``LocalEnvs`` steps them in this process. ``EnvWorkers`` gives each of K worker processes a slice of the
 members (their training environments and their evaluation environments), with the arrays in shared
 memory and one message per step per worker. Both run the same ``LocalEnvs`` code on the same seeds, so
 they give the same transitions, returns and checkpoints.
@@ -19,9 +19,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .checkpoint import EpisodeRecord, restore_env
-from .envs import make_env, seeded_envs
-from .errors import UsageError
+from .replay import EpisodeRecord, restore_env
+from .registry import make_env, seeded_envs
+from ..errors import UsageError
 
 
 def join_states(states: list[dict]) -> dict:
@@ -216,7 +216,7 @@ def _describe(e: BaseException) -> tuple[bool, str]:
     return False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
 
 
-class EnvPool:
+class EnvWorkers:
     """``LocalEnvs``' interface over ``workers`` processes, each owning a contiguous slice of the members."""
 
     def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int):
@@ -324,8 +324,8 @@ class EnvPool:
 
 
 def make_envs(env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int,
-              workers: int = 0) -> LocalEnvs | EnvPool:
+              workers: int = 0) -> LocalEnvs | EnvWorkers:
     """The run's environments: in this process (``workers`` 0) or in a pool of worker processes."""
     if workers <= 0:
         return LocalEnvs(env_id, seeds, eval_seeds, episodes)
-    return EnvPool(env_id, seeds, eval_seeds, episodes, workers)
+    return EnvWorkers(env_id, seeds, eval_seeds, episodes, workers)

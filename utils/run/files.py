@@ -11,20 +11,17 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .checkpoint import RunLock, check_compatible, read_checkpoint
-from .errors import UsageError
-from .io import save_curve, save_json, save_torch
-from .naming import curve_length
+from ..errors import UsageError
+from ..io import save_curve, save_json, save_torch
+from ..naming import curve_length
+from .config import RunConfig
 
-if TYPE_CHECKING:
-    from .training import RunConfig
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def software_versions() -> dict:
@@ -51,7 +48,7 @@ def git_commit() -> str | None:
 class RunFiles:
     """Paths and file policy of one seed's run (``cfg`` is that seed's config)."""
 
-    def __init__(self, cfg: "RunConfig"):
+    def __init__(self, cfg: RunConfig):
         self.cfg = cfg
         self.results = Path(cfg.results_dir)
         self.curves = [self.results / f"{name}.npy" for name in cfg.agent_names()]

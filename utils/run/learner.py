@@ -16,7 +16,7 @@ from algorithms.base import stream_seed
 from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
-from .graphs import UpdateGraphs
+from .cuda_graphs import UpdateGraphs
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
 STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "actor_updates")

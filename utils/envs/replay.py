@@ -1,0 +1,53 @@
+"""Environments in a checkpoint: how each one's current episode began, and how to rebuild it exactly.
+
+Environments cannot be pickled in general (Box2D worlds, MuJoCo warm-starts), so a checkpoint
+stores, per environment, how the current episode began (the reset seed, or the state of the
+environment's random generator just before the reset) and the actions taken since. Resuming
+re-creates the environment, resets it the same way and replays those actions: MuJoCo and Box2D
+are deterministic, so this reaches the very same state, including the time-limit counter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import UsageError
+from .registry import make_env
+
+
+@dataclass
+class EpisodeRecord:
+    """How one environment's current episode started, and the actions taken in it so far."""
+
+    seed: int | None  # reset(seed=...) for the first episode
+    rng_state: dict | None = None  # else: the env's np_random state just before reset()
+    actions: list = field(default_factory=list)
+
+    @staticmethod
+    def before_reset(env) -> "EpisodeRecord":
+        return EpisodeRecord(None, env.unwrapped.np_random.bit_generator.state)
+
+    def to_dict(self) -> dict:
+        actions = torch.as_tensor(np.asarray(self.actions, dtype=np.float32)) if self.actions else torch.zeros(0)
+        return {"seed": self.seed, "rng_state": self.rng_state, "actions": actions}
+
+
+def restore_env(env_id: str, record: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray):
+    """Re-create an environment in the state a checkpoint describes; returns (env, obs, EpisodeRecord)."""
+    env = make_env(env_id)
+    if record["seed"] is not None:
+        obs, _ = env.reset(seed=int(record["seed"]))
+    else:
+        env.reset(seed=base_seed)  # creates the generator, whose state is then replaced
+        env.unwrapped.np_random.bit_generator.state = record["rng_state"]
+        obs, _ = env.reset()
+    actions = [a.numpy() for a in record["actions"]]
+    for a in actions:
+        obs, *_ = env.step(a)
+    env.action_space.np_random.bit_generator.state = action_space_state
+    if not np.array_equal(np.asarray(obs, dtype=expected_obs.dtype), expected_obs):
+        raise UsageError(f"cannot restore {env_id} exactly from the checkpoint (is the environment deterministic, "
+                         "and the same version?); start over with --overwrite")
+    return env, obs, EpisodeRecord(record["seed"], record["rng_state"], actions)

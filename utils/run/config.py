@@ -1,0 +1,197 @@
+"""A run's settings (``RunConfig``) and the checks made before anything is written (``validate``).
+
+Imports nothing else of ``utils.run``: the command lines, the loop and the files all read it.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import UsageError
+from ..naming import ALGORITHMS, curve_names, run_stem, variant_of
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs; the command lines fill it from their flags."""
+
+    policy: str  # TD3, DDPG, SAC, or DASE_ / DPD_ + one of them
+    env: str  # a resolved Gymnasium id
+    seed: int = 0
+    seeds: list[int] | None = None  # several seeds in one process (seed is then seeds[0])
+    num_agents: int = 1
+    max_time_steps: int = 1_000_000
+    start_time_steps: int = 25_000
+    eval_freq: int = 1000
+    eval_episodes: int = 10
+    batch_size: int = 256
+    buffer_size: int = 1_000_000
+    updates_per_step: int = 1
+    device: str = "cpu"
+    results_dir: str = "Learning Curves"
+    save_model: bool = False
+    load_model: str = ""
+    models_dir: str = "models"
+    quiet: bool = False
+    checkpoint_freq: int = 50_000  # 0: no checkpoints
+    checkpoint_dir: str | None = None  # default: {results_dir}/checkpoints
+    resume: bool = False
+    threads: int | None = None  # torch CPU threads; None: all cores on the CPU, 1 beside a GPU
+    compile: bool = False  # torch.compile the networks
+    tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
+    cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
+    env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
+    overwrite: bool = False
+    algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
+    flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
+
+    @property
+    def algorithm(self) -> str:
+        return self.policy.removeprefix("DASE_").removeprefix("DPD_")
+
+    @property
+    def is_dase(self) -> bool:
+        return self.policy.startswith("DASE_")
+
+    @property
+    def is_dpd(self) -> bool:
+        return self.policy.startswith("DPD_")
+
+    @property
+    def variant(self) -> str:
+        return variant_of(self.algo)
+
+    @property
+    def stem(self) -> str:
+        return run_stem(self.policy, self.env, self.seed, self.variant)
+
+    def agent_names(self) -> list[str]:
+        """File stems per agent, as in the paper's data: {stem} or {stem}_Agent_{i}."""
+        return curve_names(self.stem, self.policy, self.num_agents)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(self.checkpoint_dir or Path(self.results_dir) / "checkpoints") / f"{self.stem}.pt"
+
+    def agent_seeds(self) -> list[int]:
+        return [self.seed + 100 * i for i in range(self.num_agents)]
+
+    def seed_list(self) -> list[int]:
+        return list(self.seeds) if self.seeds else [self.seed]
+
+    def for_seed(self, seed: int) -> "RunConfig":
+        """The config of running ``seed`` alone (what that seed's files and checkpoint record)."""
+        flags = {**self.flags, "seed": seed, "seeds": None} if self.flags else self.flags
+        return replace(self, seed=seed, seeds=None, flags=flags)
+
+    @property
+    def name(self) -> str:
+        """stem for one seed; {policy}_{env}_{seeds} for several."""
+        seeds = self.seed_list()
+        return self.stem if len(seeds) == 1 else run_stem(self.policy, self.env, "{" + ",".join(map(str, seeds)) + "}",
+                                                          self.variant)
+
+
+def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
+    """Reject impossible settings before anything is created or written.
+
+    ``names`` maps RunConfig fields to the flag names of the calling command line.
+    """
+    flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    if cfg.algorithm not in ALGORITHMS:
+        raise UsageError(f"--policy: unknown policy {cfg.policy!r}")
+    positive = {"num_agents": cfg.num_agents, "max_time_steps": cfg.max_time_steps, "eval_freq": cfg.eval_freq,
+                "batch_size": cfg.batch_size, "buffer_size": cfg.buffer_size, "updates_per_step": cfg.updates_per_step,
+                "eval_episodes": cfg.eval_episodes}
+    for name, value in positive.items():
+        if value <= 0:
+            raise UsageError(f"{flag(name)} must be a positive integer, got {value}")
+    if not (cfg.is_dase or cfg.is_dpd) and cfg.num_agents != 1:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy} for several")
+    if cfg.is_dpd and cfg.num_agents < 2:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} distils between learners; it needs at least 2")
+    if cfg.is_dpd and cfg.algo.get("dpd_batch_size", 1) <= 0:
+        raise UsageError(f"--dpd_batch_size must be a positive integer, got {cfg.algo['dpd_batch_size']}")
+    if cfg.start_time_steps < 0:
+        raise UsageError(f"{flag('start_time_steps')} must be >= 0, got {cfg.start_time_steps}")
+    if cfg.eval_freq > cfg.max_time_steps:
+        raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
+                         f"lower --eval_freq or raise {flag('max_time_steps')}")
+    if cfg.cuda_graphs and not cfg.device.startswith("cuda"):
+        raise UsageError(f"--cuda_graphs needs a GPU (--device cuda), the run is on {cfg.device}; drop --cuda_graphs")
+    if cfg.cuda_graphs and cfg.compile:
+        raise UsageError("--cuda_graphs and --compile do not combine: pick one")
+    if cfg.env_workers is not None and cfg.env_workers < 0:
+        raise UsageError(f"--env_workers must be >= 0 (0 steps the environments in this process), got {cfg.env_workers}")
+    if cfg.threads is not None and cfg.threads <= 0:
+        raise UsageError(f"--threads must be a positive integer, got {cfg.threads}")
+    if cfg.checkpoint_freq < 0:
+        raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
+    if cfg.tensorboard:
+        try:
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError:
+            raise UsageError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+    if cfg.resume and cfg.overwrite:
+        raise UsageError("--resume and --overwrite contradict each other: pick one")
+    if cfg.buffer_size < cfg.num_agents:
+        raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
+    if cfg.buffer_size < cfg.batch_size:
+        raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one batch (--batch_size {cfg.batch_size}): "
+                         "raise --buffer_size or lower --batch_size")
+    if cfg.is_dpd and cfg.buffer_size < cfg.algo.get("dpd_batch_size", 0):
+        raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one distillation batch (--dpd_batch_size "
+                         f"{cfg.algo['dpd_batch_size']}): raise --buffer_size or lower --dpd_batch_size")
+    for seed in cfg.seed_list():
+        if not 0 <= seed or seed + 100 * cfg.num_agents >= 2**32:
+            raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
+    if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
+        raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
+    folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
+               "--models_dir": cfg.models_dir}
+    for name, folder in folders.items():
+        blocked = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
+        if blocked is not None and not blocked.is_dir():
+            raise UsageError(f"{name} {folder}: {blocked} is a file, not a folder; pick another path")
+    written = {"--results_dir": True, "--checkpoint_dir": cfg.checkpoint_freq > 0, "--models_dir": cfg.save_model}
+    for name, folder in folders.items():
+        reason = written[name] and unwritable(Path(folder))
+        if reason:
+            raise UsageError(f"{name} {folder}: cannot write there ({reason}); pick another path")
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be written in ``folder`` (None if one can): creates the missing folders and a
+    temporary file there, then removes whatever it created, so a refused run leaves nothing behind."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)  # deepest first: the order to remove them in
+        p = p.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    finally:
+        for d in missing:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+    return None
+
+
+def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
+    """Legal settings that are probably not what the user meant."""
+    flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    out = []
+    if cfg.start_time_steps >= cfg.max_time_steps:
+        out.append(f"note: {flag('start_time_steps')} {cfg.start_time_steps} >= {flag('max_time_steps')} "
+                   f"{cfg.max_time_steps}: the whole run acts randomly and never trains")
+    if cfg.max_time_steps % cfg.eval_freq:
+        out.append(f"note: the last {cfg.max_time_steps % cfg.eval_freq} steps are not evaluated "
+                   f"({flag('max_time_steps')} is not a multiple of --eval_freq {cfg.eval_freq})")
+    return out
