@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .cli import Parser, available_cores, count
 from .naming import curve_length, curve_names, is_multi_agent, run_stem, variant_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,20 +159,10 @@ def _integer(value: Any, what: str) -> int:
         raise ExperimentError(f"{what}: expected an integer, got {value!r}")
     if isinstance(value, int):
         return value
-    number: float | None = None
-    if isinstance(value, float):
-        number = value
-    elif isinstance(value, str):
-        try:
-            return int(value.replace("_", ""))
-        except ValueError:
-            try:
-                number = float(value.replace("_", ""))
-            except ValueError:
-                pass
-    if number is None or not math.isfinite(number) or number != int(number):
-        raise ExperimentError(f"{what}: expected an integer, got {value!r}")
-    return int(number)
+    try:  # the command lines' own integer parsing: 1e6, 1_000_000, 1.0e+6
+        return count(str(value)) if isinstance(value, (float, str)) else count("")
+    except argparse.ArgumentTypeError:
+        raise ExperimentError(f"{what}: expected an integer, got {value!r}") from None
 
 
 def _positive(value: Any, what: str, minimum: int = 1) -> int:
@@ -722,15 +713,9 @@ def summary(results: Sequence[Result]) -> str:
 
 
 # ---- command line ------------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
-        sys.exit(EXIT_USAGE)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The sweep's own flags."""
-    p = _Parser(prog="python -m utils.sweep", description="Run the grid of an experiment file (experiments/*.yaml): "
+    p = Parser(prog="python -m utils.sweep", description="Run the grid of an experiment file (experiments/*.yaml): "
                 "one process per (setting, environment, policy) training all seeds, finished runs skipped, "
                 "interrupted ones resumed.")
     p.add_argument("experiment", nargs="?", help="the experiment file (YAML)")
@@ -749,14 +734,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers must be a positive integer, got {args.workers}")
     return args
-
-
-def available_cores() -> int:
-    """CPU cores this process may use (its affinity mask, where the platform has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

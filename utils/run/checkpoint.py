@@ -6,10 +6,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..errors import UsageError

@@ -7,24 +7,23 @@ resume policy). ``Trainer.run`` is the loop.
 """
 from __future__ import annotations
 
-import math
-import os
 import random
 import signal
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..cli import available_cores
 from ..envs.workers import make_envs
 from ..errors import Interrupted, NonFinite, UsageError
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .config import RunConfig, validate
+from .buffer import SharedReplayBuffer
 from .evaluation import Evaluation
 from .files import RunFiles
 from .learner import Learner
@@ -50,8 +49,7 @@ def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
 
 def default_workers(device: torch.device, members: int) -> int:
     """Environment workers on the cores torch leaves free (on a GPU it needs one), at most one per member."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    free = cores - (1 if device.type == "cuda" else torch.get_num_threads())
+    free = available_cores() - (1 if device.type == "cuda" else torch.get_num_threads())
     return min(free, members) if free >= 2 else 0
 
 
