@@ -181,6 +181,12 @@ def main(argv=None) -> int:
         "buffer_bytes_1e6": SharedReplayBuffer.bytes_for(obs_dim, act_dim, 1_000_000, gaussian),
     }
     print(f"shared buffer of 1e6 transitions for {env_id}: {report['buffer_bytes_1e6']:,} bytes")
+    from benchmarks.ops import op_counts  # counted on the CPU: the launch budget of an eager GPU step
+
+    ops = op_counts(args.policy, env_id, 2, gpu_optimizers=True)
+    report["aten_ops_2_agents"] = {"update": ops["update"], "explore": ops["explore"]}
+    print(f"aten ops (CPU-counted, 2 agents, optimizers as on a GPU): {ops['update']:.1f} per update, "
+          f"{ops['explore']} per exploration step")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
