@@ -74,3 +74,21 @@ def test_buffer_stores_terminated_not_truncated(env_id, expected, tmp_path):
     np.testing.assert_array_equal(buf.next_obs[0, :24, 0].numpy(), np.repeat([1, 2, 3] * 4, 2))
     np.testing.assert_array_equal(buf.obs[0, :24, 0].numpy(), np.repeat([0, 1, 2] * 4, 2))
     np.testing.assert_array_equal(buf.writer[0, :24].numpy(), [0, 1] * 12)
+
+
+def test_updates_per_step_takes_that_many_batched_updates(tmp_path):
+    """--updates_per_step 3 (sac_main.py): three gradient steps per environment step after the warm-up, each on
+    its own batch; the run stays deterministic."""
+    def run(folder):
+        cfg = RunConfig(policy="DASE_SAC", env="Pendulum-v1", num_agents=2, max_time_steps=150, start_time_steps=100,
+                        eval_freq=150, eval_episodes=1, batch_size=16, updates_per_step=3, results_dir=str(folder),
+                        quiet=True, checkpoint_freq=0, algo={"hidden_size": 16})
+        trainer = Trainer(cfg)
+        trainer.run()
+        return trainer
+    a, b = run(tmp_path / "a"), run(tmp_path / "b")
+    assert a.agents.updates == 3 * (150 - 100)
+    assert torch.equal(a.learner.sampler.counter, torch.full((2,), 3 * 50, dtype=torch.int64))
+    for name, net in a.agents.networks.items():
+        for p, q in zip(net.parameters(), b.agents.networks[name].parameters()):
+            assert torch.equal(p, q)
