@@ -357,7 +357,8 @@ def _draw(ax, groups: list[Group], eval_freq: int, ci: bool, window: int, xlabel
     return colors
 
 
-def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str] | None = None) -> list:
+def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str] | None = None,
+                 log: bool = False) -> list:
     """The weight of shared samples: per group with weight files, the NaN-ignoring mean over runs
     (NaN steps leave gaps). Returns the lines drawn."""
     lines = []
@@ -372,7 +373,11 @@ def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str]
     if not lines:
         ax.text(0.5, 0.5, "no weight files", transform=ax.transAxes, ha="center", va="center", fontsize=7,
                 color="0.5")
-    ax.set_ylim(0.0, 1.05)
+    if log:  # weights spanning many decades (--kl_div_var matched: 1e-18 and less)
+        ax.set_yscale("log")
+        ax.set_ylim(1e-20, 2.0)
+    else:
+        ax.set_ylim(0.0, 1.05)
     ax.set_xlabel("Time steps")
     ax.set_ylabel("Weight of shared samples", fontsize=7)
     ax.grid(alpha=0.3)
@@ -387,7 +392,8 @@ def legend_label(g: Group) -> str:
     return name
 
 
-def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool, fontsize: int):
+def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool | str,
+           fontsize: int):
     """One environment in the gridspec cell ``cell``: returns, and with ``weights`` the weight axis under
     them (x shared). Returns (returns axis, weight axis or None)."""
     if not weights:
@@ -402,12 +408,12 @@ def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int
     ax.tick_params(labelbottom=False)
     ax.xaxis.get_offset_text().set_visible(False)
     ax.legend(fontsize=fontsize, loc="best")
-    draw_weights(wax, groups, eval_freq, colors)
+    draw_weights(wax, groups, eval_freq, colors, log=weights == "log")
     return ax, wax
 
 
 def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: bool, window: int,
-         ext: str, weights: bool = False) -> list[Path]:
+         ext: str, weights: bool | str = False) -> list[Path]:
     """One figure per environment and one grid of all environments; returns the written paths.
     With ``weights`` each environment gets the weight-of-shared-samples axis under its returns."""
     import matplotlib
@@ -579,6 +585,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", action="store_true",
                    help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
                         "the returns: per group the mean over runs, NaN ignored")
+    p.add_argument("--weights_log", action="store_true",
+                   help="with --weights: a log scale for the weight axis (weights of many decades)")
     p.add_argument("--eval_freq", type=int, default=None,
                    help="time steps between evaluations (default: what our runs' JSON records say, else 1000)")
     p.add_argument("--max_steps", type=int, default=None,
@@ -632,7 +640,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = plot(dict(sorted(by_env.items())), out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
-                   weights=show_weights)
+                   weights=("log" if args.weights_log else True) if show_weights else False)
     rows = [summarise(g, args.eval_freq, args.at) for env in sorted(by_env) for g in by_env[env]]
     print(write_tables(rows, args.at, out), end="")
     tables = [out / "summary.csv", out / "summary.md"]
