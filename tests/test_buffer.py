@@ -15,7 +15,7 @@ def fill(buf, steps, n, start=0):
 
 
 def test_wraps_around_and_keeps_newest():
-    buf = SharedReplayBuffer(2, 1, capacity=7, num_agents=2)
+    buf = SharedReplayBuffer(2, 1, capacity=7, writers=2)
     fill(buf, 5, 2)  # 10 rows into 7 slots
     assert len(buf) == 7 and buf.ptr == 3
     written = [(t, i) for t in range(5) for i in range(2)]
@@ -27,7 +27,7 @@ def test_wraps_around_and_keeps_newest():
 
 def test_sampling_is_per_agent_and_marks_own_samples():
     n = 3
-    buf = SharedReplayBuffer(2, 1, capacity=300, num_agents=n)
+    buf = SharedReplayBuffer(2, 1, capacity=300, writers=n)
     fill(buf, 100, n)
     batch = buf.sample(512, AgentRNG([0, 100, 200]))
     assert batch.obs.shape == (n, 512, 2) and batch.reward.shape == (n, 512, 1) and batch.own.shape == (n, 512)
@@ -43,17 +43,17 @@ def test_sampling_is_per_agent_and_marks_own_samples():
 
 def test_capacity_is_shared_by_all_agents():
     with pytest.raises(ValueError):
-        SharedReplayBuffer(2, 1, capacity=2, num_agents=3)
-    buf = SharedReplayBuffer(2, 1, capacity=10, num_agents=2)
+        SharedReplayBuffer(2, 1, capacity=2, writers=3)
+    buf = SharedReplayBuffer(2, 1, capacity=10, writers=2)
     fill(buf, 50, 2)
     assert len(buf) == 10  # not 10 per agent
     assert buf.nbytes() == 10 * (2 + 1 + 1 + 2 + 1) * 4 + 10 * 2 == SharedReplayBuffer.bytes_for(2, 1, 10)
-    big = SharedReplayBuffer(7, 3, capacity=50, num_agents=2, gaussian_behaviour=True)
+    big = SharedReplayBuffer(7, 3, capacity=50, writers=2, gaussian_behaviour=True)
     assert big.nbytes() == SharedReplayBuffer.bytes_for(7, 3, 50, gaussian_behaviour=True)
 
 
 def test_gaussian_behaviour_is_stored():
-    buf = SharedReplayBuffer(1, 2, capacity=10, num_agents=2, gaussian_behaviour=True)
+    buf = SharedReplayBuffer(1, 2, capacity=10, writers=2, gaussian_behaviour=True)
     buf.add(np.zeros((2, 1)), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool),
             behaviour=(np.full((2, 2), 0.5), np.full((2, 2), 0.2)))
     buf.add(np.zeros((2, 1)), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool))  # random phase

@@ -18,19 +18,20 @@ from algorithms.nets import AgentRNG
 class SharedReplayBuffer:
     """Preallocated float32 ring buffers: ``groups`` of ``capacity`` transitions each, on ``device``.
 
-    Members (agents) are numbered group by group, ``num_agents`` per group. Every environment step
-    appends one transition per member to its group's ring (``num_agents`` rows per group); every
+    Members (agents) are numbered group by group, ``writers`` per group (the agents that write into that
+    group: a seed's N agents for DASE, one learner for DPD). Every environment step
+    appends one transition per member to its group's ring (``writers`` rows per group); every
     member samples its own B indices uniformly from everything its group stored, whoever wrote it.
     ``sample(..., groups=peer)`` lets a member read another group (DPD distils on a peer's states).
     """
 
     FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "writer", "behaviour_mean", "behaviour_std")
 
-    def __init__(self, obs_dim: int, act_dim: int, capacity: int, num_agents: int,
+    def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int,
                  device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1):
-        if capacity < num_agents:
-            raise ValueError(f"capacity {capacity} is smaller than one step of {num_agents} agents")
-        self.capacity, self.num_agents, self.groups = int(capacity), int(num_agents), int(groups)
+        if capacity < writers:
+            raise ValueError(f"capacity {capacity} is smaller than one step of {writers} agents")
+        self.capacity, self.writers, self.groups = int(capacity), int(writers), int(groups)
         self.device = torch.device(device)
         g, c = self.groups, self.capacity
         f32 = dict(dtype=torch.float32, device=self.device)
@@ -47,17 +48,17 @@ class SharedReplayBuffer:
         # the size on the device too: sampling reads it there, so it needs no host value (CUDA graphs)
         self.filled = torch.zeros((), dtype=torch.int64, device=self.device)
         self._pinned: torch.Tensor | None = None  # GPU: the host side of the per-step copy
-        members = g * self.num_agents
-        self.member_group = torch.arange(members, device=self.device) // self.num_agents  # [M]
-        self.member_id = (torch.arange(members, device=self.device) % self.num_agents).to(torch.int16)  # [M]
+        members = g * self.writers
+        self.member_group = torch.arange(members, device=self.device) // self.writers  # [M]
+        self.member_id = (torch.arange(members, device=self.device) % self.writers).to(torch.int16)  # [M]
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None) -> None:
         """Append one transition per member; arrays [M, ...]. Only ``terminated`` stops bootstrapping."""
-        rows = (self.ptr + torch.arange(self.num_agents, device=self.device)) % self.capacity
-        g, n = self.groups, self.num_agents
+        rows = (self.ptr + torch.arange(self.writers, device=self.device)) % self.capacity
+        g, n = self.groups, self.writers
 
         fields = [self.obs, self.action, self.reward, self.next_obs, self.not_done]
         values = [obs, action, reward, next_obs, 1.0 - np.asarray(terminated, dtype=np.float32)]

@@ -33,7 +33,7 @@ class Learner:
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
                  device: torch.device, distill: bool = False, cuda_graphs: bool = False):
-        self.n, self.members, self.distill = num_agents, len(member_seeds), distill
+        self.agents_per_seed, self.members, self.distill = num_agents, len(member_seeds), distill
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         if distill:
             self.agents = DISTILLING[algorithm](obs_dim, act_dim, low, high, member_seeds, device,
@@ -95,7 +95,7 @@ class Learner:
             finite = finite & torch.isfinite(info["actor_loss"])
         self.record(batch.own, info)
         if self.distill:
-            for offset in range(1, self.n):  # every peer in turn
+            for offset in range(1, self.agents_per_seed):  # every peer in turn
                 peer = self.agents.peers(offset)
                 states = self.buffer.sample(self.agents.dpd_batch_size, self.distill_sampler, groups=peer).obs
                 finite = finite & torch.isfinite(self.agents.distill(states, peer))
@@ -131,7 +131,7 @@ class Learner:
 
     def state_dict(self, seed_index: int) -> dict:
         """One seed's agents, buffer and samplers: exactly what a process of that seed alone holds."""
-        rows = slice(seed_index * self.n, (seed_index + 1) * self.n)
+        rows = slice(seed_index * self.agents_per_seed, (seed_index + 1) * self.agents_per_seed)
         g = self.groups_per_seed
         state = {"agents": self.agents.state_dict(rows), "sampler": self.sampler.get_state()[rows],
                  "period_stats": self.stats[:, rows].cpu().clone(),
