@@ -124,14 +124,19 @@ def main(argv=None) -> int:
     p.add_argument("--eval_episodes", type=int, default=10, help="(c): episodes per evaluation (default: 10)")
     p.add_argument("--env_workers", type=int, default=None,
                    help="environment worker processes for the loops (default: the training default)")
-    p.add_argument("--cuda_graphs", action="store_true",
-                   help="(b), (c): replay the updates from CUDA graphs (GPU only; (a) always times eager updates)")
+    p.add_argument("--cuda_graphs", action="store_const", const=True, default=None,
+                   help="(b), (c): replay the updates from CUDA graphs (default on a GPU, as in training runs; "
+                        "(a) always times eager updates)")
+    p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
+                   help="(b), (c): eager updates on a GPU")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     env_id, _ = resolve_env_id(args.env)
     device = torch.device(resolve_device(args.device, 0))
+    if args.cuda_graphs is None:
+        args.cuda_graphs = device.type == "cuda"
 
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
