@@ -103,3 +103,43 @@ def test_ctrl_c_to_the_process_group_checkpoints_and_resumes_with_workers(tmp_pa
                              timeout=900, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert files(tmp_path / "whole") == files(tmp_path / "cut")
+
+
+def test_an_environment_that_cannot_be_restored_exactly_is_a_one_line_error():
+    """A checkpoint's episode record that does not lead to the saved observation (another environment version,
+    a non-deterministic environment) is refused, naming the environment, rather than resumed in another state."""
+    from utils.envs.registry import make_env
+    from utils.envs.replay import EpisodeRecord, restore_env
+    from utils.errors import UsageError
+
+    env = make_env("Pendulum-v1")
+    obs, _ = env.reset(seed=5)
+    actions = [np.array([0.5], dtype=np.float32), np.array([-1.0], dtype=np.float32)]
+    for a in actions:
+        obs, *_ = env.step(a)
+    record = EpisodeRecord(5, None, actions).to_dict()
+    space = env.action_space.np_random.bit_generator.state
+    restored, same_obs, _ = restore_env("Pendulum-v1", record, 5, space, np.asarray(obs))
+    np.testing.assert_array_equal(same_obs, obs)  # the honest record restores exactly
+    record["actions"] = record["actions"] * 0.5  # a record that leads elsewhere
+    with pytest.raises(UsageError, match="cannot restore Pendulum-v1 exactly"):
+        restore_env("Pendulum-v1", record, 5, space, np.asarray(obs))
+
+
+def test_a_worker_that_dies_is_reported_not_waited_for():
+    """A worker killed from outside (out of memory, a crash) ends the next step with an error that names it and
+    says how to go on, instead of a bare EOFError or a hang; the other workers are shut down."""
+    import os
+    import signal
+
+    from utils.errors import WorkerDied
+
+    envs = EnvWorkers("Pendulum-v1", [0, 100, 1, 101], [100] * 4, 1, 2)
+    try:
+        os.kill(envs.procs[1].pid, signal.SIGKILL)
+        envs.procs[1].join(timeout=10)
+        with pytest.raises(WorkerDied, match=r"environment worker 1 exited unexpectedly \(exit code -9\).*--resume"):
+            envs.step(np.zeros((4, 1), dtype=np.float32))
+        assert envs.closed and not envs.procs[0].is_alive()
+    finally:
+        envs.close()

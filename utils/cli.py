@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .errors import Interrupted, NonFinite, UsageError
+from .errors import Interrupted, NonFinite, UsageError, WorkerDied
 
 EXIT_USAGE = 2
 
@@ -249,6 +249,9 @@ def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None
     except NonFinite as e:
         sys.stderr.write(f"{prog}error: {e}\n")
         return 3
+    except WorkerDied as e:
+        sys.stderr.write(f"{prog}error: {e}\n")
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")
         return 130

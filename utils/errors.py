@@ -15,3 +15,8 @@ class Interrupted(Exception):
 
 class NonFinite(Exception):
     """A loss or parameter became NaN or infinite: the run stops, keeping its last good checkpoint."""
+
+
+class WorkerDied(RuntimeError):
+    """An environment worker process ended without a word (killed, out of memory): exit code 1, one line."""
+

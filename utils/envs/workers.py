@@ -21,7 +21,7 @@ import torch
 
 from .replay import EpisodeRecord, restore_env
 from .registry import make_env, seeded_envs
-from ..errors import UsageError
+from ..errors import UsageError, WorkerDied
 
 
 def join_states(states: list[dict]) -> dict:
@@ -249,9 +249,28 @@ class EnvWorkers:
     def obs(self) -> np.ndarray:
         return self.shared.obs.copy()
 
+    def _send(self, conn, message) -> None:
+        try:
+            conn.send(message)
+        except (BrokenPipeError, EOFError, OSError):
+            self._died(self.conns.index(conn))
+
+    def _died(self, k: int) -> None:
+        """Worker k is gone: shut the others down and say so, with what to do."""
+        self.procs[k].join(timeout=5)
+        code = self.procs[k].exitcode
+        self.close()
+        raise WorkerDied(f"environment worker {k} exited unexpectedly (exit code {code}); the run's last "
+                           "checkpoint is kept: run the same command with --resume") from None
+
     def _gather(self) -> list:
         """One reply from every worker; a worker's error is raised here."""
-        replies = [conn.recv() for conn in self.conns]
+        replies = []
+        for k, conn in enumerate(self.conns):
+            try:
+                replies.append(conn.recv())
+            except (EOFError, OSError):  # the worker died without a word (killed, out of memory, a crash)
+                self._died(k)
         for kind, value in replies:
             if kind == "error":
                 usage, text = value
@@ -268,7 +287,7 @@ class EnvWorkers:
             self.shared.eval_actions[:] = eval_actions
             self.shared.eval_active[:] = eval_active
         for conn in self.conns:
-            conn.send(("step", (actions is None, eval_actions is not None)))
+            self._send(conn, ("step", (actions is None, eval_actions is not None)))
         self.evaluating = eval_actions is not None
         self._gather()
         s = self.shared
@@ -283,7 +302,7 @@ class EnvWorkers:
 
     def eval_reset(self) -> np.ndarray:
         for conn in self.conns:
-            conn.send(("eval_reset", None))
+            self._send(conn, ("eval_reset", None))
         self._gather()
         return self.shared.eval_obs.copy()
 
@@ -291,19 +310,19 @@ class EnvWorkers:
         self.shared.eval_actions[:] = actions
         self.shared.eval_active[:] = active
         for conn in self.conns:
-            conn.send(("step", (None, True)))
+            self._send(conn, ("step", (None, True)))
         self.evaluating = True
         return self.eval_results()
 
     def state_dict(self, rows: slice = slice(None)) -> dict:
         for conn in self.conns:
-            conn.send(("state", None))
+            self._send(conn, ("state", None))
         return {k: v[rows] for k, v in join_states(self._gather()).items()}
 
     def load_state_dicts(self, states: list[dict]) -> None:
         whole = join_states(states)
         for conn, rows in zip(self.conns, self.slices):
-            conn.send(("load", {k: v[rows] for k, v in whole.items()}))
+            self._send(conn, ("load", {k: v[rows] for k, v in whole.items()}))
         self._gather()
 
     def close(self) -> None:
