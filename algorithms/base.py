@@ -53,13 +53,11 @@ class StackedAgents:
         self.networks: dict[str, nn.Module] = {}
         self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
 
-    def set_sharing(self, similarity: str, kl_div_var, noise_std) -> None:
+    def set_sharing(self, similarity: str, kl_div_var, noise_variance: torch.Tensor) -> None:
         """The batch-level sharing rule: the divergence, and the reference variance v (a number, or with
-        ``kl_div_var="matched"`` the variance of the exploration noise per action dimension; ``noise_std`` is
-        that noise's standard deviation, or its variance as a tensor, in action units)."""
+        ``kl_div_var="matched"`` ``noise_variance``: the exploration noise's variance per action dimension, [A])."""
         self.similarity = similarity
-        variance = noise_std if isinstance(noise_std, torch.Tensor) else (noise_std * self.scale).pow(2)
-        self.kl_div_var = reference_variance(kl_div_var, variance)
+        self.kl_div_var = reference_variance(kl_div_var, noise_variance)
 
     def compile(self, **kwargs) -> None:
         """torch.compile every network in place (parameter names, hence files, stay the same)."""

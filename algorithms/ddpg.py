@@ -43,7 +43,7 @@ class DDPG(StackedAgents):
         self.networks = {"actor": self.actor, "critic": self.critic,
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
         self.discount, self.tau = discount, tau
-        self.set_sharing(similarity, kl_div_var, expl_noise)
+        self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:

@@ -27,7 +27,7 @@ class TD3(StackedAgents):
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
-        self.set_sharing(similarity, kl_div_var, expl_noise)
+        self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:

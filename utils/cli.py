@@ -195,7 +195,9 @@ def default_agents(args) -> int:
     """--num_agents, or 2 for DASE_ and DPD_ policies and 1 for baselines."""
     if args.num_agents is not None:
         return args.num_agents
-    return 2 if args.policy.startswith(("DASE_", "DPD_")) else 1
+    from .naming import default_num_agents
+
+    return default_num_agents(args.policy)
 
 
 def resolve_device(device: str | None, gpu: int) -> str:
@@ -234,10 +236,9 @@ def resolve_env(env: str, quiet: bool) -> str:
 def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:
     """Run a command line; a UsageError becomes one line on stderr and exit code 2, spelled as argparse's own
     errors are: '{script}: error: ...'."""
-    module = getattr(run, "__module__", "") or ""
-    prog = f"{module}.py: " if module in ("DASE_main", "sac_main", "__main__") else ""
-    if module == "__main__":
-        prog = f"{Path(sys.argv[0]).name}: "
+    module = getattr(run, "__module__", "")
+    script = Path(sys.argv[0]).name if module == "__main__" else f"{module}.py"
+    prog = f"{script}: " if module in ("__main__", "DASE_main", "sac_main") else ""
     try:
         run(argv)
     except UsageError as e:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .cli import Parser, available_cores, count
-from .naming import curve_length, curve_names, is_multi_agent, run_stem, variant_of
+from .naming import curve_length, curve_names, default_num_agents, is_multi_agent, run_stem, variant_of
 
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -383,7 +383,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                         raise ExperimentError(f"settings.{setting}: --num_agents {num_agents} does not apply to "
                                               f"{policy}, a single agent; use DASE_{policy} or DPD_{policy}")
                 else:
-                    num_agents = 2 if multi else 1
+                    num_agents = default_num_agents(policy)
                 algo = policy.split("_")[-1]
                 results_dir = (Path(base_dir) / algo / env).as_posix()
                 steps_flag, start_flag = STEP_FLAGS[script]

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli import kl_variance
+
 # action dimensions and max_action of the paper's environments
 ENVIRONMENTS = {
     "Swimmer / LunarLander": (2, 1.0),
@@ -109,21 +111,9 @@ def draw(path: Path, kl_div_vars, noise: float, similarity: str) -> None:
     plt.close(fig)
 
 
-def _variance(text: str):
-    if text.strip().lower() == "matched":
-        return "matched"
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number or 'matched'") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number (or 'matched')")
-    return value
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m utils.weight_map", description=__doc__.split("\n\n")[0])
-    p.add_argument("--kl_div_var", type=_variance, nargs="+", default=[0.1, "matched"],
+    p.add_argument("--kl_div_var", type=kl_variance, nargs="+", default=[0.1, "matched"],
                    help="reference variances to draw, one row each: numbers or 'matched' (default: 0.1 matched)")
     p.add_argument("--expl_noise", type=float, default=0.1,
                    help="exploration noise std, times max_action (default: 0.1, the paper's TD3/DDPG)")
