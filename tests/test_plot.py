@@ -213,7 +213,7 @@ def test_weights_axis_is_the_nanmean_over_runs(tmp_path):
     ]:
         groups = plot.group_curves(curves, per_agent)
         fig, (ax, wax) = plt.subplots(2, 1, sharex=True)
-        colors = plot._draw(ax, groups, 1000, ci=False, window=1)
+        colors = plot.draw_returns(ax, groups, 1000, ci=False, window=1)
         lines = plot.draw_weights(wax, groups, 1000, colors)
         assert sorted(line.get_label() for line in lines) == sorted(k.replace("_", "-") for k in expected)
         return_colors = {line.get_label(): line.get_color() for line in ax.get_lines()}

@@ -1,0 +1,17 @@
+"""``python -m utils.plot``: figures like the paper's, summary tables and a comparison with a reference tree.
+
+The package, section by section: ``curves`` (finding, checking and grouping curve and weight files),
+``stats`` (smoothing, IQM, bootstrap), ``figures``, ``tables`` (summary and comparison) and ``cli`` (the
+command line; its docstring is the user's description).
+"""
+from .cli import main, parse
+from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
+                     group_curves, read_curve, read_weights, recorded_eval_freq)
+from .figures import draw_returns, draw_weights, plot
+from .stats import bootstrap_ci, iqm, mean_band, nan_mean, smooth
+from .tables import compare, summarise, verdict, write_comparison, write_tables
+
+__all__ = ["main", "parse", "Curve", "Group", "PlotError", "attach_weights", "cut_curves", "env_key", "find_curves",
+           "find_weights", "group_curves", "read_curve", "read_weights", "recorded_eval_freq", "draw_returns",
+           "draw_weights", "plot", "bootstrap_ci", "iqm", "mean_band", "nan_mean", "smooth", "compare", "summarise",
+           "verdict", "write_comparison", "write_tables"]

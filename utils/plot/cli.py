@@ -1,0 +1,140 @@
+"""Plot saved learning curves like the paper's figures, and summarise them in a table.
+
+    python -m utils.plot DIR [DIR ...] --out OUTDIR [--reference DIR] [--at STEP ...] [--weights]
+                         [--ci] [--smooth W] [--per_agent] [--pdf]
+
+Every ``.npy`` file under the given folders whose name follows the curve naming
+({ALG}_{env}_{seed}.npy, DASE_{ALG}_{env}_{seed}_Agent_{i}.npy, DPD_{ALG}_{env}_{seed}.npy) is
+read; curves are grouped by environment and method (baseline, DASE, DPD). DASE agents are pooled
+across seeds unless ``--per_agent``. Writes one figure per environment, a grid of all of them,
+and summary.csv / summary.md.
+
+Sharing weights (``--weights``): DASE runs also save, per agent, ``{curve}_weights.npy`` beside
+the curve (same length and timing: entry k is the mean weight the agent gave to other agents'
+samples in the updates of the evaluation period ending at step k * eval_freq; NaN where no update
+happened). These files are recognised by name and never read as curves. With ``--weights`` every
+figure gets a second, smaller axis under the returns (same time axis, same colours): per group the
+mean over runs of the weight, ignoring NaN (steps where every run is NaN are not drawn; the weights
+are not smoothed). Groups without weight files (baselines, DPD, reference trees) have no line
+there; a weight file that is unreadable, not 1-D, not as long as its curve, or holds values
+outside [0, 1] other than NaN is skipped with a warning.
+
+Comparison with a reference (``--reference DIR``, steps from ``--at``): for every environment
+(matched across versions, Hopper-v2 <-> Hopper-v5) and method (TD3, DASE_TD3, DPD_TD3, ...) found
+both in ours and in the reference, and every ``--at`` step (default: the last step both have), one
+row: our mean, its 95 % percentile bootstrap CI over runs (2000 resamples, seed 0) and number of
+runs; the same for the reference; and a verdict: "above" if our mean lies above the reference's
+CI, "below" if under it, else "inside" ("n/a" when one side does not reach the step). Runs are
+curve files, pooled per method whatever ``--per_agent`` says: one per seed for baselines and the
+paper's DPD, one per seed and agent for DASE and our DPD. Written as comparison.csv and
+comparison.md (also printed).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from .curves import (Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
+                     group_curves, recorded_eval_freq)
+from .figures import plot
+from .tables import compare, summarise, write_comparison, write_tables
+
+
+def parse(argv=None) -> argparse.Namespace:
+    summary, _, rest = __doc__.partition("\n\n")
+    rest = rest.partition("\n\n")[2]  # argparse prints its own usage line
+    p = argparse.ArgumentParser(prog="python -m utils.plot", description=summary, epilog=rest.strip(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dirs", nargs="+", type=str, help="folders (searched recursively) or .npy files")
+    p.add_argument("--out", type=str, default="Figures", help="output folder (default: Figures)")
+    p.add_argument("--reference", type=str, action="append", default=[],
+                   help="another tree to overlay in dashed lines, e.g. the paper's curves (repeatable); "
+                        "environments match across versions (Hopper-v2 <-> Hopper-v5); also writes "
+                        "comparison.csv / comparison.md: per environment, method and --at step, our mean and "
+                        "the reference's, each with a 95%% bootstrap CI over runs, and whether ours is above, "
+                        "inside or below the reference's CI")
+    p.add_argument("--per_agent", action="store_true", help="one line per DASE agent instead of pooling agents "
+                   "(figures and summary; the comparison always pools a method's runs)")
+    p.add_argument("--ci", action="store_true", help="shade a 95%% bootstrap CI of the mean instead of ± std")
+    p.add_argument("--smooth", type=int, default=1, help="trailing moving-average window in evaluations (default: 1)")
+    p.add_argument("--at", type=int, nargs="*", default=[],
+                   help="also tabulate the return at these time steps (summary, and the comparison's steps; "
+                        "the comparison's default is the last step both sides have)")
+    p.add_argument("--weights", action="store_true",
+                   help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
+                        "the returns: per group the mean over runs, NaN ignored")
+    p.add_argument("--weights_log", action="store_true",
+                   help="with --weights: a log scale for the weight axis (weights of many decades)")
+    p.add_argument("--eval_freq", type=int, default=None,
+                   help="time steps between evaluations (default: what our runs' JSON records say, else 1000)")
+    p.add_argument("--max_steps", type=int, default=None,
+                   help="use only the evaluations up to this step, ours and the reference's (figures and tables), "
+                        "e.g. to compare 100k-step runs with the paper's 1M-step curves")
+    p.add_argument("--pdf", action="store_true", help="write PDF instead of PNG")
+    args = p.parse_args(argv)
+    if args.smooth < 1 or (args.eval_freq is not None and args.eval_freq < 1) or any(s < 0 for s in args.at) or (args.max_steps or 0) < 0:
+        p.error("--smooth and --eval_freq must be positive, --at and --max_steps steps non-negative")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    try:
+        own_curves = find_curves(args.dirs)
+        if not own_curves:
+            raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
+        show_weights = False
+        if args.weights:
+            weights = find_weights(args.dirs)
+            show_weights = attach_weights(own_curves, weights) > 0
+            if not show_weights:
+                print(f"note: --weights: no usable weight files ({{curve}}_weights.npy) under {' '.join(args.dirs)}; "
+                      f"plotting without the weight axis", file=sys.stderr)
+        ref_curves = find_curves(args.reference) if args.reference else []
+        args.eval_freq = args.eval_freq or recorded_eval_freq(own_curves) or 1000
+        if args.max_steps is not None:  # before any grouping: every table and figure sees the cut curves
+            cut_curves(own_curves + ref_curves, args.max_steps // args.eval_freq + 1)
+        own = group_curves(own_curves, args.per_agent)
+        ref = group_curves(ref_curves, args.per_agent, reference=True)
+    except PlotError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    by_env: dict[str, list[Group]] = defaultdict(list)
+    for g in own:
+        by_env[g.env].append(g)
+    keys = {env_key(env): env for env in by_env}
+    for g in ref:
+        if env_key(g.env) in keys:
+            by_env[keys[env_key(g.env)]].append(g)
+        else:
+            print(f"note: reference {g.env} {g.label} has no matching environment among the plotted curves",
+                  file=sys.stderr)
+    for groups in by_env.values():
+        for g in groups:
+            lo, hi = g.lengths()
+            if lo != hi:
+                print(f"note: {g.env} {g.label}{' (reference)' if g.reference else ''}: runs have {lo} to {hi} "
+                      f"evaluations; using the common first {lo}", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = plot(dict(sorted(by_env.items())), out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
+                   weights=("log" if args.weights_log else True) if show_weights else False)
+    rows = [summarise(g, args.eval_freq, args.at) for env in sorted(by_env) for g in by_env[env]]
+    print(write_tables(rows, args.at, out), end="")
+    tables = [out / "summary.csv", out / "summary.md"]
+    if args.reference:
+        # methods pooled (every file one run) whatever --per_agent says, so that DPD per agent (ours) meets
+        # DPD per seed (the paper's)
+        pooled = group_curves(own_curves) if args.per_agent else own
+        pooled_ref = group_curves(ref_curves, reference=True) if args.per_agent else ref
+        comparison = compare(pooled, pooled_ref, args.eval_freq, args.at)
+        if not comparison:
+            print("note: no environment and method is both among ours and in the reference; the comparison is empty",
+                  file=sys.stderr)
+        print()
+        print(write_comparison(comparison, out), end="")
+        tables += [out / "comparison.csv", out / "comparison.md"]
+    print(f"wrote {', '.join(str(p) for p in written + tables)}")
+    return 0

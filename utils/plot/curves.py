@@ -1,0 +1,229 @@
+"""Reading curve trees: curve and weight files found by name, checked, cut and grouped per environment and method."""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..naming import CURVE_NAME as NAME, WEIGHTS_SUFFIX as WEIGHTS
+
+VERSION = re.compile(r"-v\d+$")
+
+
+def warn(message: str) -> None:
+    """A problem with one file: say so on stderr and go on with the rest."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+class PlotError(Exception):
+    """Nothing to plot or unusable options: one line, exit code 2."""
+
+
+@dataclass
+class Curve:
+    path: Path
+    method: str  # "DASE", "DPD" or "" (baseline)
+    alg: str
+    env: str
+    seed: int
+    agent: int | None
+    values: np.ndarray
+    weights: np.ndarray | None = None  # the sharing weights of this run (--weights), same length as values
+    variant: str = ""  # naming.VARIANTS, e.g. "matched"
+
+    @property
+    def label(self) -> str:
+        base = f"{self.method}_{self.alg}" if self.method else self.alg
+        return f"{base}_{self.variant}" if self.variant else base
+
+    @property
+    def style(self) -> str:
+        """The colour key: the method, and its variant if any."""
+        return f"{self.method}_{self.variant}" if self.variant else self.method
+
+
+@dataclass
+class Group:
+    """The runs of one method on one environment."""
+
+    env: str
+    label: str
+    method: str
+    runs: list[np.ndarray] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    reference: bool = False
+    weights: list[np.ndarray] = field(default_factory=list)  # of the runs that have a weight file
+
+    def matrix(self) -> np.ndarray:
+        """[runs, evaluations] over the common prefix of all runs."""
+        n = min(len(r) for r in self.runs)
+        return np.stack([r[:n] for r in self.runs])
+
+    def weight_matrix(self) -> np.ndarray | None:
+        """[runs with weights, evaluations] over the same common prefix as ``matrix``; None without weights."""
+        if not self.weights:
+            return None
+        n = min(len(r) for r in self.runs)
+        return np.stack([w[:n] for w in self.weights])
+
+    def lengths(self) -> tuple[int, int]:
+        return min(len(r) for r in self.runs), max(len(r) for r in self.runs)
+
+
+def env_key(env: str) -> str:
+    """Environment name without version: Hopper-v2 and Hopper-v5 match."""
+    return VERSION.sub("", env)
+
+
+def load_1d(path: Path, what: str = "") -> np.ndarray | None:
+    """A non-empty 1-D numeric array as float64, or None after a warning naming the file (``what`` file)."""
+    name = f"{what} {path}" if what else str(path)
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except Exception as e:
+        warn(f"skipping {name}: cannot read it as .npy ({type(e).__name__}: {e})")
+        return None
+    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
+        warn(f"skipping {name}: dtype {arr.dtype} is not numeric")
+        return None
+    if arr.ndim != 1 or arr.size == 0:
+        warn(f"skipping {name}: expected a non-empty 1-D array, got shape {arr.shape}")
+        return None
+    return arr.astype(np.float64)
+
+
+def read_curve(path: Path) -> np.ndarray | None:
+    """A 1-D float array of finite values, or None after a warning naming the file."""
+    arr = load_1d(path)
+    if arr is not None and not np.all(np.isfinite(arr)):
+        warn(f"skipping {path}: it holds NaN or infinite values")
+        return None
+    return arr
+
+
+def weight_file_stem(path: Path) -> str | None:
+    """The curve stem of a weight file ({curve}_weights.npy), or None if ``path`` is not one."""
+    stem = path.stem
+    if stem.endswith(WEIGHTS) and NAME.match(stem[:-len(WEIGHTS)]):
+        return stem[:-len(WEIGHTS)]
+    return None
+
+
+def _npy_files(dirs: list[str | Path]) -> list[Path]:
+    paths = []
+    for d in dirs:
+        d = Path(d)
+        if not d.exists():
+            raise PlotError(f"{d}: no such folder")
+        paths += [d] if d.is_file() else sorted(d.rglob("*.npy"))
+    return paths
+
+
+def find_curves(dirs: list[str | Path]) -> list[Curve]:
+    """Every readable curve file under ``dirs`` (recursively), parsed from its name. Weight files
+    ({curve}_weights.npy) are passed over silently: ``find_weights`` reads them."""
+    curves = []
+    for path in _npy_files(dirs):
+        if weight_file_stem(path) is not None:
+            continue
+        m = NAME.match(path.stem)
+        if m is None:
+            warn(f"skipping {path}: name does not follow {{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy")
+            continue
+        values = read_curve(path)
+        if values is None:
+            continue
+        agent = m.group("agent")
+        curves.append(Curve(path, m.group("method") or "", m.group("alg"), m.group("env"), int(m.group("seed")),
+                            None if agent is None else int(agent), values, variant=m.group("variant") or ""))
+    return curves
+
+
+def read_weights(path: Path) -> np.ndarray | None:
+    """A 1-D float array of weights in [0, 1] or NaN, or None after a warning naming the file."""
+    arr = load_1d(path, "weight file")
+    if arr is None:
+        return None
+    known = arr[~np.isnan(arr)]
+    if np.any((known < 0.0) | (known > 1.0)):  # also catches +-inf
+        warn(f"skipping weight file {path}: values outside [0, 1] (other than NaN)")
+        return None
+    return arr
+
+
+def find_weights(dirs: list[str | Path]) -> dict[Path, np.ndarray]:
+    """Every readable weight file under ``dirs``, keyed by the path of the curve it belongs to."""
+    weights = {}
+    for path in _npy_files(dirs):
+        stem = weight_file_stem(path)
+        if stem is None:
+            continue
+        values = read_weights(path)
+        if values is not None:
+            weights[path.with_name(stem + ".npy")] = values
+    return weights
+
+
+def attach_weights(curves: list[Curve], weights: dict[Path, np.ndarray]) -> int:
+    """Give each curve the weights saved beside it; a weight file without a readable curve of its
+    length is skipped with a warning. Returns how many were attached."""
+    by_path = {c.path: c for c in curves}
+    attached = 0
+    for curve_path, w in weights.items():
+        wpath = curve_path.with_name(curve_path.stem + WEIGHTS + ".npy")
+        c = by_path.get(curve_path)
+        if c is None:
+            warn(f"skipping weight file {wpath}: no readable curve {curve_path.name} beside it")
+        elif len(w) != len(c.values):
+            warn(f"skipping weight file {wpath}: {len(w)} entries but its curve has {len(c.values)} evaluations")
+        else:
+            c.weights = w
+            attached += 1
+    return attached
+
+
+def cut_curves(curves: list[Curve], keep: int) -> None:
+    """Keep the first ``keep`` evaluations of every curve and its weights (--max_steps)."""
+    for c in curves:
+        c.values = c.values[:keep]
+        if c.weights is not None:
+            c.weights = c.weights[:keep]
+
+
+def recorded_eval_freq(curves: list[Curve]) -> int | None:
+    """The evaluation period our runs' JSON records name (``{stem}.json`` beside each curve), or None where no
+    curve has one (the paper's published curves); a PlotError if the runs disagree (their x axes would)."""
+    import json
+
+    found: dict[int, Path] = {}
+    for c in curves:
+        stem = re.sub(r"_Agent_\d+$", "", c.path.stem)
+        record = c.path.with_name(stem + ".json")
+        try:
+            freq = int(json.loads(record.read_text())["config"]["eval_freq"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.setdefault(freq, record)
+    if len(found) > 1:
+        (a, pa), (b, pb) = list(found.items())[:2]
+        raise PlotError(f"runs evaluated every {a} steps ({pa}) and every {b} ({pb}) share one time axis; "
+                        "plot them separately")
+    return next(iter(found), None)
+
+
+def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool = False) -> list[Group]:
+    """Group by (environment, method); DASE agents pooled across seeds unless per_agent."""
+    groups: dict[tuple[str, str], Group] = {}
+    for c in sorted(curves, key=lambda c: (c.env, c.label, c.seed, c.agent or 0)):
+        label = c.label
+        if per_agent and c.agent is not None:
+            label = f"{label} agent {c.agent}"
+        g = groups.setdefault((c.env, label), Group(c.env, label, c.style, reference=reference))
+        g.runs.append(c.values)
+        g.names.append(c.path.name)
+        if c.weights is not None:
+            g.weights.append(c.weights)
+    return list(groups.values())

@@ -1,0 +1,55 @@
+"""Statistics over runs: smoothing, interquartile mean, percentile bootstrap, NaN-ignoring means."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+BOOTSTRAP = 2000
+
+
+def smooth(y: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over ``window`` evaluations (shorter windows at the start)."""
+    if window <= 1:
+        return y
+    c = np.cumsum(np.insert(y, 0, 0.0, axis=-1), axis=-1)
+    idx = np.arange(1, y.shape[-1] + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[..., idx] - c[..., lo]) / (idx - lo)
+
+
+def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean: drop floor(n/4) runs at each end, average the rest (scipy's trim_mean(x, 0.25))."""
+    x = np.sort(x, axis=axis)
+    n = x.shape[axis]
+    k = int(math.floor(0.25 * n))
+    return np.take(x, np.arange(k, n - k), axis=axis).mean(axis=axis)
+
+
+def bootstrap_ci(x: np.ndarray, stat, n: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile bootstrap interval of stat over runs (x: [runs])."""
+    rng = np.random.default_rng(seed)
+    samples = x[rng.integers(0, len(x), size=(n, len(x)))]
+    values = stat(samples, axis=1)
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def mean_band(m: np.ndarray, ci: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean curve and its band: ± std across runs, or a 95 % bootstrap CI of the mean."""
+    mean = m.mean(axis=0)
+    if not ci or len(m) < 2:
+        std = m.std(axis=0)
+        return mean, mean - std, mean + std
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(m), size=(BOOTSTRAP, len(m)))
+    boot = m[idx].mean(axis=1)  # [BOOTSTRAP, evals]
+    return mean, np.percentile(boot, 2.5, axis=0), np.percentile(boot, 97.5, axis=0)
+
+
+def nan_mean(m: np.ndarray) -> np.ndarray:
+    """Mean over runs (axis 0) ignoring NaN; NaN where every run is NaN (np.nanmean without its warning)."""
+    known = ~np.isnan(m)
+    count = known.sum(axis=0)
+    total = np.where(known, m, 0.0).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)

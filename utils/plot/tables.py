@@ -1,0 +1,146 @@
+"""Tables: summary.csv / summary.md per group, and comparison.csv / comparison.md against a reference tree."""
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .curves import Group, env_key
+from .stats import BOOTSTRAP, bootstrap_ci, iqm
+
+FINAL_EVALS = 10  # "final return" = mean of the last 10 evaluations of a run
+
+
+def summarise(g: Group, eval_freq: int, at: list[int]) -> dict:
+    """One row of the summary table."""
+    m = g.matrix()
+    steps = np.arange(m.shape[1]) * eval_freq
+    final = m[:, -FINAL_EVALS:].mean(axis=1)
+    span = steps[-1] - steps[0]
+    auc = np.trapezoid(m, steps, axis=1) / span if span > 0 else m[:, 0]
+    lo, hi = bootstrap_ci(final, iqm)
+    row = {"environment": g.env, "method": g.label + (" (reference)" if g.reference else ""), "runs": len(m),
+           "evaluations": m.shape[1], "final_mean": final.mean(), "final_std": final.std(),
+           "auc_mean": auc.mean(), "auc_std": auc.std(), "iqm_final": float(iqm(final)), "iqm_ci_low": lo,
+           "iqm_ci_high": hi}
+    for step in at:
+        i = step // eval_freq
+        ok = step % eval_freq == 0 and i < m.shape[1]
+        row[f"at_{step}_mean"] = m[:, i].mean() if ok else float("nan")
+        row[f"at_{step}_std"] = m[:, i].std() if ok else float("nan")
+    return row
+
+
+
+def columns(at: list[int]) -> list[str]:
+    cols = ["environment", "method", "runs", "evaluations", "final_mean", "final_std"]
+    for step in at:
+        cols += [f"at_{step}_mean", f"at_{step}_std"]
+    return cols + ["auc_mean", "auc_std", "iqm_final", "iqm_ci_low", "iqm_ci_high"]
+
+
+def write_tables(rows: list[dict], at: list[int], out: Path) -> str:
+    """summary.csv (full precision) and summary.md; returns the Markdown."""
+    cols = columns(at)
+    with open(out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
+    head = ["environment", "method", "runs", "final return"] + [f"return at {s:,}" for s in at] + \
+           ["AUC", "IQM final [95% CI]"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["environment"], r["method"], str(r["runs"]), f"{r['final_mean']:.1f} ± {r['final_std']:.1f}"]
+        for s in at:
+            mean = r[f"at_{s}_mean"]
+            cells.append("n/a" if math.isnan(mean) else f"{mean:.1f} ± {r[f'at_{s}_std']:.1f}")
+        cells += [f"{r['auc_mean']:.1f} ± {r['auc_std']:.1f}",
+                  f"{r['iqm_final']:.1f} [{r['iqm_ci_low']:.1f}, {r['iqm_ci_high']:.1f}]"]
+        lines.append("| " + " | ".join(cells) + " |")
+    md = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(md)
+    return md
+
+
+COMPARISON_COLUMNS = ["environment", "reference_environment", "method", "step", "ours_mean", "ours_ci_low",
+                      "ours_ci_high", "ours_runs", "reference_mean", "reference_ci_low", "reference_ci_high",
+                      "reference_runs", "verdict"]
+RUNS_NOTE = ("Note: runs = curve files, pooled per method: one per seed for baselines and the paper's DPD, one per "
+             "seed and agent for DASE and our DPD (each side's runs cut to their common length). 95% CI = "
+             f"percentile bootstrap of the mean over runs ({BOOTSTRAP} resamples, seed 0). Verdict: our mean above, "
+             "inside or below the reference's CI; n/a where a side has no evaluation at that step.")
+
+
+def _at_step(m: np.ndarray, step: int, eval_freq: int) -> tuple[float, float, float, int]:
+    """(mean, CI low, CI high, runs) of the evaluation at ``step`` over runs; NaNs and 0 runs if not reached."""
+    i = step // eval_freq
+    if step % eval_freq != 0 or i >= m.shape[1]:
+        return math.nan, math.nan, math.nan, 0
+    x = m[:, i]
+    lo, hi = bootstrap_ci(x, np.mean)
+    return float(x.mean()), lo, hi, len(x)
+
+
+def verdict(mean: float, ref_lo: float, ref_hi: float) -> str:
+    """Where our mean lies against the reference's CI: above, below, inside; n/a if either is missing."""
+    if math.isnan(mean) or math.isnan(ref_lo) or math.isnan(ref_hi):
+        return "n/a"
+    if mean > ref_hi:
+        return "above"
+    if mean < ref_lo:
+        return "below"
+    return "inside"
+
+
+def compare(own: list[Group], ref: list[Group], eval_freq: int, at: list[int]) -> list[dict]:
+    """One row per (our environment, method, step) that the reference also has (environments matched by
+    env_key, methods by label); steps ``at``, or the last step both have when ``at`` is empty."""
+    refs: dict[tuple[str, str], list[Group]] = defaultdict(list)
+    for r in ref:
+        refs[(env_key(r.env), r.label)].append(r)
+    rows = []
+    for g in sorted(own, key=lambda g: (g.env, g.label)):
+        for r in sorted(refs.get((env_key(g.env), g.label), []), key=lambda r: r.env):
+            m, rm = g.matrix(), r.matrix()
+            steps = at or [(min(m.shape[1], rm.shape[1]) - 1) * eval_freq]
+            for step in steps:
+                ours, theirs = _at_step(m, step, eval_freq), _at_step(rm, step, eval_freq)
+                rows.append({"environment": g.env, "reference_environment": r.env, "method": g.label, "step": step,
+                             "ours_mean": ours[0], "ours_ci_low": ours[1], "ours_ci_high": ours[2],
+                             "ours_runs": ours[3], "reference_mean": theirs[0], "reference_ci_low": theirs[1],
+                             "reference_ci_high": theirs[2], "reference_runs": theirs[3],
+                             "verdict": verdict(ours[0], theirs[1], theirs[2])})
+    return rows
+
+
+def write_comparison(rows: list[dict], out: Path) -> str:
+    """comparison.csv (full precision) and comparison.md; returns the Markdown."""
+    with open(out / "comparison.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COMPARISON_COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
+
+    def side(mean: float, lo: float, hi: float, runs: int) -> list[str]:
+        if math.isnan(mean):
+            return ["n/a", "n/a", "n/a"]
+        return [f"{mean:.1f}", f"[{lo:.1f}, {hi:.1f}]", str(runs)]
+
+    head = ["environment", "method", "step", "ours: mean", "ours: 95% CI", "ours: runs", "reference: mean",
+            "reference: 95% CI", "reference: runs", "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        env = r["environment"] if r["environment"] == r["reference_environment"] else \
+            f"{r['environment']} vs {r['reference_environment']}"
+        cells = [env, r["method"], f"{r['step']:,}",
+                 *side(r["ours_mean"], r["ours_ci_low"], r["ours_ci_high"], r["ours_runs"]),
+                 *side(r["reference_mean"], r["reference_ci_low"], r["reference_ci_high"], r["reference_runs"]),
+                 r["verdict"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    md = "\n".join(lines) + "\n\n" + RUNS_NOTE + "\n"
+    (out / "comparison.md").write_text(md)
+    return md
