@@ -36,7 +36,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .curves import (Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
+from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
                      group_curves, recorded_eval_freq)
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
@@ -79,28 +79,28 @@ def parse(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> int:
-    args = parse(argv)
-    try:
-        own_curves = find_curves(args.dirs)
-        if not own_curves:
-            raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
-        show_weights = False
-        if args.weights:
-            weights = find_weights(args.dirs)
-            show_weights = attach_weights(own_curves, weights) > 0
-            if not show_weights:
-                print(f"note: --weights: no usable weight files ({{curve}}_weights.npy) under {' '.join(args.dirs)}; "
-                      f"plotting without the weight axis", file=sys.stderr)
-        ref_curves = find_curves(args.reference) if args.reference else []
-        args.eval_freq = args.eval_freq or recorded_eval_freq(own_curves) or 1000
-        if args.max_steps is not None:  # before any grouping: every table and figure sees the cut curves
-            cut_curves(own_curves + ref_curves, args.max_steps // args.eval_freq + 1)
-        own = group_curves(own_curves, args.per_agent)
-        ref = group_curves(ref_curves, args.per_agent, reference=True)
-    except PlotError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def load(args: argparse.Namespace) -> tuple[list[Curve], list[Curve], bool]:
+    """Our curves (with their weight files under --weights) and the reference's, cut to --max_steps; whether a
+    weight axis is drawn. Settles args.eval_freq. Raises PlotError."""
+    own = find_curves(args.dirs)
+    if not own:
+        raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
+    show_weights = False
+    if args.weights:
+        show_weights = attach_weights(own, find_weights(args.dirs)) > 0
+        if not show_weights:
+            print(f"note: --weights: no usable weight files ({{curve}}_weights.npy) under {' '.join(args.dirs)}; "
+                  f"plotting without the weight axis", file=sys.stderr)
+    ref = find_curves(args.reference) if args.reference else []
+    args.eval_freq = args.eval_freq or recorded_eval_freq(own) or 1000
+    if args.max_steps is not None:  # before any grouping: every table and figure sees the cut curves
+        cut_curves(own + ref, args.max_steps // args.eval_freq + 1)
+    return own, ref, show_weights
+
+
+def by_environment(own: list[Group], ref: list[Group]) -> dict[str, list[Group]]:
+    """Our groups per environment, sorted, each with the reference groups of the same environment (any version);
+    notes on stderr for reference environments we do not have and for runs of different lengths."""
     by_env: dict[str, list[Group]] = defaultdict(list)
     for g in own:
         by_env[g.env].append(g)
@@ -117,24 +117,38 @@ def main(argv=None) -> int:
             if lo != hi:
                 print(f"note: {g.env} {g.label}{' (reference)' if g.reference else ''}: runs have {lo} to {hi} "
                       f"evaluations; using the common first {lo}", file=sys.stderr)
+    return dict(sorted(by_env.items()))
+
+
+def comparison(args: argparse.Namespace, own_curves: list[Curve], ref_curves: list[Curve], out: Path) -> list[Path]:
+    """comparison.csv / .md against --reference (printed); methods pooled whatever --per_agent says, so that
+    DPD per agent (ours) meets DPD per seed (the paper's)."""
+    rows = compare(group_curves(own_curves), group_curves(ref_curves, reference=True), args.eval_freq, args.at)
+    if not rows:
+        print("note: no environment and method is both among ours and in the reference; the comparison is empty",
+              file=sys.stderr)
+    print()
+    print(write_comparison(rows, out), end="")
+    return [out / "comparison.csv", out / "comparison.md"]
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    try:
+        own_curves, ref_curves, show_weights = load(args)
+        by_env = by_environment(group_curves(own_curves, args.per_agent),
+                                group_curves(ref_curves, args.per_agent, reference=True))
+    except PlotError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    written = plot(dict(sorted(by_env.items())), out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
+    written = plot(by_env, out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
                    weights=("log" if args.weights_log else True) if show_weights else False)
-    rows = [summarise(g, args.eval_freq, args.at) for env in sorted(by_env) for g in by_env[env]]
+    rows = [summarise(g, args.eval_freq, args.at) for groups in by_env.values() for g in groups]
     print(write_tables(rows, args.at, out), end="")
-    tables = [out / "summary.csv", out / "summary.md"]
+    written += [out / "summary.csv", out / "summary.md"]
     if args.reference:
-        # methods pooled (every file one run) whatever --per_agent says, so that DPD per agent (ours) meets
-        # DPD per seed (the paper's)
-        pooled = group_curves(own_curves) if args.per_agent else own
-        pooled_ref = group_curves(ref_curves, reference=True) if args.per_agent else ref
-        comparison = compare(pooled, pooled_ref, args.eval_freq, args.at)
-        if not comparison:
-            print("note: no environment and method is both among ours and in the reference; the comparison is empty",
-                  file=sys.stderr)
-        print()
-        print(write_comparison(comparison, out), end="")
-        tables += [out / "comparison.csv", out / "comparison.md"]
-    print(f"wrote {', '.join(str(p) for p in written + tables)}")
+        written += comparison(args, own_curves, ref_curves, out)
+    print(f"wrote {', '.join(str(p) for p in written)}")
     return 0

@@ -26,12 +26,13 @@ def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.take(x, np.arange(k, n - k), axis=axis).mean(axis=axis)
 
 
-def bootstrap_ci(x: np.ndarray, stat, n: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile bootstrap interval of stat over runs (x: [runs])."""
+def bootstrap_ci(x: np.ndarray, stat, n: int = BOOTSTRAP, seed: int = 0):
+    """95 % percentile bootstrap interval of ``stat`` over runs, the first axis of ``x``: floats for x [runs],
+    arrays [evaluations] for x [runs, evaluations] (every evaluation resampled with the same runs)."""
     rng = np.random.default_rng(seed)
-    samples = x[rng.integers(0, len(x), size=(n, len(x)))]
-    values = stat(samples, axis=1)
-    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+    values = stat(x[rng.integers(0, len(x), size=(n, len(x)))], axis=1)
+    lo, hi = np.percentile(values, 2.5, axis=0), np.percentile(values, 97.5, axis=0)
+    return (float(lo), float(hi)) if x.ndim == 1 else (lo, hi)
 
 
 def mean_band(m: np.ndarray, ci: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -40,10 +41,7 @@ def mean_band(m: np.ndarray, ci: bool) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if not ci or len(m) < 2:
         std = m.std(axis=0)
         return mean, mean - std, mean + std
-    rng = np.random.default_rng(0)
-    idx = rng.integers(0, len(m), size=(BOOTSTRAP, len(m)))
-    boot = m[idx].mean(axis=1)  # [BOOTSTRAP, evals]
-    return mean, np.percentile(boot, 2.5, axis=0), np.percentile(boot, 97.5, axis=0)
+    return (mean, *bootstrap_ci(m, np.mean))
 
 
 def nan_mean(m: np.ndarray) -> np.ndarray:

@@ -14,6 +14,21 @@ from .stats import BOOTSTRAP, bootstrap_ci, iqm
 FINAL_EVALS = 10  # "final return" = mean of the last 10 evaluations of a run
 
 
+def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
+    """Rows as CSV, floats at full precision (repr)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
+
+
+def markdown(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows]) + "\n"
+
+
 def summarise(g: Group, eval_freq: int, at: list[int]) -> dict:
     """One row of the summary table."""
     m = g.matrix()
@@ -44,15 +59,10 @@ def columns(at: list[int]) -> list[str]:
 
 def write_tables(rows: list[dict], at: list[int], out: Path) -> str:
     """summary.csv (full precision) and summary.md; returns the Markdown."""
-    cols = columns(at)
-    with open(out / "summary.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
+    write_csv(out / "summary.csv", columns(at), rows)
     head = ["environment", "method", "runs", "final return"] + [f"return at {s:,}" for s in at] + \
            ["AUC", "IQM final [95% CI]"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    table = []
     for r in rows:
         cells = [r["environment"], r["method"], str(r["runs"]), f"{r['final_mean']:.1f} ± {r['final_std']:.1f}"]
         for s in at:
@@ -60,8 +70,8 @@ def write_tables(rows: list[dict], at: list[int], out: Path) -> str:
             cells.append("n/a" if math.isnan(mean) else f"{mean:.1f} ± {r[f'at_{s}_std']:.1f}")
         cells += [f"{r['auc_mean']:.1f} ± {r['auc_std']:.1f}",
                   f"{r['iqm_final']:.1f} [{r['iqm_ci_low']:.1f}, {r['iqm_ci_high']:.1f}]"]
-        lines.append("| " + " | ".join(cells) + " |")
-    md = "\n".join(lines) + "\n"
+        table.append(cells)
+    md = markdown(head, table)
     (out / "summary.md").write_text(md)
     return md
 
@@ -119,11 +129,7 @@ def compare(own: list[Group], ref: list[Group], eval_freq: int, at: list[int]) -
 
 def write_comparison(rows: list[dict], out: Path) -> str:
     """comparison.csv (full precision) and comparison.md; returns the Markdown."""
-    with open(out / "comparison.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COMPARISON_COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
+    write_csv(out / "comparison.csv", COMPARISON_COLUMNS, rows)
 
     def side(mean: float, lo: float, hi: float, runs: int) -> list[str]:
         if math.isnan(mean):
@@ -132,7 +138,7 @@ def write_comparison(rows: list[dict], out: Path) -> str:
 
     head = ["environment", "method", "step", "ours: mean", "ours: 95% CI", "ours: runs", "reference: mean",
             "reference: 95% CI", "reference: runs", "verdict"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    table = []
     for r in rows:
         env = r["environment"] if r["environment"] == r["reference_environment"] else \
             f"{r['environment']} vs {r['reference_environment']}"
@@ -140,7 +146,7 @@ def write_comparison(rows: list[dict], out: Path) -> str:
                  *side(r["ours_mean"], r["ours_ci_low"], r["ours_ci_high"], r["ours_runs"]),
                  *side(r["reference_mean"], r["reference_ci_low"], r["reference_ci_high"], r["reference_runs"]),
                  r["verdict"]]
-        lines.append("| " + " | ".join(cells) + " |")
-    md = "\n".join(lines) + "\n\n" + RUNS_NOTE + "\n"
+        table.append(cells)
+    md = markdown(head, table) + "\n" + RUNS_NOTE + "\n"
     (out / "comparison.md").write_text(md)
     return md
