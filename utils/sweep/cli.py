@@ -1,0 +1,142 @@
+"""Run a grid of training runs described by a YAML experiment file.
+
+    python -m utils.sweep experiments/smoke.yaml [--dry_run] [--workers K] [--ray [ADDRESS]]
+
+Every (setting, environment, policy) of the file is ONE run: one process of DASE_main.py or
+sac_main.py that trains all of the file's seeds (``--seeds``) and writes to
+``{setting's results_dir}/{TD3|DDPG|SAC}/{env}/``, the layout of the paper's published data.
+Runs always get ``--resume``: finished runs are skipped without starting a process, interrupted
+ones continue from their checkpoints. Runs execute in a local process pool (default) or as Ray
+tasks (``--ray``). Exit code: 0 all runs done or skipped, 1 some run failed, 2 a bad experiment
+file or command line (one line on stderr, nothing started), 128 + signal when interrupted.
+experiments/README.md describes the file format.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from ..cli import Parser, available_cores
+from .cluster import run_ray
+from .results import Result, format_wall, plural, summary
+from .experiment import ExperimentError, load_experiment
+from .local import LocalPool
+from .runs import Run, check_flags, expand, run_state
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+RAY_HINT = "pip install -r requirements-cluster.txt"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The sweep's own flags."""
+    p = Parser(prog="python -m utils.sweep", description="Run the grid of an experiment file (experiments/*.yaml): "
+                "one process per (setting, environment, policy) training all seeds, finished runs skipped, "
+                "interrupted ones resumed.")
+    p.add_argument("experiment", nargs="?", help="the experiment file (YAML)")
+    p.add_argument("--dry_run", action="store_true", help="print each run's command and state; start nothing")
+    p.add_argument("--workers", type=int, default=None,
+                   help="runs at once (default: cores // threads_per_run); with --ray, a cap on tasks in flight")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run as Ray tasks: a new local Ray instance, or join ADDRESS ('auto', HOST:PORT, "
+                        "ray://HOST:PORT)")
+    args = p.parse_args(argv)
+    # "--ray exp.yaml" takes the file as the address: accept it when it is plainly a file name
+    if args.experiment is None and args.ray and args.ray.endswith((".yaml", ".yml")):
+        args.experiment, args.ray = args.ray, "local"
+    if args.experiment is None:
+        p.error("the experiment file is required")
+    if args.workers is not None and args.workers < 1:
+        p.error(f"--workers must be a positive integer, got {args.workers}")
+    return args
+
+
+def has_ray() -> bool:
+    """Whether Ray can be imported (optional: only --ray needs it)."""
+    try:
+        importlib.import_module("ray")
+    except ImportError:
+        return False
+    return True
+
+
+def plan(args: argparse.Namespace, exp) -> tuple[list[Run], int | None, int | None]:
+    """The runs (each checked by its script's own parser), the threads per run (None: all cores) and the local
+    workers."""
+    if args.ray:
+        # Ray tasks reserve num_cpus each, so a run's threads must be a whole number known up front
+        threads: int | None = exp.threads_per_run or 1
+        workers = args.workers
+    else:
+        workers = args.workers or max(1, available_cores() // (exp.threads_per_run or 1))
+        threads = exp.threads_per_run or (1 if workers > 1 else None)
+    runs = expand(exp, threads)
+    check_flags(runs)
+    return runs, threads, workers
+
+
+def dry_run(runs: list[Run], states: list[str]) -> int:
+    """Each run's state and command; starts nothing."""
+    width = max(len(s) for s in states)
+    for run, state in zip(runs, states):
+        print(f"{state:<{width}}  {run.command_line()}")
+    todo = sum(s != "finished" for s in states)
+    print(f"{plural(len(runs))}: {todo} to run, {len(runs) - todo} finished")
+    return 0
+
+
+def reporter(total: int):
+    """One line per run as it ends: [k/total] status (note): label in wall time."""
+    counter = iter(range(1, total + 1))
+
+    def report(result: Result) -> None:
+        extra = f" ({result.note})" if result.note else ""
+        print(f"[{next(counter)}/{total}] {result.status}{extra}: {result.run.label} in {format_wall(result.wall)}",
+              flush=True)
+
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit code."""
+    args = parse_args(argv)
+    name = args.experiment
+    try:
+        exp = load_experiment(name)
+        runs, threads, workers = plan(args, exp)
+    except ExperimentError as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.ray and not args.dry_run and not has_ray():
+        print(RAY_HINT, file=sys.stderr)
+        return EXIT_USAGE
+    for notice in exp.notices:
+        print(notice, file=sys.stderr)
+    states = [run_state(run) for run in runs]
+    if args.dry_run:
+        return dry_run(runs, states)
+    todo = [run for run, state in zip(runs, states) if state != "finished"]
+    backend = f"Ray ({args.ray})" if args.ray else f"{workers} worker(s)"
+    per_run = f"{threads} thread(s)" if threads else "all cores"
+    print(f"{name}: {plural(len(runs))}, {len(runs) - len(todo)} finished (skipped), {len(todo)} to run on {backend}, "
+          f"{per_run} each", flush=True)
+    stop_signal: int | None = None
+    executed: list[Result] = []
+    if todo and args.ray:
+        try:
+            executed, stop_signal = run_ray(todo, None if args.ray == "local" else args.ray, threads or 1,
+                                            exp.gpus_per_run, args.workers, reporter(len(todo)))
+        except ConnectionError as e:
+            print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
+            return EXIT_USAGE
+    elif todo:
+        pool = LocalPool(workers)
+        executed = pool.run_all(todo, reporter(len(todo)))
+        stop_signal = pool.stop_signal
+    by_run = {id(r.run): r for r in executed}
+    results = [by_run.get(id(run)) or Result(run, "skipped") for run in runs]
+    print(summary(results), flush=True)
+    if stop_signal is not None:
+        return 128 + stop_signal
+    return EXIT_FAILED if any(r.status == "failed" for r in results) else 0

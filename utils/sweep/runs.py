@@ -1,0 +1,133 @@
+"""An experiment expanded into runs (one process per setting, environment and policy), and their state on disk."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..naming import curve_length, curve_names, default_num_agents, is_multi_agent, run_stem, variant_of
+from .execute import files_complete
+from .experiment import POLICY_SCRIPT, ROOT, STEP_FLAGS, Experiment, ExperimentError, _positive, flag_args, seed_tokens
+
+
+@dataclass(frozen=True)
+class Run:
+    """One process of the sweep: one policy on one environment in one setting, all seeds."""
+
+    setting: str
+    policy: str
+    env: str  # the resolved Gymnasium id: the one in the output file names
+    seeds: tuple[int, ...]
+    results_dir: str  # as passed to --results_dir; relative paths are relative to the repository root
+    script: str
+    args: tuple[str, ...]  # the script's flags
+    num_agents: int
+    steps: int
+    eval_freq: int
+    checkpoint_dir: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.setting} {self.policy} {self.env} seeds {' '.join(seed_tokens(self.seeds))}"
+
+    @property
+    def argv(self) -> list[str]:
+        """The command after the interpreter: script and flags."""
+        return [self.script, *self.args]
+
+    def command_line(self) -> str:
+        """The command as a user would type it in the repository folder."""
+        return shlex.join(["python", *self.argv])
+
+    def folder(self, root: Path = ROOT) -> Path:
+        return root / self.results_dir
+
+    def log_path(self, root: Path = ROOT) -> Path:
+        return self.folder(root) / "logs" / f"{run_stem(self.policy, self.env, '_'.join(seed_tokens(self.seeds)), self.variant)}.log"
+
+    variant: str = ""  # naming.VARIANTS: part of every file name of the run
+
+    def stems(self) -> list[str]:
+        return [run_stem(self.policy, self.env, seed, self.variant) for seed in self.seeds]
+
+    def expected_files(self, root: Path = ROOT) -> list[tuple[str, int | None]]:
+        """Every file a finished run leaves: (path, curve length), None for the JSON records."""
+        length = curve_length(self.steps, self.eval_freq)
+        out: list[tuple[str, int | None]] = []
+        for stem in self.stems():
+            out.append((str(self.folder(root) / f"{stem}.json"), None))
+            names = curve_names(stem, self.policy, self.num_agents)
+            out.extend((str(self.folder(root) / f"{name}.npy"), length) for name in names)
+        return out
+
+    def checkpoint_paths(self, root: Path = ROOT) -> list[Path]:
+        folder = root / self.checkpoint_dir if self.checkpoint_dir else self.folder(root) / "checkpoints"
+        return [folder / f"{stem}.pt" for stem in self.stems()]
+
+
+def expand(exp: Experiment, threads: int | None) -> list[Run]:
+    """One Run per (setting, environment, policy), each training all seeds in one process."""
+    runs = []
+    for setting, (base_dir, flags) in exp.settings.items():
+        for env in exp.envs:
+            for policy in exp.policies:
+                script = POLICY_SCRIPT[policy]
+                multi = is_multi_agent(policy)
+                if "num_agents" in flags:
+                    num_agents = _positive(flags["num_agents"], f"settings.{setting}: --num_agents")
+                    if not multi and num_agents != 1:
+                        raise ExperimentError(f"settings.{setting}: --num_agents {num_agents} does not apply to "
+                                              f"{policy}, a single agent; use DASE_{policy} or DPD_{policy}")
+                else:
+                    num_agents = default_num_agents(policy)
+                algo = policy.split("_")[-1]
+                results_dir = (Path(base_dir) / algo / env).as_posix()
+                steps_flag, start_flag = STEP_FLAGS[script]
+                args = ["--policy", policy, "--env", env, "--seeds", *seed_tokens(exp.seeds),
+                        "--results_dir", results_dir, steps_flag, str(exp.steps), start_flag, str(exp.start_steps),
+                        "--eval_freq", str(exp.eval_freq)]
+                if exp.eval_episodes is not None:
+                    args += ["--eval_episodes", str(exp.eval_episodes)]
+                if threads is not None:
+                    args += ["--threads", str(threads)]
+                if exp.device is not None:
+                    args += ["--device", exp.device]
+                args += ["--quiet", "--resume", *flag_args(flags)]
+                checkpoint_dir = flags.get("checkpoint_dir")
+                runs.append(Run(setting=setting, policy=policy, env=env, seeds=tuple(exp.seeds),
+                                results_dir=results_dir, script=script, args=tuple(args), num_agents=num_agents,
+                                steps=exp.steps, eval_freq=exp.eval_freq, variant=variant_of(flags),
+                                checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None))
+    return runs
+
+
+def check_flags(runs: Sequence[Run]) -> None:
+    """Parse every run's flags with its script's own parser, so a typo stops the sweep before it starts."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    parsers: dict[str, Callable] = {}
+    for run in runs:
+        if run.script not in parsers:
+            parsers[run.script] = importlib.import_module(Path(run.script).stem).parse
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                parsers[run.script](list(run.args))
+        except SystemExit as e:
+            if e.code not in (0, None):
+                message = " ".join(err.getvalue().split()) or f"its parser exited with {e.code}"
+                raise ExperimentError(f"settings.{run.setting}, {run.policy}: {message}") from None
+
+
+def run_state(run: Run, root: Path = ROOT) -> str:
+    """'finished', 'would resume' (a checkpoint exists) or 'would run'."""
+    if files_complete(run.expected_files(root)):
+        return "finished"
+    if any(p.exists() for p in run.checkpoint_paths(root)):
+        return "would resume"
+    return "would run"
