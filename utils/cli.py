@@ -75,8 +75,9 @@ def seed_list(tokens: list[str]) -> list[int]:
             seeds.append(int(token))
         else:
             raise UsageError(f"--seeds {token}: seeds are non-negative integers or ranges like 0-9")
-    if len(set(seeds)) != len(seeds):
-        raise UsageError(f"--seeds: {' '.join(tokens)} names a seed twice")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise UsageError(f"--seeds {' '.join(tokens)}: {', '.join(map(str, repeated))} named twice")
     return seeds
 
 

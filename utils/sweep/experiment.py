@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..cli import count
+from ..cli import count, seed_list
 from ..errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository: relative results_dir are relative to it
@@ -95,34 +95,20 @@ def _names(value: Any, what: str) -> list[str]:
 
 
 def parse_seeds(value: Any) -> list[int]:
-    """Seeds as a list ([0, 1, 2]), a number, or a string of numbers and ranges ("0-9", "0-4 7 9")."""
-    if isinstance(value, bool):
-        raise ExperimentError(f"seeds: expected numbers or ranges like \"0-9\", got {value!r}")
+    """Seeds as a list ([0, 1, 2]), a number, or a string of numbers and ranges ("0-9", "0-4 7 9"): the
+    command lines' --seeds parsing of the same tokens, sorted."""
     items = value if isinstance(value, list) else [value]
-    seeds: list[int] = []
+    tokens: list[str] = []
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, str)):
             raise ExperimentError(f"seeds: expected numbers or ranges like \"0-9\", got {item!r}")
-        tokens = [item] if isinstance(item, int) else [t for t in re.split(r"[\s,]+", item) if t]
-        for token in tokens:
-            if isinstance(token, int):
-                if token < 0:
-                    raise ExperimentError(f"seeds: {token} is negative; seeds are non-negative integers")
-                seeds.append(token)
-                continue
-            m = re.fullmatch(r"(\d+)(?:-(\d+))?", token)
-            if m is None:
-                raise ExperimentError(f"seeds: {token!r} is neither a non-negative integer nor a range like 0-9")
-            lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-            if hi < lo:
-                raise ExperimentError(f"seeds: {token} is an empty range; write LOW-HIGH with LOW <= HIGH")
-            seeds.extend(range(lo, hi + 1))
-    if not seeds:
+        tokens += [str(item)] if isinstance(item, int) else [t for t in re.split(r"[\s,]+", item) if t]
+    if not tokens:
         raise ExperimentError("seeds: no seed given")
-    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
-    if repeated:
-        raise ExperimentError(f"seeds: {', '.join(map(str, repeated))} named twice")
-    return sorted(seeds)
+    try:
+        return sorted(seed_list(tokens))
+    except UsageError as e:
+        raise ExperimentError(f"seeds: {str(e).removeprefix('--seeds').lstrip(': ')}") from None
 
 
 def seed_tokens(seeds: Sequence[int]) -> list[str]:
