@@ -12,10 +12,15 @@ import numpy as np
 
 
 class Evaluation:
-    """One evaluation, at training step ``t``, of ``policy`` ([M, E, obs_dim] -> [M, E, act_dim]) on ``envs``."""
+    """One evaluation, at training step ``t``, of ``policy`` ([M, E, obs_dim] -> [M, E, act_dim]) on ``envs``.
 
-    def __init__(self, envs, policy: Callable[[np.ndarray], np.ndarray], t: int):
-        self.envs, self.policy, self.t = envs, policy, t
+    ``period`` and ``rate``: what training reports with these returns (the diagnostics of the evaluation period
+    that ends at ``t``, and the steps per second), kept until the evaluation ends.
+    """
+
+    def __init__(self, envs, policy: Callable[[np.ndarray], np.ndarray], t: int, period: dict | None = None,
+                 rate: float = 0.0):
+        self.envs, self.policy, self.t, self.period, self.rate = envs, policy, t, period or {}, rate
         self.obs = envs.eval_reset()
         self.returns = np.zeros(self.obs.shape[:2])
         self.active = np.ones(self.obs.shape[:2], dtype=bool)

@@ -9,7 +9,7 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +166,33 @@ class RunFiles:
             return json.loads(self.record.read_text()).get("finished_at_step")
         except (OSError, ValueError):
             return None
+
+
+@dataclass
+class ResumePlan:
+    """Every seed's fate, decided before anything is written: already finished (its curves), continued from its
+    checkpoint (its state; all at one step), or started from step 0."""
+
+    finished: dict[int, list[list[float]]]
+    states: dict[int, dict]
+    fresh: list[int]
+    active: list[int]  # the seeds to train, in the order given
+
+
+def plan_resume(seeds: list[int], files: list["RunFiles"]) -> ResumePlan:
+    """Each seed's plan (``RunFiles.plan``); a UsageError when the seeds to continue are at different steps."""
+    for f in files:
+        f.remove_stale_temps()
+    plans = dict(zip(seeds, (f.plan() for f in files)))
+    finished = {s: plan for s, (kind, plan) in plans.items() if kind == "finished"}
+    states = {s: plan for s, (kind, plan) in plans.items() if kind == "checkpoint"}
+    active = [s for s in seeds if s not in finished]
+    at = {s: int(states[s]["t"]) if s in states else 0 for s in active}
+    if len(set(at.values())) > 1:
+        where = ", ".join(f"seed {s} at step {t}" for s, t in at.items())
+        raise UsageError(f"--seeds: the runs to continue are at different steps ({where}); resume them in "
+                         "separate commands (--seed S --resume) or start them over with --overwrite")
+    return ResumePlan(finished, states, [s for s in active if s not in states], active)
 
 
 class Board:

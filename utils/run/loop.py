@@ -1,17 +1,16 @@
 """The one training loop behind both command lines: S seeds x N agents, lockstep environments, shared buffers.
 
-The pieces: ``RunConfig`` (config.py: settings and checks), ``LocalEnvs``/``EnvWorkers`` (utils.envs.workers:
-training environments and evaluation episodes, in this process or in worker processes), ``Learner`` (batched agents, buffers, updates), ``Evaluation`` (one evaluation of snapshots
-of the actors, beside training when environments run in workers), ``RunFiles`` (one seed's files, lock and
-resume policy). ``Trainer.run`` is the loop.
+``Trainer.run`` is the loop; what it calls lives beside it: ``RunConfig`` (config.py: settings and checks),
+``LocalEnvs``/``EnvWorkers`` (utils.envs.workers: training environments and evaluation episodes, in this
+process or in worker processes), ``Learner`` (batched agents, buffers, updates), ``Evaluation`` (one evaluation
+of snapshots of the actors, beside training when environments run in workers), ``RunFiles`` and
+``plan_resume`` (files.py: one seed's files, lock and resume policy), ``Progress``, ``StopSignals`` and the
+stop reports (progress.py).
 """
 from __future__ import annotations
 
 import random
-import signal
-import threading
-import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,8 +24,9 @@ from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .config import RunConfig, validate
 from .buffer import SharedReplayBuffer
 from .evaluation import Evaluation
-from .files import RunFiles
+from .files import RunFiles, plan_resume
 from .learner import Learner
+from .progress import Progress, StopSignals, interrupted_message, non_finite_message
 
 
 def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
@@ -73,7 +73,6 @@ class Trainer:
             # the GPU does the arithmetic; torch's CPU threads (one per core by default) would only spin against
             # the environment workers on the same cores (measured on 16 cores: evaluation 6x slower)
             torch.set_num_threads(1)
-        self.stop_signal: int | None = None
         self.last_checkpoint: int | None = None
         self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
         self.envs = None
@@ -107,7 +106,7 @@ class Trainer:
         self.eval_pace = -(-limit // cfg.eval_freq) if limit and self.workers else None
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
-        self.boards: list = []  # TensorBoard writers, one per seed (--tensorboard)
+        self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet, 0)  # open_outputs: boards
         self.t = 0
 
     @property
@@ -130,38 +129,25 @@ class Trainer:
         that step after writing a checkpoint, as if interrupted there (for training in pieces).
         """
         cfg = self.cfg
-        with ExitStack() as cleanup:
-            for files in list(self.files):  # every seed's lock, or none
-                files.lock.acquire()
-                cleanup.callback(files.lock.release)
-            cleanup.callback(self.close)
+        with self.locked():
             if self.prepare():
                 return self.curve_arrays()
-            for files in self.files:
-                files.write_record(self.device, self.t, self.seeds, self.workers)
-            if cfg.tensorboard:
-                self.boards = [files.board(self.t) for files in self.files]
-            if threading.current_thread() is threading.main_thread():
-                for s in (signal.SIGINT, signal.SIGTERM):
-                    cleanup.callback(signal.signal, s, signal.signal(s, self._on_signal))
-            self.started = self.last_eval = (time.time(), self.t)
-            if self.t == 0:
-                self.start_evaluation()
-            while self.t < cfg.max_time_steps:
-                self.step()
-                if self.t % cfg.eval_freq == 0:
+            self.open_outputs()
+            with StopSignals() as stop:
+                if self.t == 0:
                     self.start_evaluation()
-                if cfg.checkpoint_freq and self.t % cfg.checkpoint_freq == 0 and self.t < cfg.max_time_steps:
-                    self.save_checkpoint()
-                if self.t == stop_at:
-                    self.save_checkpoint()
-                    return self.curve_arrays()
-                if self.stop_signal is not None:
-                    self.save_checkpoint()
-                    raise Interrupted(self.stop_signal, self.interrupted_message())
-            self.finish_evaluation()
-            for files in self.files:
-                files.finish()
+                while self.t < cfg.max_time_steps:
+                    self.step()
+                    if self.t % cfg.eval_freq == 0:
+                        self.start_evaluation()
+                    if self.t == stop_at or stop.signum or self.checkpoint_due():
+                        self.save_checkpoint()
+                    if self.t == stop_at:
+                        return self.curve_arrays()
+                    if stop.signum:
+                        raise Interrupted(stop.signum, interrupted_message(stop.signum, cfg.name, self.t,
+                                                                           self.checkpoint_where()))
+            self.finish()
         return self.curve_arrays()
 
     def step(self) -> None:
@@ -180,18 +166,40 @@ class Trainer:
                 self.finish_evaluation()
         self.t += 1
 
+    # ---- around the loop -----------------------------------------------------------------------
+    @contextmanager
+    def locked(self):
+        """Every seed's lock (all or none) while inside; the environments closed on leaving."""
+        with ExitStack() as cleanup:
+            for files in list(self.files):
+                files.lock.acquire()
+                cleanup.callback(files.lock.release)
+            cleanup.callback(self.close)
+            yield
+
+    def open_outputs(self) -> None:
+        """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
+        for files in self.files:
+            files.write_record(self.device, self.t, self.seeds, self.workers)
+        boards = [files.board(self.t) for files in self.files] if self.cfg.tensorboard else []
+        self.progress = Progress(self.cfg.name, self.cfg.max_time_steps, self.seeds, self.rows, self.cfg.quiet,
+                                 self.t, boards)
+
+    def finish(self) -> None:
+        """The last evaluation; each seed's record says finished, its checkpoint goes."""
+        self.finish_evaluation()
+        for files in self.files:
+            files.finish()
+
     def start_evaluation(self) -> None:
         """Evaluate snapshots of every member's actor taken now: at once, or beside training (``--env_workers``)."""
         self.finish_evaluation()
         self.check_finite()
-        now = time.time()
-        rate = (self.t - self.last_eval[1]) / max(now - self.last_eval[0], 1e-9)
-        self.last_eval = (now, self.t)
+        rate = self.progress.rate(self.t)
         if self.cfg.save_model:
             for k, files in enumerate(self.files):
                 files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
-        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t)
-        self.pending.period, self.pending.rate = self.learner.period_stats(), rate
+        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, self.learner.period_stats(), rate)
         if self.eval_pace is None:
             self.finish_evaluation()
 
@@ -204,49 +212,50 @@ class Trainer:
         for m, score in enumerate(scores):
             self.curves[m].append(float(score))
             self.weight_curves[m].append(float(ev.period["weight"][m]))
+        self.save_curves()
+        self.progress.evaluation(ev.t, scores, ev.period, ev.rate)
+
+    def save_curves(self) -> None:
         for k, files in enumerate(self.files):
             files.save_curves(self.curves[self.rows(k)])
             if self.cfg.is_dase:
                 files.save_weights(self.weight_curves[self.rows(k)])
-        self.progress(ev.t, scores, ev.period, ev.rate if ev.t > self.started[1] else 0.0)
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
-        """Resume, skip or start each seed as its files say (deciding for all before writing anything).
-
-        Returns True when every seed had already finished. Seeds resumed together must be at one step.
-        """
+        """Resume, skip or start each seed as its files say (``plan_resume`` decides for all before anything is
+        written). Returns True when every seed had already finished."""
         cfg = self.cfg
-        for files in self.files:
-            files.remove_stale_temps()
-        plans = dict(zip(self.seeds, (files.plan() for files in self.files)))
-        self.done_curves = {s: plan for s, (kind, plan) in plans.items() if kind == "finished"}
-        active = [s for s in self.seeds if s not in self.done_curves]
-        for s in self.done_curves:
-            self.say(f"{cfg.for_seed(s).stem} | already complete ({cfg.max_time_steps} steps): nothing to do")
-        if not active:
+        plan = plan_resume(self.seeds, self.files)
+        self.done_curves = plan.finished
+        for s in plan.finished:
+            self.progress.say(f"{cfg.for_seed(s).stem} | already complete ({cfg.max_time_steps} steps): nothing to do")
+        if not plan.active:
             return True
-        at = {s: int(plans[s][1]["t"]) if plans[s][0] == "checkpoint" else 0 for s in active}
-        if len(set(at.values())) > 1:
-            where = ", ".join(f"seed {s} at step {t}" for s, t in at.items())
-            raise UsageError(f"--seeds: the runs to continue are at different steps ({where}); resume them in "
-                             "separate commands (--seed S --resume) or start them over with --overwrite")
-        if active != self.seeds:
-            self.build(active)
+        if plan.active != self.seeds:
+            self.build(plan.active)
         for s, files in zip(self.seeds, self.files):
-            if plans[s][0] == "fresh":
+            if s in plan.fresh:
                 if cfg.resume and files.existing():
-                    self.say(f"{files.cfg.stem} | no checkpoint at {files.checkpoint}: starting from step 0")
+                    self.progress.say(f"{files.cfg.stem} | no checkpoint at {files.checkpoint}: starting from step 0")
                 files.clear()
-        states = [plans[s][1] for s in self.seeds if plans[s][0] == "checkpoint"]
-        if states:
-            self.load_checkpoints(states)
-            for k, files in enumerate(self.files):
-                files.save_curves(self.curves[self.rows(k)])  # evaluations after the checkpoint are done again
-                if cfg.is_dase:
-                    files.save_weights(self.weight_curves[self.rows(k)])
-                self.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
+        if plan.states:
+            self.load_checkpoints([plan.states[s] for s in self.seeds if s in plan.states])
+            self.save_curves()  # evaluations after the checkpoint are done again
+            for files in self.files:
+                self.progress.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
         return False
+
+    def checkpoint_due(self) -> bool:
+        """A periodic checkpoint (--checkpoint_freq) falls on this step; none at the end (the run finishes)."""
+        freq = self.cfg.checkpoint_freq
+        return bool(freq) and self.t % freq == 0 and self.t < self.cfg.max_time_steps
+
+    def checkpoint_where(self) -> str | None:
+        """Where the checkpoints go: the file (one seed) or the folder; None when --checkpoint_freq is 0."""
+        if not self.cfg.checkpoint_freq:
+            return None
+        return str(self.files[0].checkpoint) if len(self.files) == 1 else f"{self.files[0].checkpoint.parent}/"
 
     def seed_state(self, k: int) -> dict:
         """The k-th seed's checkpoint: what a process of that seed alone would write."""
@@ -276,33 +285,13 @@ class Trainer:
     # ---- guards and messages ------------------------------------------------------------------
     def check_finite(self) -> None:
         """Stop naming seed, agent and step when a loss or a parameter went NaN/inf (one host sync)."""
-        broken = self.learner.broken()
-        bad = sorted((step if step >= 0 else self.t, m, what) for m, (step, what) in enumerate(broken) if what)
-        if not bad:
-            return
         n = self.cfg.num_agents
-
-        def agent(m: int) -> str:
-            return f"agent {m % n} (seed {self.member_seeds[m]}) of {self.seed_cfgs[m // n].stem}"
-
-        step, m, what = bad[0]  # the first to break; through the shared buffer it may have broken the others
-        what = f"loss at step {step}" if what == "loss" else f"parameters by step {step}"
-        others = "".join(f", then {agent(j)} at step {s}" for s, j, _ in bad[1:])
-        where = self.files[0].checkpoint if len(self.files) == 1 else f"{self.files[0].checkpoint.parent}/"
-        kept = (f"the last good checkpoint ({where}, step {self.last_checkpoint}) is kept"
-                if self.last_checkpoint is not None else "no checkpoint was written")
-        raise NonFinite(f"{agent(m)}: non-finite {what}{others}; stopped, {kept}. "
-                        "Lower the learning rates or check the rewards")
-
-    def interrupted_message(self) -> str:
-        name = signal.Signals(self.stop_signal).name
-        if not self.cfg.checkpoint_freq:
-            return f"{name}: stopped {self.cfg.name} at step {self.t}, no checkpoint (--checkpoint_freq 0)"
-        where = self.files[0].checkpoint if len(self.files) == 1 else f"{self.files[0].checkpoint.parent}/"
-        return f"{name}: stopped {self.cfg.name} at step {self.t}, checkpoint {where}; continue with --resume"
-
-    def _on_signal(self, signum, frame) -> None:
-        self.stop_signal = signum
+        members = [f"agent {m % n} (seed {s}) of {self.seed_cfgs[m // n].stem}"
+                   for m, s in enumerate(self.member_seeds)]
+        where = self.checkpoint_where() or str(self.files[0].checkpoint)
+        message = non_finite_message(self.learner.broken(), self.t, members, where, self.last_checkpoint)
+        if message is not None:
+            raise NonFinite(message)
 
     def curve_arrays(self) -> list[np.ndarray]:
         """Every member's curve, seed by seed (seeds that had already finished included)."""
@@ -310,30 +299,8 @@ class Trainer:
         by_seed.update({s: self.curves[self.rows(k)] for k, s in enumerate(self.seeds)})
         return [np.asarray(c, dtype=np.float64) for s in self.cfg.seed_list() for c in by_seed[s]]
 
-    def say(self, line: str) -> None:
-        if not self.cfg.quiet:
-            print(line, flush=True)
-
-    def progress(self, t: int, scores: np.ndarray, period: dict, rate: float) -> None:
-        """One line per evaluation: step, throughput, returns (every agent's, or their spread), elapsed time."""
-        elapsed = time.strftime("%H:%M:%S", time.gmtime(time.time() - self.started[0]))
-        if len(self.seeds) == 1:
-            returns = "return " + " ".join(f"{s:9.1f}" for s in scores)
-        else:
-            returns = f"return mean {np.mean(scores):9.1f} min {np.min(scores):9.1f} max {np.max(scores):9.1f}"
-        self.say(f"{self.cfg.name} | step {t:>8d}/{self.cfg.max_time_steps} | {rate:7.1f} steps/s | "
-                 f"{returns} | {elapsed}")
-        for k, board in enumerate(self.boards):
-            rows = self.rows(k)
-            board.log(t, scores[rows], {name: v[rows] for name, v in period.items()}, rate)
-
-    def close_boards(self) -> None:
-        for board in self.boards:
-            board.close()
-        self.boards = []
-
     def close(self) -> None:
-        self.close_boards()
+        self.progress.close()
         self.pending = None
         self.envs.close()
 
