@@ -1,6 +1,7 @@
 """What every algorithm shares: acting, exploring, and per-agent save/load of stacked weights."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Optional
 
@@ -8,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .nets import AgentRNG
+from .nets import AgentRNG, adam, freeze
 from .sharing import batch_weights, reference_variance
 
 
@@ -52,6 +53,18 @@ class StackedAgents:
         self.explore_rng = AgentRNG([stream_seed(s, "explore") for s in self.seeds], self.device)
         self.networks: dict[str, nn.Module] = {}
         self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
+
+    def deterministic_actor_critic(self, actor: nn.Module, critic: nn.Module, actor_lr: float, critic_lr: float,
+                                   critic_weight_decay: float = 0.0) -> None:
+        """TD3's and DDPG's networks: the actor and critic on the device, frozen copies as targets, one Adam for
+        each, all listed in ``self.networks``."""
+        self.actor, self.critic = actor.to(self.device), critic.to(self.device)
+        self.actor_target = freeze(copy.deepcopy(self.actor))
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self.actor_opt = adam(self.actor.parameters(), lr=actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
+        self.networks = {"actor": self.actor, "critic": self.critic,
+                         "actor_target": self.actor_target, "critic_target": self.critic_target}
 
     def set_sharing(self, similarity: str, kl_div_var, noise_variance: torch.Tensor) -> None:
         """The batch-level sharing rule: the divergence, and the reference variance v (a number, or with

@@ -1,14 +1,12 @@
 """DDPG (Lillicrap et al., 2016; the 400-300 variant of Fujimoto et al.) for N agents at once."""
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import adam, BatchedLinear, DeterministicActor, freeze, init_generators, minimise, soft_update, weighted_mean
+from .nets import BatchedLinear, DeterministicActor, init_generators, minimise, soft_update, weighted_mean
 
 
 class DDPGCritic(nn.Module):
@@ -34,14 +32,9 @@ class DDPG(StackedAgents):
                  similarity="js", kl_div_var=0.1):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
-        self.actor = DeterministicActor(obs_dim, act_dim, (400, 300), gens, low, high).to(self.device)
-        self.critic = DDPGCritic(obs_dim, act_dim, gens).to(self.device)
-        self.actor_target = freeze(copy.deepcopy(self.actor))
-        self.critic_target = freeze(copy.deepcopy(self.critic))
-        self.actor_opt = adam(self.actor.parameters(), lr=actor_lr)
-        self.critic_opt = adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
-        self.networks = {"actor": self.actor, "critic": self.critic,
-                         "actor_target": self.actor_target, "critic_target": self.critic_target}
+        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, (400, 300), gens, low, high),
+                                        DDPGCritic(obs_dim, act_dim, gens), actor_lr=actor_lr, critic_lr=critic_lr,
+                                        critic_weight_decay=critic_weight_decay)
         self.discount, self.tau = discount, tau
         self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
 

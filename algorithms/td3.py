@@ -1,12 +1,10 @@
 """TD3 (Fujimoto et al., 2018) for N agents at once, with DASE sharing weights."""
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from .base import Batch, StackedAgents
-from .nets import adam, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
+from .nets import DeterministicActor, TwinQ, init_generators, minimise, soft_update, weighted_mean
 
 
 class TD3(StackedAgents):
@@ -17,14 +15,8 @@ class TD3(StackedAgents):
                  hidden=(256, 256), similarity="js", kl_div_var=0.1):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
-        self.actor = DeterministicActor(obs_dim, act_dim, hidden, gens, low, high).to(self.device)
-        self.critic = TwinQ(obs_dim, act_dim, hidden, gens).to(self.device)
-        self.actor_target = freeze(copy.deepcopy(self.actor))
-        self.critic_target = freeze(copy.deepcopy(self.critic))
-        self.actor_opt = adam(self.actor.parameters(), lr=lr)
-        self.critic_opt = adam(self.critic.parameters(), lr=lr)
-        self.networks = {"actor": self.actor, "critic": self.critic,
-                         "actor_target": self.actor_target, "critic_target": self.critic_target}
+        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high),
+                                        TwinQ(obs_dim, act_dim, hidden, gens), actor_lr=lr, critic_lr=lr)
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
         self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
