@@ -102,11 +102,7 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
         fig = plt.figure(figsize=(5.2, 5.0 if weights else 3.9))
         ax, _ = _panel(fig, fig.add_gridspec(1, 1)[0], groups, eval_freq, ci, window, weights, 7)
         ax.set_title(env)
-        fig.tight_layout()
-        path = out / f"{env}.{ext}"
-        fig.savefig(path, dpi=150)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(plt, fig, out / f"{env}.{ext}"))
     n = len(groups_by_env)
     cols = min(3, n)
     rows = math.ceil(n / cols)
@@ -115,9 +111,12 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
     for k, (env, groups) in enumerate(groups_by_env.items()):
         ax, _ = _panel(fig, grid[k // cols, k % cols], groups, eval_freq, ci, window, weights, 6)
         ax.set_title(env)
+    written.append(save(plt, fig, out / f"all_environments.{ext}"))
+    return written
+
+
+def save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
-    path = out / f"all_environments.{ext}"
     fig.savefig(path, dpi=150)
     plt.close(fig)
-    written.append(path)
-    return written
+    return path
