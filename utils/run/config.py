@@ -99,6 +99,14 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     ``names`` maps RunConfig fields to the flag names of the calling command line.
     """
     flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    _check_numbers(cfg, flag)
+    _check_execution(cfg)
+    _check_sizes(cfg)
+    _check_folders(cfg)
+
+
+def _check_numbers(cfg: RunConfig, flag) -> None:
+    """The policy, counts and step numbers."""
     if cfg.algorithm not in ALGORITHMS:
         raise UsageError(f"--policy: unknown policy {cfg.policy!r}")
     positive = {"num_agents": cfg.num_agents, "max_time_steps": cfg.max_time_steps, "eval_freq": cfg.eval_freq,
@@ -118,6 +126,10 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
                          f"lower --eval_freq or raise {flag('max_time_steps')}")
+
+
+def _check_execution(cfg: RunConfig) -> None:
+    """Device, threads, workers, checkpoints, TensorBoard, resume."""
     if cfg.cuda_graphs and not cfg.device.startswith("cuda"):
         raise UsageError(f"--cuda_graphs needs a GPU (--device cuda), the run is on {cfg.device}; drop --cuda_graphs")
     if cfg.cuda_graphs and cfg.compile:
@@ -130,11 +142,15 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
         raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
     if cfg.tensorboard:
         try:
-            import torch.utils.tensorboard  # noqa: F401
+            import torch.utils.tensorboard  # noqa: F401  (only whether it imports)
         except ImportError:
             raise UsageError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
     if cfg.resume and cfg.overwrite:
         raise UsageError("--resume and --overwrite contradict each other: pick one")
+
+
+def _check_sizes(cfg: RunConfig) -> None:
+    """The buffer against the batches, and the seeds' range."""
     if cfg.buffer_size < cfg.num_agents:
         raise UsageError(f"--buffer_size {cfg.buffer_size} cannot hold one step of {cfg.num_agents} agents")
     if cfg.buffer_size < cfg.batch_size:
@@ -148,6 +164,10 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
             raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
     if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
         raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
+
+
+def _check_folders(cfg: RunConfig) -> None:
+    """Every folder the run writes is a folder (or can become one) and takes files."""
     folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
                "--models_dir": cfg.models_dir}
     for name, folder in folders.items():
