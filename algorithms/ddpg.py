@@ -10,13 +10,13 @@ from .nets import BatchedLinear, DeterministicActor, init_generators, minimise, 
 
 
 class DDPGCritic(nn.Module):
-    """Q(s, a): state -> 400, then [features, action] -> 300 -> 1."""
+    """Q(s, a): state -> 400, then [features, action] -> 300 -> 1 (``hidden``: the two widths)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, gens):
+    def __init__(self, obs_dim: int, act_dim: int, gens, hidden: tuple[int, int] = (400, 300)):
         super().__init__()
-        self.l1 = BatchedLinear(obs_dim, 400, gens)
-        self.l2 = BatchedLinear(400 + act_dim, 300, gens)
-        self.l3 = BatchedLinear(300, 1, gens)
+        self.l1 = BatchedLinear(obs_dim, hidden[0], gens)
+        self.l2 = BatchedLinear(hidden[0] + act_dim, hidden[1], gens)
+        self.l3 = BatchedLinear(hidden[1], 1, gens)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         h = F.relu(self.l1(obs))
@@ -29,11 +29,11 @@ class DDPG(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.001,
                  expl_noise=0.1, actor_lr=1e-4, critic_lr=1e-3, critic_weight_decay=1e-2,
-                 similarity="js", kl_div_var=0.1):
+                 hidden=(400, 300), similarity="js", kl_div_var=0.1):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
-        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, (400, 300), gens, low, high),
-                                        DDPGCritic(obs_dim, act_dim, gens), actor_lr=actor_lr, critic_lr=critic_lr,
+        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high),
+                                        DDPGCritic(obs_dim, act_dim, gens, hidden), actor_lr=actor_lr, critic_lr=critic_lr,
                                         critic_weight_decay=critic_weight_decay)
         self.discount, self.tau = discount, tau
         self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
