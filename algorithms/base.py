@@ -42,7 +42,7 @@ class StackedAgents:
     gaussian_behaviour = False  # True when transitions must carry the behaviour Gaussian
 
     def __init__(self, seeds, low, high, device, expl_noise: float):
-        self.n = len(seeds)  # members: every agent of every seed this batched model holds
+        self.members = len(seeds)  # every agent of every seed this batched model holds
         self.seeds = [int(s) for s in seeds]
         self.device = torch.device(device)
         self.low = torch.as_tensor(np.asarray(low), dtype=torch.float32, device=self.device)

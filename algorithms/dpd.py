@@ -44,7 +44,7 @@ class Distilling:
 
     def peers(self, offset: int) -> torch.Tensor:
         """[M] index of each learner's peer ``offset`` places further round its group (seed)."""
-        m = torch.arange(self.n, device=self.device)
+        m = torch.arange(self.members, device=self.device)
         return m - m % self.group_size + (m % self.group_size + offset) % self.group_size
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

@@ -81,7 +81,7 @@ class SAC(StackedAgents):
         self.critic_target = freeze(copy.deepcopy(self.critic))
         # entropy tuning is meaningless without action probabilities
         self.auto_alpha = automatic_entropy_tuning and self.gaussian
-        self.temperature = Temperature(self.n, alpha, self.auto_alpha).to(self.device)
+        self.temperature = Temperature(self.members, alpha, self.auto_alpha).to(self.device)
         self.target_entropy = -float(act_dim)
         self.actor_opt = adam(self.actor.parameters(), lr=lr)
         self.critic_opt = adam(self.critic.parameters(), lr=lr)

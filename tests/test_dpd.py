@@ -45,7 +45,7 @@ def test_weights_and_loss_equal_a_per_sample_computation(cls, kw, float64):
     below then test the formula, on any x86-64 CPU."""
     alpha = 3.0  # large enough that some weights hit the clip bounds
     agents = cls(OBS, ACT, LOW, HIGH, [1, 101, 201, 2, 102, 202], "cpu", group_size=3, dpd_alpha=alpha, **kw)
-    m_count = agents.n
+    m_count = agents.members
     with torch.no_grad():  # make the critics disagree strongly, so clipping matters
         for p in agents.critic.parameters():
             p.mul_(4.0)

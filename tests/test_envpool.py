@@ -106,10 +106,10 @@ def test_ctrl_c_to_the_process_group_checkpoints_and_resumes_with_workers(tmp_pa
 
 
 def test_an_environment_that_cannot_be_restored_exactly_is_a_one_line_error():
-    """A checkpoint's episode record that does not lead to the saved observation (another environment version,
+    """A checkpoint's episode log that does not lead to the saved observation (another environment version,
     a non-deterministic environment) is refused, naming the environment, rather than resumed in another state."""
     from utils.envs.registry import make_env
-    from utils.envs.replay import EpisodeRecord, restore_env
+    from utils.envs.replay import EpisodeLog, restore_env
     from utils.errors import UsageError
 
     env = make_env("Pendulum-v1")
@@ -117,13 +117,13 @@ def test_an_environment_that_cannot_be_restored_exactly_is_a_one_line_error():
     actions = [np.array([0.5], dtype=np.float32), np.array([-1.0], dtype=np.float32)]
     for a in actions:
         obs, *_ = env.step(a)
-    record = EpisodeRecord(5, None, actions).to_dict()
+    log = EpisodeLog(5, None, actions).to_dict()
     space = env.action_space.np_random.bit_generator.state
-    restored, same_obs, _ = restore_env("Pendulum-v1", record, 5, space, np.asarray(obs))
-    np.testing.assert_array_equal(same_obs, obs)  # the honest record restores exactly
-    record["actions"] = record["actions"] * 0.5  # a record that leads elsewhere
+    restored, same_obs, _ = restore_env("Pendulum-v1", log, 5, space, np.asarray(obs))
+    np.testing.assert_array_equal(same_obs, obs)  # the honest log restores exactly
+    log["actions"] = log["actions"] * 0.5  # a log that leads elsewhere
     with pytest.raises(UsageError, match="cannot restore Pendulum-v1 exactly"):
-        restore_env("Pendulum-v1", record, 5, space, np.asarray(obs))
+        restore_env("Pendulum-v1", log, 5, space, np.asarray(obs))
 
 
 def test_a_worker_that_dies_is_reported_not_waited_for():

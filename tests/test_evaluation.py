@@ -10,14 +10,14 @@ from utils.run.evaluation import evaluate
 
 def one_at_a_time(agents, env_id, seed, episodes):
     """The plain protocol: for each agent, for each episode, step one environment with one state."""
-    scores = np.zeros(agents.n)
-    for i in range(agents.n):
+    scores = np.zeros(agents.members)
+    for i in range(agents.members):
         for s in episode_seeds(seed, episodes):
             env = make_env(env_id)
             obs, _ = env.reset(seed=s)
             done, total = False, 0.0
             while not done:
-                x = np.zeros((agents.n, 1, obs.shape[0]), dtype=np.float32)
+                x = np.zeros((agents.members, 1, obs.shape[0]), dtype=np.float32)
                 x[i, 0] = obs
                 action = agents.act(x)[i, 0].numpy()
                 obs, r, terminated, truncated, _ = env.step(action)

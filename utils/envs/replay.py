@@ -18,7 +18,7 @@ from .registry import make_env
 
 
 @dataclass
-class EpisodeRecord:
+class EpisodeLog:
     """How one environment's current episode started, and the actions taken in it so far."""
 
     seed: int | None  # reset(seed=...) for the first episode
@@ -26,28 +26,28 @@ class EpisodeRecord:
     actions: list = field(default_factory=list)
 
     @staticmethod
-    def before_reset(env) -> "EpisodeRecord":
-        return EpisodeRecord(None, env.unwrapped.np_random.bit_generator.state)
+    def before_reset(env) -> "EpisodeLog":
+        return EpisodeLog(None, env.unwrapped.np_random.bit_generator.state)
 
     def to_dict(self) -> dict:
         actions = torch.as_tensor(np.asarray(self.actions, dtype=np.float32)) if self.actions else torch.zeros(0)
         return {"seed": self.seed, "rng_state": self.rng_state, "actions": actions}
 
 
-def restore_env(env_id: str, record: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray):
-    """Re-create an environment in the state a checkpoint describes; returns (env, obs, EpisodeRecord)."""
+def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray):
+    """Re-create an environment in the state a checkpoint describes; returns (env, obs, EpisodeLog)."""
     env = make_env(env_id)
-    if record["seed"] is not None:
-        obs, _ = env.reset(seed=int(record["seed"]))
+    if log["seed"] is not None:
+        obs, _ = env.reset(seed=int(log["seed"]))
     else:
         env.reset(seed=base_seed)  # creates the generator, whose state is then replaced
-        env.unwrapped.np_random.bit_generator.state = record["rng_state"]
+        env.unwrapped.np_random.bit_generator.state = log["rng_state"]
         obs, _ = env.reset()
-    actions = [a.numpy() for a in record["actions"]]
+    actions = [a.numpy() for a in log["actions"]]
     for a in actions:
         obs, *_ = env.step(a)
     env.action_space.np_random.bit_generator.state = action_space_state
     if not np.array_equal(np.asarray(obs, dtype=expected_obs.dtype), expected_obs):
         raise UsageError(f"cannot restore {env_id} exactly from the checkpoint (is the environment deterministic, "
                          "and the same version?); start over with --overwrite")
-    return env, obs, EpisodeRecord(record["seed"], record["rng_state"], actions)
+    return env, obs, EpisodeLog(log["seed"], log["rng_state"], actions)

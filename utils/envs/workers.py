@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .replay import EpisodeRecord, restore_env
+from .replay import EpisodeLog, restore_env
 from .registry import make_env, seeded_envs
 from ..errors import UsageError, WorkerDied
 
@@ -42,7 +42,7 @@ class LocalEnvs:
     def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int):
         self.env_id, self.seeds = env_id, [int(s) for s in seeds]
         self.envs, self.obs = seeded_envs(env_id, self.seeds)
-        self.episodes = [EpisodeRecord(s) for s in self.seeds]
+        self.episodes = [EpisodeLog(s) for s in self.seeds]
         self.episode_count = [0] * len(self.seeds)
         space = self.envs[0].action_space
         self.obs_dim, self.act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
@@ -74,7 +74,7 @@ class LocalEnvs:
             done[i] = terminated[i] or truncated
         self.obs = next_obs.copy()
         for i in np.nonzero(done)[0]:
-            self.episodes[i] = EpisodeRecord.before_reset(self.envs[i])
+            self.episodes[i] = EpisodeLog.before_reset(self.envs[i])
             self.obs[i], _ = self.envs[i].reset()
             self.episode_count[i] += 1
         if eval_actions is not None:
@@ -105,7 +105,7 @@ class LocalEnvs:
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def state_dict(self, rows: slice = slice(None)) -> dict:
-        """Members ``rows``: current observations, episode records and samplers, for a checkpoint."""
+        """Members ``rows``: current observations, episode logs and samplers, for a checkpoint."""
         return {"obs": torch.as_tensor(self.obs[rows]), "episode_count": self.episode_count[rows],
                 "episodes": [e.to_dict() for e in self.episodes[rows]],
                 "action_space_rng": [env.action_space.np_random.bit_generator.state for env in self.envs[rows]]}
@@ -184,7 +184,7 @@ def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, e
             if cmd == "step":
                 random, evaluate = arg
                 if random is not None:
-                    actions = None if random else shared.actions[rows].copy()  # episode records keep them
+                    actions = None if random else shared.actions[rows].copy()  # episode logs keep them
                     _, actions, rewards, next_obs, terminated = envs.step(actions)
                     shared.actions[rows], shared.rewards[rows], shared.next_obs[rows] = actions, rewards, next_obs
                     shared.terminated[rows], shared.obs[rows] = terminated, envs.obs

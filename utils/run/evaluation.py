@@ -33,7 +33,7 @@ class Evaluation:
         """Actions for the next step and which episodes are still running."""
         return self.policy(self.obs), self.active.copy()
 
-    def record(self, obs: np.ndarray, rewards: np.ndarray, ended: np.ndarray) -> None:
+    def observe(self, obs: np.ndarray, rewards: np.ndarray, ended: np.ndarray) -> None:
         """The outcome of a step taken with ``next_actions``."""
         self.returns += np.where(self.active, rewards, 0.0)
         self.obs = np.where(self.active[..., None], obs, self.obs)
@@ -44,7 +44,7 @@ class Evaluation:
         for _ in range(steps):
             if self.done:
                 return
-            self.record(*self.envs.eval_step(*self.next_actions()))
+            self.observe(*self.envs.eval_step(*self.next_actions()))
 
     def run(self) -> np.ndarray:
         """Play to the end; the mean return per member [M]."""

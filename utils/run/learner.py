@@ -93,7 +93,7 @@ class Learner:
         finite = torch.isfinite(info["critic_loss"])
         if "actor_loss" in info:
             finite = finite & torch.isfinite(info["actor_loss"])
-        self.record(batch.own, info)
+        self.accumulate(batch.own, info)
         if self.distill:
             for offset in range(1, self.agents_per_seed):  # every peer in turn
                 peer = self.agents.peers(offset)
@@ -101,7 +101,7 @@ class Learner:
                 finite = finite & torch.isfinite(self.agents.distill(states, peer))
         self.first_bad.copy_(torch.where((self.first_bad < 0) & ~finite, self.step_t, self.first_bad))
 
-    def record(self, own: torch.Tensor, info: dict) -> None:
+    def accumulate(self, own: torch.Tensor, info: dict) -> None:
         """Add one update's weights of external samples and losses to the period's sums (no host sync)."""
         external = (~own).unsqueeze(-1)
         actor = info.get("actor_loss")

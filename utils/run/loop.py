@@ -160,7 +160,7 @@ class Trainer:
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
         if ev is not None:
-            ev.record(*self.envs.eval_results())
+            ev.observe(*self.envs.eval_results())
             ev.advance(self.eval_pace - 1)
             if ev.done:
                 self.finish_evaluation()

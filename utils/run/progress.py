@@ -83,10 +83,10 @@ class StopSignals:
         import threading
 
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self._record) for s in (signal.SIGINT, signal.SIGTERM)}
+            self.previous = {s: signal.signal(s, self._note) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
-    def _record(self, signum, frame) -> None:
+    def _note(self, signum, frame) -> None:
         self.signum = signum
 
     def __exit__(self, *exc) -> None:
