@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import (Parser, add_common_flags, count, default_agents, main_guard, real, resolve_env, run_flags,
-                       shared_algo)
+from utils.cli import (Parser, add_common_flags, check_policy, count, default_agents, main_guard, real, resolve_env,
+                       run_flags, shared_algo)
 from utils.errors import UsageError
+from utils.naming import SCRIPT_POLICIES
 
-POLICIES = ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG", "DPD_TD3", "DPD_DDPG")
+POLICIES = SCRIPT_POLICIES["DASE_main.py"]
 
 
 def parse(argv=None):
@@ -36,9 +37,7 @@ def build_config(args):
     """Turn flags into a RunConfig (checks what the flags alone can tell)."""
     from utils.run import RunConfig
 
-    if args.policy not in POLICIES:
-        hint = " (SAC policies run with sac_main.py)" if "SAC" in args.policy else ""
-        raise UsageError(f"--policy: unknown policy {args.policy!r}; use one of {', '.join(POLICIES)}{hint}")
+    check_policy(args.policy, "DASE_main.py")
     algorithm = args.policy.removeprefix("DASE_").removeprefix("DPD_")
     tau = args.tau if args.tau is not None else (0.001 if algorithm == "DDPG" else 0.005)
     checks = [(0.0 < tau <= 1.0, f"--tau {tau} must be in (0, 1]"),

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import (Parser, add_common_flags, count, default_agents, main_guard, real, resolve_env, run_flags,
-                       shared_algo)
+from utils.cli import (Parser, add_common_flags, check_policy, count, default_agents, main_guard, real, resolve_env,
+                       run_flags, shared_algo)
 from utils.errors import UsageError
+from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
 
-POLICIES = ("DASE_SAC", "SAC", "DPD_SAC")
-FLAG_NAMES = {"max_time_steps": "num_steps", "start_time_steps": "start_steps"}
+POLICIES = SCRIPT_POLICIES["sac_main.py"]
+FLAG_NAMES = SCRIPT_FLAG_NAMES["sac_main.py"]
 
 
 def parse(argv=None):
@@ -39,9 +40,7 @@ def build_config(args):
     """Turn flags into a RunConfig (checks what the flags alone can tell)."""
     from utils.run import RunConfig
 
-    if args.policy not in POLICIES:
-        hint = " (DDPG/TD3 policies run with DASE_main.py)" if ("TD3" in args.policy or "DDPG" in args.policy) else ""
-        raise UsageError(f"--policy: unknown policy {args.policy!r}; use one of {', '.join(POLICIES)}{hint}")
+    check_policy(args.policy, "sac_main.py")
     env = resolve_env(args.env, args.quiet)
     reward_scale = args.reward_scale if args.reward_scale is not None else (20.0 if env.startswith("Humanoid") else 5.0)
     checks = [(0.0 < args.tau <= 1.0, f"--tau {args.tau} must be in (0, 1]"),

@@ -81,6 +81,16 @@ def seed_list(tokens: list[str]) -> list[int]:
     return seeds
 
 
+def check_policy(policy: str, script: str) -> None:
+    """A UsageError unless ``script`` trains ``policy``; it names the command line that does, if any."""
+    from .naming import SCRIPT_POLICIES, script_of
+
+    if policy not in SCRIPT_POLICIES[script]:
+        other = script_of(policy)
+        hint = f" ({policy} runs with {other})" if other else ""
+        raise UsageError(f"--policy: unknown policy {policy!r}; use one of {', '.join(SCRIPT_POLICIES[script])}{hint}")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: 'prog: error: ... (see --help)', exit code 2."""
 

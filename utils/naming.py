@@ -19,6 +19,23 @@ CURVE_NAME = re.compile(r"^(?:(?P<method>DASE|DPD)_)?(?P<alg>DDPG|TD3|SAC)(?:_(?
                         + r"))?_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")
 
 
+# each command line's policies, and the RunConfig fields it spells otherwise (the paper's scripts' spellings)
+SCRIPT_POLICIES = {"DASE_main.py": ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG", "DPD_TD3", "DPD_DDPG"),
+                   "sac_main.py": ("DASE_SAC", "SAC", "DPD_SAC")}
+SCRIPT_FLAG_NAMES = {"DASE_main.py": {},
+                     "sac_main.py": {"max_time_steps": "num_steps", "start_time_steps": "start_steps"}}
+
+
+def script_of(policy: str) -> str | None:
+    """The command line that trains ``policy``, or None for an unknown policy."""
+    return next((script for script, policies in SCRIPT_POLICIES.items() if policy in policies), None)
+
+
+def flag_name(script: str, field: str) -> str:
+    """A RunConfig field as ``script`` spells it on its command line: --max_time_steps or --num_steps."""
+    return "--" + SCRIPT_FLAG_NAMES[script].get(field, field)
+
+
 def is_multi_agent(policy: str) -> bool:
     return policy.startswith(MULTI_AGENT_PREFIXES)
 

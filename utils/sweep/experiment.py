@@ -11,16 +11,11 @@ from typing import Any, Sequence
 
 from ..cli import count, seed_list
 from ..errors import UsageError
+from ..naming import SCRIPT_POLICIES, script_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository: relative results_dir are relative to it
 
-DASE_SCRIPT, SAC_SCRIPT = "DASE_main.py", "sac_main.py"
-POLICY_SCRIPT = {
-    **{p: DASE_SCRIPT for p in ("DDPG", "TD3", "DASE_DDPG", "DASE_TD3", "DPD_DDPG", "DPD_TD3")},
-    **{p: SAC_SCRIPT for p in ("SAC", "DASE_SAC", "DPD_SAC")},
-}
-# the two command lines spell the run length and the random warm-up differently
-STEP_FLAGS = {DASE_SCRIPT: ("--max_time_steps", "--start_time_steps"), SAC_SCRIPT: ("--num_steps", "--start_steps")}
+POLICIES = [p for policies in SCRIPT_POLICIES.values() for p in policies]
 
 TOP_KEYS = {"description", "envs", "policies", "seeds", "settings", "steps", "start_steps", "eval_freq",
             "eval_episodes", "flags", "threads_per_run", "gpus_per_run", "device"}
@@ -230,8 +225,8 @@ def _read(path: Path) -> dict:
 def _policies(value: Any) -> list[str]:
     policies = _names(value, "policies")
     for policy in policies:
-        if policy not in POLICY_SCRIPT:
-            raise ExperimentError(f"policies: unknown policy {policy!r}; use one of {', '.join(POLICY_SCRIPT)}")
+        if script_of(policy) is None:
+            raise ExperimentError(f"policies: unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
     return policies
 
 

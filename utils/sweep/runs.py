@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..naming import curve_length, curve_names, default_num_agents, is_multi_agent, run_stem, variant_of
+from ..naming import (curve_length, curve_names, default_num_agents, flag_name, is_multi_agent, run_stem,
+                      script_of, variant_of)
 from .execute import files_complete
-from .experiment import POLICY_SCRIPT, ROOT, STEP_FLAGS, Experiment, ExperimentError, _positive, flag_args, seed_tokens
+from .experiment import ROOT, Experiment, ExperimentError, _positive, flag_args, seed_tokens
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
     for setting, (base_dir, flags) in exp.settings.items():
         for env in exp.envs:
             for policy in exp.policies:
-                script = POLICY_SCRIPT[policy]
+                script = script_of(policy)
                 multi = is_multi_agent(policy)
                 if "num_agents" in flags:
                     num_agents = _positive(flags["num_agents"], f"settings.{setting}: --num_agents")
@@ -87,7 +88,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                     num_agents = default_num_agents(policy)
                 algo = policy.split("_")[-1]
                 results_dir = (Path(base_dir) / algo / env).as_posix()
-                steps_flag, start_flag = STEP_FLAGS[script]
+                steps_flag, start_flag = flag_name(script, "max_time_steps"), flag_name(script, "start_time_steps")
                 args = ["--policy", policy, "--env", env, "--seeds", *seed_tokens(exp.seeds),
                         "--results_dir", results_dir, steps_flag, str(exp.steps), start_flag, str(exp.start_steps),
                         "--eval_freq", str(exp.eval_freq)]
