@@ -10,6 +10,13 @@ from typing import Any, Callable
 import numpy as np
 
 
+def file_in_the_way(folder: str | os.PathLike) -> Path | None:
+    """The file that keeps ``folder`` from being a folder (it, or the nearest existing parent, is not a directory);
+    None when the folder exists or can be created."""
+    existing = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
+from ..io import file_in_the_way
 from ..naming import ALGORITHMS, curve_names, run_stem, variant_of
 
 
@@ -171,8 +172,8 @@ def _check_folders(cfg: RunConfig) -> None:
     folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
                "--models_dir": cfg.models_dir}
     for name, folder in folders.items():
-        blocked = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
-        if blocked is not None and not blocked.is_dir():
+        blocked = file_in_the_way(folder)
+        if blocked is not None:
             raise UsageError(f"{name} {folder}: {blocked} is a file, not a folder; pick another path")
     written = {"--results_dir": True, "--checkpoint_dir": cfg.checkpoint_freq > 0, "--models_dir": cfg.save_model}
     for name, folder in folders.items():

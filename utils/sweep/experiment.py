@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..cli import count, seed_list
 from ..errors import UsageError
+from ..io import file_in_the_way
 from ..naming import SCRIPT_POLICIES, script_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository: relative results_dir are relative to it
@@ -279,8 +280,8 @@ def _settings(raw: Any, common: dict[str, Any]) -> dict[str, tuple[str, dict[str
             raise ExperimentError(f"{where}: results_dir {results_dir!r} is also setting {folders[key]!r}'s; "
                                   "the runs would overwrite each other: give each setting its own folder")
         folders[key] = name
-        blocked = next((p for p in [Path(key), *Path(key).parents] if p.exists()), None)
-        if blocked is not None and not blocked.is_dir():
+        blocked = file_in_the_way(key)
+        if blocked is not None:
             raise ExperimentError(f"{where}: results_dir {results_dir!r}: {blocked} is a file, not a folder")
         settings[name] = (results_dir, {**common, **_flags(body.get("flags"), f"{where}.flags")})
     return settings
