@@ -108,7 +108,7 @@ def test_no_curves_is_an_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert plot.main([str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: no curve files") and len(err.splitlines()) == 1
+    assert err.startswith("python -m utils.plot: error: no curve files") and len(err.splitlines()) == 1
     assert plot.main([str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
 
 

@@ -41,11 +41,13 @@ from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_ke
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
 
+PROG = "python -m utils.plot"
+
 
 def parse(argv=None) -> argparse.Namespace:
     summary, _, rest = __doc__.partition("\n\n")
     rest = rest.partition("\n\n")[2]  # argparse prints its own usage line
-    p = argparse.ArgumentParser(prog="python -m utils.plot", description=summary, epilog=rest.strip(),
+    p = argparse.ArgumentParser(prog=PROG, description=summary, epilog=rest.strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dirs", nargs="+", type=str, help="folders (searched recursively) or .npy files")
     p.add_argument("--out", type=str, default="Figures", help="output folder (default: Figures)")
@@ -139,7 +141,7 @@ def main(argv=None) -> int:
         by_env = by_environment(group_curves(own_curves, args.per_agent),
                                 group_curves(ref_curves, args.per_agent, reference=True))
     except PlotError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
