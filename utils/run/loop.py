@@ -106,7 +106,7 @@ class Trainer:
         self.eval_pace = -(-limit // cfg.eval_freq) if limit and self.workers else None
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
-        self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet, 0)  # open_outputs: boards
+        self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet)  # started by open_outputs
         self.t = 0
 
     @property
@@ -181,9 +181,7 @@ class Trainer:
         """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
         for files in self.files:
             files.write_record(self.device, self.t, self.seeds, self.workers)
-        boards = [files.board(self.t) for files in self.files] if self.cfg.tensorboard else []
-        self.progress = Progress(self.cfg.name, self.cfg.max_time_steps, self.seeds, self.rows, self.cfg.quiet,
-                                 self.t, boards)
+        self.progress.start(self.t, [files.board(self.t) for files in self.files] if self.cfg.tensorboard else [])
 
     def finish(self) -> None:
         """The last evaluation; each seed's record says finished, its checkpoint goes."""

@@ -10,10 +10,14 @@ import numpy as np
 class Progress:
     """One line per evaluation on stdout (unless quiet) and, with --tensorboard, each seed's board.
 
-    ``rows(k)`` gives the members of the k-th seed; ``boards`` one writer per seed, or none."""
+    ``rows(k)`` gives the members of the k-th seed. ``start`` begins the clock and takes the boards (one writer
+    per seed, or none); before it, only ``say`` is used."""
 
-    def __init__(self, name: str, max_time_steps: int, seeds: list[int], rows, quiet: bool, t: int, boards=()):
+    def __init__(self, name: str, max_time_steps: int, seeds: list[int], rows, quiet: bool):
         self.name, self.max_time_steps, self.seeds, self.rows, self.quiet = name, max_time_steps, seeds, rows, quiet
+        self.boards: list = []
+
+    def start(self, t: int, boards=()) -> None:
         self.boards = list(boards)
         self.started = self.last = (time.time(), t)  # (wall time, step): of the start, of the last evaluation
 

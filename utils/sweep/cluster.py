@@ -54,9 +54,8 @@ class RayRuns:
             self.flagged = True
         while self.queue and not self.stop and (self.max_in_flight is None or len(self.pending) < self.max_in_flight):
             i, run = self.queue.pop(0)
-            root = self.root
-            ref = self.task.remote(run.argv, str(root), str(run.log_path(root)), run.expected_files(root), None,
-                                   self.flag)
+            ref = self.task.remote(run.argv, str(self.root), str(run.log_path(self.root)),
+                                   run.expected_files(self.root), None, self.flag)
             self.pending[ref] = i
 
     def collect(self, ref) -> Result:

@@ -72,7 +72,7 @@ def _integer(value: Any, what: str) -> int:
         raise ExperimentError(f"{what}: expected an integer, got {value!r}") from None
 
 
-def _positive(value: Any, what: str, minimum: int = 1) -> int:
+def positive(value: Any, what: str, minimum: int = 1) -> int:
     number = _integer(value, what)
     if number < minimum:
         raise ExperimentError(f"{what}: must be {'positive' if minimum == 1 else f'>= {minimum}'}, got {number}")
@@ -181,15 +181,15 @@ def load_experiment(path: str | Path) -> Experiment:
     policies = _policies(spec["policies"])
     envs = _environments(spec["envs"], notices)
     seeds = parse_seeds(spec["seeds"])
-    steps = _positive(spec["steps"], "steps")
-    start_steps = _positive(spec.get("start_steps", 25_000), "start_steps", minimum=0)
-    eval_freq = _positive(spec.get("eval_freq", 1000), "eval_freq")
+    steps = positive(spec["steps"], "steps")
+    start_steps = positive(spec.get("start_steps", 25_000), "start_steps", minimum=0)
+    eval_freq = positive(spec.get("eval_freq", 1000), "eval_freq")
     if eval_freq > steps:
         raise ExperimentError(f"eval_freq {eval_freq} is larger than steps {steps}")
     if start_steps >= steps:
         notices.append(f"note: start_steps {start_steps} >= steps {steps}: the runs act randomly and never train")
-    eval_episodes = _positive(spec["eval_episodes"], "eval_episodes") if "eval_episodes" in spec else None
-    threads = _positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None
+    eval_episodes = positive(spec["eval_episodes"], "eval_episodes") if "eval_episodes" in spec else None
+    threads = positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None
     gpus, device = _gpus(spec.get("gpus_per_run", 0)), _device(spec.get("device"))
     settings = _settings(spec["settings"], _flags(spec.get("flags"), "flags"))
     return Experiment(path=path, envs=envs, policies=policies, seeds=seeds, settings=settings, steps=steps,

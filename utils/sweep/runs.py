@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from ..naming import (curve_length, curve_names, default_num_agents, flag_name, is_multi_agent, run_stem,
                       script_of, variant_of)
 from .execute import files_complete
-from .experiment import ROOT, Experiment, ExperimentError, _positive, flag_args, seed_tokens
+from .experiment import ROOT, Experiment, ExperimentError, positive, flag_args, seed_tokens
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                 script = script_of(policy)
                 multi = is_multi_agent(policy)
                 if "num_agents" in flags:
-                    num_agents = _positive(flags["num_agents"], f"settings.{setting}: --num_agents")
+                    num_agents = positive(flags["num_agents"], f"settings.{setting}: --num_agents")
                     if not multi and num_agents != 1:
                         raise ExperimentError(f"settings.{setting}: --num_agents {num_agents} does not apply to "
                                               f"{policy}, a single agent; use DASE_{policy} or DPD_{policy}")
