@@ -4,9 +4,9 @@ from __future__ import annotations
 import sys
 
 from utils.cli import (Parser, add_common_flags, check_policy, count, default_agents, main_guard, real, resolve_env,
-                       run_flags, shared_algo)
+                       resolve_policy, run_flags, shared_settings)
 from utils.errors import UsageError
-from utils.naming import SCRIPT_POLICIES
+from utils.naming import SCRIPT_POLICIES, algorithm_of
 
 POLICIES = SCRIPT_POLICIES["DASE_main.py"]
 
@@ -38,7 +38,8 @@ def build_config(args):
     from utils.run import RunConfig
 
     check_policy(args.policy, "DASE_main.py")
-    algorithm = args.policy.removeprefix("DASE_").removeprefix("DPD_")
+    policy = resolve_policy(args)
+    algorithm = algorithm_of(policy)
     tau = args.tau if args.tau is not None else (0.001 if algorithm == "DDPG" else 0.005)
     checks = [(0.0 < tau <= 1.0, f"--tau {tau} must be in (0, 1]"),
               (0.0 <= args.discount <= 1.0, f"--discount {args.discount} must be in [0, 1]"),
@@ -48,15 +49,15 @@ def build_config(args):
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
-    sharing = shared_algo(args)
+    sharing = shared_settings(args, policy)
     if algorithm == "TD3":
         algo = dict(discount=args.discount, tau=tau, policy_noise=args.policy_noise, noise_clip=args.noise_clip,
-                    policy_freq=args.policy_freq, expl_noise=args.expl_noise, **sharing)
+                    policy_freq=args.policy_freq, expl_noise=args.expl_noise)
     else:
-        algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise, **sharing)
-    return RunConfig(policy=args.policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args),
+        algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise)
+    return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
-                     algo=algo, **run_flags(args))
+                     algo=algo, sharing=sharing, **run_flags(args))
 
 
 def run(argv=None):

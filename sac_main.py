@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from utils.cli import (Parser, add_common_flags, check_policy, count, default_agents, main_guard, real, resolve_env,
-                       run_flags, shared_algo)
+                       resolve_policy, run_flags, shared_settings)
 from utils.errors import UsageError
 from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
 
@@ -14,7 +14,7 @@ FLAG_NAMES = SCRIPT_FLAG_NAMES["sac_main.py"]
 
 def parse(argv=None):
     p = Parser(prog="sac_main.py", description=__doc__)
-    p.add_argument("--policy", type=str, default="DASE_SAC", help="DASE_SAC, SAC or DPD_SAC (default: DASE_SAC)")
+    p.add_argument("--policy", type=str, default="DASE_SAC", help=f"one of {', '.join(POLICIES)} (default: DASE_SAC)")
     p.add_argument("--policy_type", type=str, default="Deterministic", choices=["Deterministic", "Gaussian"],
                    help="policy family (default: Deterministic)")
     add_common_flags(p)
@@ -41,6 +41,7 @@ def build_config(args):
     from utils.run import RunConfig
 
     check_policy(args.policy, "sac_main.py")
+    policy = resolve_policy(args)
     env = resolve_env(args.env, args.quiet)
     reward_scale = args.reward_scale if args.reward_scale is not None else (20.0 if env.startswith("Humanoid") else 5.0)
     checks = [(0.0 < args.tau <= 1.0, f"--tau {args.tau} must be in (0, 1]"),
@@ -56,9 +57,8 @@ def build_config(args):
             raise UsageError(message)
     algo = dict(policy_type=args.policy_type, gamma=args.gamma, tau=args.tau, lr=args.lr, alpha=args.alpha,
                 automatic_entropy_tuning=args.automatic_entropy_tuning, reward_scale=reward_scale,
-                hidden_size=args.hidden_size, target_update_interval=args.target_update_interval,
-                **shared_algo(args))
-    return RunConfig(policy=args.policy, env=env, num_agents=default_agents(args),
+                hidden_size=args.hidden_size, target_update_interval=args.target_update_interval)
+    return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy), sharing=shared_settings(args, policy),
                      max_time_steps=args.num_steps, start_time_steps=args.start_steps,
                      updates_per_step=args.updates_per_step,
                      algo=algo, **run_flags(args))

@@ -1,8 +1,8 @@
-"""DDPG, TD3 and SAC for N agents at once, the DASE sharing weights, and the DPD baseline."""
+"""DDPG, TD3 and SAC for N agents at once, the DASE sharing weights, DPD's distillation and graph diffusion."""
 from .base import Batch, StackedAgents
 from .ddpg import DDPG
-from .dpd import DPD_DDPG, DPD_SAC, DPD_TD3
+from .dpd import Distillation
 from .sac import SAC
 from .td3 import TD3
 
-__all__ = ["Batch", "StackedAgents", "DDPG", "TD3", "SAC", "DPD_DDPG", "DPD_TD3", "DPD_SAC"]
+__all__ = ["Batch", "StackedAgents", "DDPG", "TD3", "SAC", "Distillation"]

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .nets import AgentRNG, adam, freeze
-from .sharing import batch_weights, reference_variance
+from .sharing import Weighting
 
 
 def stream_seed(seed: int, stream: str) -> int:
@@ -52,6 +52,7 @@ class StackedAgents:
         self.update_rng = AgentRNG([stream_seed(s, "update") for s in self.seeds], self.device)
         self.explore_rng = AgentRNG([stream_seed(s, "explore") for s in self.seeds], self.device)
         self.networks: dict[str, nn.Module] = {}
+        self.weighting = Weighting()  # how much each sample counts; a sharing scheme may replace it
         self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
 
     def deterministic_actor_critic(self, actor: nn.Module, critic: nn.Module, actor_lr: float, critic_lr: float,
@@ -66,11 +67,13 @@ class StackedAgents:
         self.networks = {"actor": self.actor, "critic": self.critic,
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
 
-    def set_sharing(self, similarity: str, kl_div_var, noise_variance: torch.Tensor) -> None:
-        """The batch-level sharing rule: the divergence, and the reference variance v (a number, or with
-        ``kl_div_var="matched"`` ``noise_variance``: the exploration noise's variance per action dimension, [A])."""
-        self.similarity = similarity
-        self.kl_div_var = reference_variance(kl_div_var, noise_variance)
+    def exploration_variance(self) -> torch.Tensor:
+        """The variance of the exploration noise per action dimension [A], in action units."""
+        return (self.expl_noise * self.scale).pow(2)
+
+    def add_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
+        """An optimizer of a sharing scheme over these parameters (DPD's distillation): checkpointed with the rest."""
+        setattr(self, name, optimizer)
 
     def compile(self, **kwargs) -> None:
         """torch.compile every network in place (parameter names, hence files, stay the same)."""
@@ -100,12 +103,8 @@ class StackedAgents:
 
     @torch.no_grad()
     def weights(self, batch: Batch, policy_actions: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Batch-level DASE weights [N, B, 1]; pass pi(s) if it is already computed."""
-        if self.similarity == "none":
-            return torch.ones_like(batch.reward)
-        if policy_actions is None:
-            policy_actions = self.actor(batch.obs)
-        return batch_weights(batch.action, policy_actions.detach(), batch.own, self.kl_div_var, self.similarity)
+        """Per-sample weights [N, B, 1] from ``self.weighting``; pass pi(s) if it is already computed."""
+        return self.weighting(self, batch, policy_actions)
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         raise NotImplementedError

@@ -29,14 +29,13 @@ class DDPG(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.001,
                  expl_noise=0.1, actor_lr=1e-4, critic_lr=1e-3, critic_weight_decay=1e-2,
-                 hidden=(400, 300), similarity="js", kl_div_var=0.1):
+                 hidden=(400, 300)):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
         self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high),
                                         DDPGCritic(obs_dim, act_dim, gens, hidden), actor_lr=actor_lr, critic_lr=critic_lr,
                                         critic_weight_decay=critic_weight_decay)
         self.discount, self.tau = discount, tau
-        self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:
@@ -45,7 +44,7 @@ class DDPG(StackedAgents):
         return batch.reward + batch.not_done * self.discount * q
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One gradient step for all N agents; losses are DASE-weighted means."""
+        """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
         self.updates += 1
         pi = self.actor(batch.obs)  # the actor changes only below: reuse pi
         w = self.weights(batch, pi)

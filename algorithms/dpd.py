@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .ddpg import DDPG
 from .nets import adam, minimise
-from .sac import SAC
-from .td3 import TD3
 
 WEIGHT_MIN, WEIGHT_MAX = 0.01, 100.0
 
@@ -33,51 +30,33 @@ def distillation_loss(own_actions: torch.Tensor, peer_actions: torch.Tensor, w: 
     return (w * (own_actions - peer_actions).pow(2).mean(-1, keepdim=True)).sum(dim=(1, 2))
 
 
-class Distilling:
-    """Mixin for a StackedAgents algorithm: learners in groups of ``group_size`` distil from each other."""
+class Distillation:
+    """The distillation steps of DPD for any StackedAgents algorithm (DDPG, TD3, SAC); the algorithm's own update
+    is untouched. Its Adam is added to the agents' optimizers, so checkpoints carry it."""
 
-    def __init__(self, *args, group_size: int = 2, dpd_alpha: float = 1.0, dpd_lr: float = 1e-4,
-                 dpd_batch_size: int = 256, **kwargs):
-        super().__init__(*args, **{**kwargs, "similarity": "none"})  # own buffers: nothing to down-weight
-        self.group_size, self.dpd_alpha, self.dpd_batch_size = int(group_size), float(dpd_alpha), int(dpd_batch_size)
-        self.distill_opt = adam(self.actor.parameters(), lr=dpd_lr)
-
-    def peers(self, offset: int) -> torch.Tensor:
-        """[M] index of each learner's peer ``offset`` places further round its group (seed)."""
-        m = torch.arange(self.members, device=self.device)
-        return m - m % self.group_size + (m % self.group_size + offset) % self.group_size
+    def __init__(self, agents, alpha: float = 1.0, lr: float = 1e-4, batch_size: int = 256):
+        self.agents, self.alpha, self.batch_size = agents, float(alpha), int(batch_size)
+        agents.add_optimizer("distill_opt", adam(agents.actor.parameters(), lr=lr))
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The first critic (TD3, SAC) or the only one (DDPG)."""
-        return getattr(self.critic, "q1", self.critic)(obs, action)
+        critic = self.agents.critic
+        return getattr(critic, "q1", critic)(obs, action)
 
     @torch.no_grad()
     def peer_targets(self, obs: torch.Tensor, peer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """For learner m and states obs[m]: the peer's action and the weights (peer = peer[m])."""
+        """For learner m and states obs[m]: the peer's action and the weights (peer = peer[m], a permutation)."""
         inverse = torch.argsort(peer)
         # member j computes on the states of the learner whose peer it is, then rows go back to learners
         peer_obs = obs[inverse]
-        peer_action = self.actor(peer_obs).clamp(self.low, self.high)
+        peer_action = self.agents.actor(peer_obs).clamp(self.agents.low, self.agents.high)
         q_peer = self.q1(peer_obs, peer_action)[peer]
         action = peer_action[peer]
-        return action, dpd_weights(q_peer, self.q1(obs, action), self.dpd_alpha)
+        return action, dpd_weights(q_peer, self.q1(obs, action), self.alpha)
 
     def distill(self, obs: torch.Tensor, peer: torch.Tensor) -> torch.Tensor:
         """One distillation step of every learner towards its peer; returns the losses [M]."""
         action, w = self.peer_targets(obs, peer)
-        loss = distillation_loss(self.actor(obs), action, w)
-        minimise(self.distill_opt, loss.sum())
+        loss = distillation_loss(self.agents.actor(obs), action, w)
+        minimise(self.agents.distill_opt, loss.sum())
         return loss.detach()
-
-
-class DPD_DDPG(Distilling, DDPG):
-    """DDPG learners with dual policy distillation."""
-
-
-class DPD_TD3(Distilling, TD3):
-    """TD3 learners with dual policy distillation."""
-
-
-class DPD_SAC(Distilling, SAC):
-    """SAC learners (Gaussian: the squashed mean action is distilled) with dual policy distillation."""
-

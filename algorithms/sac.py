@@ -1,4 +1,4 @@
-"""SAC (Haarnoja et al., 2018) for N agents at once, Gaussian or deterministic policy, with DASE weights."""
+"""SAC (Haarnoja et al., 2018) for N agents at once, Gaussian or deterministic policy; losses weighted per sample."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,7 @@ from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
 from .nets import adam, MLP, BatchedLinear, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
-from .sharing import MATCHED, clipped_normal_variance, gaussian_policy_weights
+from .sharing import clipped_normal_variance
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP = 0.1, 0.25
@@ -67,7 +67,7 @@ class SAC(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, policy_type="Deterministic",
                  gamma=0.99, tau=0.005, lr=3e-4, alpha=0.2, automatic_entropy_tuning=False, reward_scale=5.0,
-                 hidden_size=256, target_update_interval=1, similarity="js", kl_div_var=0.1):
+                 hidden_size=256, target_update_interval=1):
         super().__init__(seeds, low, high, device, expl_noise=DETERMINISTIC_NOISE)
         gens = init_generators(self.seeds)
         self.gaussian = policy_type == "Gaussian"
@@ -90,14 +90,10 @@ class SAC(StackedAgents):
                          "temperature": self.temperature}
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
-        if self.gaussian:  # per-sample rule between Gaussians: no reference distribution
-            if kl_div_var == MATCHED:
-                raise ValueError("--kl_div_var matched has no meaning for a Gaussian policy (its weights compare "
-                                 "Gaussians per sample, with no reference variance)")
-            self.similarity, self.kl_div_var = similarity, kl_div_var
-        else:  # the clipped Gaussian noise of ``sample``, in action units
-            self.set_sharing(similarity, kl_div_var, clipped_normal_variance(DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP)
-                             * self.scale.pow(2))
+
+    def exploration_variance(self) -> torch.Tensor:
+        """The deterministic policy's clipped Gaussian noise (``sample``), per action dimension, in action units."""
+        return clipped_normal_variance(DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP) * self.scale.pow(2)
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Training action and log-probability; the deterministic policy adds clipped noise, log pi = 0."""
@@ -127,19 +123,11 @@ class SAC(StackedAgents):
         soft_q = torch.min(q1, q2) - self.temperature() * next_log_prob
         return self.reward_scale * batch.reward + batch.not_done * self.gamma * soft_q
 
-    @torch.no_grad()
-    def weights(self, batch: Batch, policy_actions=None) -> torch.Tensor:
-        """DASE weights: per sample for a Gaussian policy, per batch for a deterministic one."""
-        if not self.gaussian:
-            return super().weights(batch, policy_actions)
-        mean, std = self.actor.gaussian(batch.obs)
-        return gaussian_policy_weights(batch.behaviour_mean, batch.behaviour_std, mean, std, batch.own, self.similarity)
-
     def schedule(self) -> tuple:
         return ((self.updates + 1) % self.target_update_interval == 0,)  # the next update moves the targets
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One gradient step for all N agents; losses are DASE-weighted means."""
+        """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
         w = self.weights(batch)
         target = self.target(batch)
 

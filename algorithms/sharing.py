@@ -11,6 +11,9 @@ gives the external samples weight 0.
 
 Per-sample rule (Gaussian SAC): w_k = exp(-mean_dims (KL(b_k||p_k) + KL(p_k||b_k)) / 2)
 between the stored behaviour Gaussian b_k and the learner's current Gaussian p_k.
+
+An algorithm asks its ``Weighting`` for the weights of a batch and knows nothing of peers: independent learners
+weigh every sample 1; the sharing scheme (utils.run.sharing) hands DASE learners one of the rules above.
 """
 from __future__ import annotations
 
@@ -145,3 +148,50 @@ def gaussian_policy_weights(
     w = torch.exp(-div)
     w = torch.where(torch.isfinite(w), w, torch.zeros_like(w))
     return torch.where(own.unsqueeze(-1), ones, w)
+
+
+class Weighting:
+    """Independent learners: every sample of the batch counts fully (weight 1)."""
+
+    def __call__(self, agents, batch, policy_actions=None) -> torch.Tensor:
+        return torch.ones_like(batch.reward)
+
+
+class BatchDivergence(Weighting):
+    """The batch-level rule (DDPG, TD3, deterministic SAC) against R = N(0, var I) or N(0, diag(var))."""
+
+    def __init__(self, similarity: str, var):
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"unknown similarity {similarity!r}")
+        self.similarity, self.var = similarity, var
+
+    def __call__(self, agents, batch, policy_actions=None) -> torch.Tensor:
+        if policy_actions is None:
+            policy_actions = agents.actor(batch.obs)
+        return batch_weights(batch.action, policy_actions.detach(), batch.own, self.var, self.similarity)
+
+
+class PerSampleGaussian(Weighting):
+    """The per-sample rule of Gaussian SAC between the stored behaviour Gaussians and the learner's."""
+
+    def __init__(self, similarity: str):
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"unknown similarity {similarity!r}")
+        self.similarity = similarity
+
+    def __call__(self, agents, batch, policy_actions=None) -> torch.Tensor:
+        mean, std = agents.actor.gaussian(batch.obs)
+        return gaussian_policy_weights(batch.behaviour_mean, batch.behaviour_std, mean, std, batch.own, self.similarity)
+
+
+def dase_weighting(agents, similarity: str, kl_div_var) -> Weighting:
+    """The DASE rule for these agents: per sample for a Gaussian policy, per batch otherwise (reference variance
+    ``kl_div_var``, or the agents' exploration-noise variance with ``matched``)."""
+    if similarity == "none":
+        return Weighting()
+    if getattr(agents, "gaussian", False):
+        if kl_div_var == MATCHED:
+            raise ValueError("--kl_div_var matched has no meaning for a Gaussian policy (its weights compare "
+                             "Gaussians per sample, with no reference variance)")
+        return PerSampleGaussian(similarity)
+    return BatchDivergence(similarity, reference_variance(kl_div_var, agents.exploration_variance()))

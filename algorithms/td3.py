@@ -1,4 +1,4 @@
-"""TD3 (Fujimoto et al., 2018) for N agents at once, with DASE sharing weights."""
+"""TD3 (Fujimoto et al., 2018) for N agents at once; losses weighted per sample."""
 from __future__ import annotations
 
 import torch
@@ -12,14 +12,13 @@ class TD3(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.005,
                  policy_noise=0.2, noise_clip=0.5, policy_freq=2, expl_noise=0.1, lr=3e-4,
-                 hidden=(256, 256), similarity="js", kl_div_var=0.1):
+                 hidden=(256, 256)):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
         self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high),
                                         TwinQ(obs_dim, act_dim, hidden, gens), actor_lr=lr, critic_lr=lr)
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
-        self.set_sharing(similarity, kl_div_var, (expl_noise * self.scale).pow(2))
 
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:
@@ -34,7 +33,7 @@ class TD3(StackedAgents):
         return ((self.updates + 1) % self.policy_freq == 0,)  # the next update trains the actor too
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One gradient step for all N agents; losses are DASE-weighted means."""
+        """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
         self.updates += 1
         actor_step = self.updates % self.policy_freq == 0
         pi = self.actor(batch.obs) if actor_step else None  # the actor changes only below: reuse pi

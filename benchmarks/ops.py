@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from utils.envs.registry import make_env, resolve_env_id
+from utils.naming import algorithm_of
 from utils.run.learner import Learner
+from utils.run.sharing import SharingSettings
 from utils.opcheck import count_ops, optimizers_as_on_cuda
 
 SAC_KW = {"policy_type": "Gaussian"}
@@ -29,11 +31,11 @@ def build(policy: str, env_id: str, n: int, batch_size: int = 256, seed: int = 0
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     low, high = env.action_space.low, env.action_space.high
     env.close()
-    algorithm = policy.removeprefix("DASE_").removeprefix("DPD_")
+    algorithm = algorithm_of(policy)
     algo = dict(SAC_KW) if algorithm == "SAC" else {}
     learner = Learner(algorithm, algo, [seed + 100 * i for i in range(n)], n, obs_dim, act_dim, low, high,
                       buffer_size=4 * batch_size * n, batch_size=batch_size, updates_per_step=1,
-                      device=torch.device("cpu"), distill=policy.startswith("DPD_"))
+                      device=torch.device("cpu"), sharing=SharingSettings.of(policy, n, {}))
     rng = np.random.default_rng(seed)
     for _ in range(2 * batch_size):
         behaviour = (rng.standard_normal((n, act_dim)), rng.uniform(0.1, 1.0, (n, act_dim))) \

@@ -12,29 +12,42 @@ import pytest
 import torch
 
 from algorithms.sharing import kl_to_isotropic
+from utils.naming import algorithm_of
 from utils.run.learner import Learner
+from utils.run.sharing import SharingSettings
 from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
 
 OBS, ACT = 3, 2
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)
 
+# name: (policy, algorithm keywords, sharing settings, agents per seed)
 POLICIES = {
-    "DASE_TD3": ("TD3", {"hidden": (16, 16)}, False),
-    "DASE_TD3 matched": ("TD3", {"hidden": (16, 16), "kl_div_var": "matched"}, False),
-    "DASE_DDPG": ("DDPG", {}, False),
-    "DASE_SAC deterministic": ("SAC", {"hidden_size": 16}, False),
-    "DASE_SAC gaussian": ("SAC", {"policy_type": "Gaussian", "hidden_size": 16, "automatic_entropy_tuning": True}, False),
-    "DASE_TD3 kl": ("TD3", {"hidden": (16, 16), "similarity": "kl"}, False),
-    "DPD_TD3": ("TD3", {"hidden": (16, 16), "dpd_batch_size": 16}, True),
-    "DPD_DDPG": ("DDPG", {"dpd_batch_size": 16}, True),
-    "DPD_SAC": ("SAC", {"policy_type": "Gaussian", "hidden_size": 16, "dpd_batch_size": 16}, True),
+    "DASE_TD3": ("DASE_TD3", {"hidden": (16, 16)}, {}, 2),
+    "DASE_TD3 matched": ("DASE_TD3", {"hidden": (16, 16)}, {"kl_div_var": "matched"}, 2),
+    "DASE_DDPG": ("DASE_DDPG", {}, {}, 2),
+    "DASE_SAC deterministic": ("DASE_SAC", {"hidden_size": 16}, {}, 2),
+    "DASE_SAC gaussian": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16, "automatic_entropy_tuning": True},
+                          {}, 2),
+    "DASE_TD3 kl": ("DASE_TD3", {"hidden": (16, 16)}, {"similarity": "kl"}, 2),
+    "DPD_TD3": ("DPD_TD3", {"hidden": (16, 16)}, {"dpd_batch_size": 16}, 2),
+    "DPD_DDPG": ("DPD_DDPG", {}, {"dpd_batch_size": 16}, 2),
+    "DPD_SAC": ("DPD_SAC", {"policy_type": "Gaussian", "hidden_size": 16}, {"dpd_batch_size": 16}, 2),
+    "DPD_TD3 ring": ("DPD_TD3", {"hidden": (16, 16)}, {"dpd_batch_size": 16, "topology": "ring"}, 4),
+    "DASE_TD3 star": ("DASE_TD3", {"hidden": (16, 16)}, {"topology": "star"}, 4),
+    "DIFF_TD3 ring": ("DIFF_TD3", {"hidden": (16, 16)}, {"topology": "ring"}, 4),
+    "DIFF_DDPG metropolis, link drops": ("DIFF_DDPG", {}, {"topology": "star", "diffusion_weights": "metropolis",
+                                                           "link_drop": 0.2}, 4),
+    "DIFF_DASE_SAC gaussian, link drops": ("DIFF_DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16},
+                                           {"topology": "ring", "link_drop": 0.3}, 4),
 }
 
 
-def filled_learner(algorithm, algo, distill, seeds=(0, 1), n=2):
+def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2):
     member_seeds = [s + 100 * i for s in seeds for i in range(n)]
-    learner = Learner(algorithm, algo, member_seeds, n, OBS, ACT, LOW, HIGH, buffer_size=500, batch_size=32,
-                      updates_per_step=1, device=torch.device("cpu"), distill=distill)
+    settings = SharingSettings.of(policy, n, sharing)
+    settings.check()
+    learner = Learner(algorithm_of(policy), algo, member_seeds, n, OBS, ACT, LOW, HIGH, buffer_size=500,
+                      batch_size=32, updates_per_step=1, device=torch.device("cpu"), sharing=settings)
     rng = np.random.default_rng(0)
     m = len(member_seeds)
     for _ in range(60):
@@ -47,11 +60,9 @@ def filled_learner(algorithm, algo, distill, seeds=(0, 1), n=2):
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_update_and_exploration_hold_no_capture_unsafe_op(policy):
-    algorithm, algo, distill = POLICIES[policy]
-    learner = filled_learner(algorithm, algo, distill)
+    name, algo, sharing, n = POLICIES[policy]
+    learner = filled_learner(name, algo, sharing, n=n)
     optimizers_as_on_cuda(learner.agents)
-    if distill:
-        learner.agents.distill_opt = learner.agents.distill_opt  # replaced above with the others
     for _ in range(3):  # optimizer state exists before a capture (UpdateGraphs waits for it too)
         learner.update_once()
     records = [count_ops(learner.update_once) for _ in range(2)]  # TD3: both branches of its schedule

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import TD3
-from algorithms.dpd import DPD_SAC, DPD_TD3, distillation_loss, dpd_weights
+from algorithms import SAC, TD3
+from algorithms.dpd import Distillation, distillation_loss, dpd_weights
 from utils.run import RunConfig, Trainer
+from utils.run.sharing import Scheme, SharingSettings
 
 OBS, ACT, B = 4, 2, 16
 LOW, HIGH = -np.full(ACT, 1.5), np.full(ACT, 1.5)
@@ -36,24 +37,25 @@ def float64():
     torch.set_default_dtype(old)
 
 
-@pytest.mark.parametrize("cls,kw", [(DPD_TD3, {"hidden": (16, 16)}),
-                                    (DPD_SAC, {"policy_type": "Gaussian", "hidden_size": 16})])
+@pytest.mark.parametrize("cls,kw", [(TD3, {"hidden": (16, 16)}),
+                                    (SAC, {"policy_type": "Gaussian", "hidden_size": 16})])
 def test_weights_and_loss_equal_a_per_sample_computation(cls, kw, float64):
     """In float64: with alpha = 3 and critics scaled up, a weight exp(alpha * dQ) carries float32's rounding of
     Q (|Q| ~ 50, one ulp ~ 4e-6) times alpha, ~1e-5 relative, and how Q rounds depends on the CPU's vector
     width (the batched and per-sample paths sum in different orders). float64 leaves ~1e-14: the tolerances
     below then test the formula, on any x86-64 CPU."""
     alpha = 3.0  # large enough that some weights hit the clip bounds
-    agents = cls(OBS, ACT, LOW, HIGH, [1, 101, 201, 2, 102, 202], "cpu", group_size=3, dpd_alpha=alpha, **kw)
+    seeds = [1, 101, 201, 2, 102, 202]
+    agents = cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
+    scheme = Scheme(SharingSettings.of("DPD_TD3", 3, {"dpd_alpha": alpha}), agents, seeds, torch.device("cpu"))
     m_count = agents.members
     with torch.no_grad():  # make the critics disagree strongly, so clipping matters
         for p in agents.critic.parameters():
             p.mul_(4.0)
     obs = torch.randn(m_count, B, OBS, generator=torch.Generator().manual_seed(0))
-    for offset in (1, 2):
-        peer = agents.peers(offset)
+    for offset, peer in zip((1, 2), scheme.peer_slots):
         assert peer.tolist() == [(i + offset) % 3 + 3 * (i // 3) for i in range(6)]  # peers within each seed
-        action, w = agents.peer_targets(obs, peer)
+        action, w = scheme.distillation.peer_targets(obs, peer)
         loss = distillation_loss(agents.actor(obs), action, w)
         raw = torch.zeros(m_count, B)
         expected_action = torch.zeros(m_count, B, ACT)  # float64 (the default dtype here)
@@ -79,13 +81,14 @@ def test_weights_and_loss_equal_a_per_sample_computation(cls, kw, float64):
 
 def test_batched_distillation_equals_learners_one_by_one(float64):
     seeds, kw = [4, 104], dict(hidden=(16, 16))
-    stacked = DPD_TD3(OBS, ACT, LOW, HIGH, seeds, "cpu", group_size=2, dpd_alpha=0.7, **kw)
+    stacked = TD3(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
+    distillation = Distillation(stacked, alpha=0.7)
     alone = [TD3(OBS, ACT, LOW, HIGH, [s], "cpu", **kw) for s in seeds]  # same initialisation per seed
     opts = [torch.optim.Adam(a.actor.parameters(), lr=1e-4) for a in alone]
     gen = torch.Generator().manual_seed(3)
     for _ in range(3):
         obs = torch.randn(2, B, OBS, generator=gen)
-        stacked.distill(obs, stacked.peers(1))
+        distillation.distill(obs, torch.tensor([1, 0]))
         actions, weights = [], []
         for m, p in ((0, 1), (1, 0)):  # both targets first: the peer's actor before anyone's step
             with torch.no_grad():
@@ -102,20 +105,21 @@ def test_batched_distillation_equals_learners_one_by_one(float64):
     for m in range(2):
         for (name, p), q in zip(stacked.actor.named_parameters(), alone[m].actor.parameters()):
             torch.testing.assert_close(p[m : m + 1], q, rtol=0, atol=1e-10, msg=name)
-    assert not torch.equal(stacked.actor.net.layers[0].weight, DPD_TD3(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
+    assert not torch.equal(stacked.actor.net.layers[0].weight, TD3(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
                            .actor.net.layers[0].weight), "distillation should have moved the actors"
 
 
 def test_learners_update_on_their_own_buffers_and_distil_on_the_peers(tmp_path):
     cfg = RunConfig(policy="DPD_TD3", env="Pendulum-v1", seeds=[0, 1], num_agents=2, max_time_steps=300,
                     start_time_steps=150, eval_freq=300, eval_episodes=1, batch_size=32, quiet=True,
-                    results_dir=str(tmp_path), algo={"hidden": (16, 16), "dpd_batch_size": 24})
+                    results_dir=str(tmp_path), algo={"hidden": (16, 16)}, sharing={"dpd_batch_size": 24})
     trainer = Trainer(cfg)
     learner = trainer.learner
     written = [set() for _ in range(4)]  # observations each learner's environment produced
     rl_rows = [set() for _ in range(4)]
     distil_rows = [[set() for _ in range(4)] for _ in range(4)]
-    store, update, distill = learner.store, trainer.agents.update, trainer.agents.distill
+    distillation = learner.scheme.distillation
+    store, update, distill = learner.store, trainer.agents.update, distillation.distill
 
     def recording_store(obs, *rest):
         for m in range(4):
@@ -134,7 +138,7 @@ def test_learners_update_on_their_own_buffers_and_distil_on_the_peers(tmp_path):
             distil_rows[m][int(peer[m])].update(map(tuple, obs[m].numpy()))
         return distill(obs, peer)
 
-    learner.store, trainer.agents.update, trainer.agents.distill = recording_store, recording_update, recording_distill
+    learner.store, trainer.agents.update, distillation.distill = recording_store, recording_update, recording_distill
     trainer.run()
     for m in range(4):
         peer = m ^ 1  # learners 0-1 are seed 0's, 2-3 seed 1's

@@ -19,12 +19,16 @@ POLICIES = {
     "TD3": dict(num_agents=1, algo={"hidden": (32, 32)}),
     "DASE_SAC": dict(num_agents=2, algo={"policy_type": "Gaussian", "hidden_size": 32}),
     "DASE_DDPG": dict(num_agents=3, algo={}),
-    "DPD_TD3": dict(num_agents=2, algo={"hidden": (32, 32), "dpd_batch_size": 24}),
+    "DPD_TD3": dict(num_agents=2, algo={"hidden": (32, 32)}, sharing={"dpd_batch_size": 24}),
+    # graphs: sampling by neighbour, diffusion with link drops from the agents' own streams
+    "DASE_TD3 star": dict(policy="DASE_TD3", num_agents=3, algo={"hidden": (32, 32)}, sharing={"topology": "star"}),
+    "DIFF_TD3 ring, drops": dict(policy="DIFF_TD3", num_agents=4, algo={"hidden": (32, 32)},
+                                 sharing={"topology": "ring", "link_drop": 0.25}),
 }
 
 
-def config(policy, results, **kw) -> RunConfig:
-    return RunConfig(policy=policy, results_dir=str(results), **{**SMALL, **POLICIES[policy], **kw})
+def config(name, results, **kw) -> RunConfig:
+    return RunConfig(results_dir=str(results), **{"policy": name, **SMALL, **POLICIES[name], **kw})
 
 
 def assert_same(a, b, path="state"):
@@ -61,8 +65,9 @@ def test_seeds_in_one_process_equal_separate_runs(policy, tmp_path):
         for name in sorted(p.name for p in (tmp_path / f"alone{seed}").iterdir()):
             if name.endswith(".npy"):  # the same file names, the same bytes
                 assert (tmp_path / "together" / name).read_bytes() == (tmp_path / f"alone{seed}" / name).read_bytes()
-        rec_alone = json.loads((tmp_path / f"alone{seed}" / f"{policy}_Pendulum-v1_{seed}.json").read_text())
-        rec_together = json.loads((tmp_path / "together" / f"{policy}_Pendulum-v1_{seed}.json").read_text())
+        stem = config(policy, tmp_path, seed=seed).stem
+        rec_alone = json.loads((tmp_path / f"alone{seed}" / f"{stem}.json").read_text())
+        rec_together = json.loads((tmp_path / "together" / f"{stem}.json").read_text())
         for rec in (rec_alone, rec_together):
             rec["config"].pop("results_dir")
         assert rec_alone["config"] == rec_together["config"]  # each seed records the config of its own run
@@ -70,14 +75,14 @@ def test_seeds_in_one_process_equal_separate_runs(policy, tmp_path):
     assert not np.array_equal(together[0], together[n])  # different seeds, different runs
 
 
-@pytest.mark.parametrize("policy", ["DASE_TD3", "DPD_TD3"])
+@pytest.mark.parametrize("policy", ["DASE_TD3", "DPD_TD3", "DIFF_TD3 ring, drops"])
 def test_checkpoints_of_seeds_together_are_those_of_seeds_alone_and_resume_either_way(policy, tmp_path):
     full = {s: train(config(policy, tmp_path / f"full{s}", seed=s)) for s in (1, 2)}
     ckpt = dict(checkpoint_freq=100, max_time_steps=600)
     Trainer(config(policy, tmp_path / "together", seeds=[1, 2], seed=1, **ckpt)).run(stop_at=300)
     for s in (1, 2):
         Trainer(config(policy, tmp_path / f"alone{s}", seed=s, **ckpt)).run(stop_at=300)
-        name = f"checkpoints/{policy}_Pendulum-v1_{s}.pt"
+        name = f"checkpoints/{config(policy, tmp_path, seed=s).stem}.pt"
         assert_same(torch.load(tmp_path / f"alone{s}" / name, weights_only=True),
                     torch.load(tmp_path / "together" / name, weights_only=True))
     # the seeds' checkpoints continue as one process; the one-process checkpoints continue seed by seed

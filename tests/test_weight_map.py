@@ -7,7 +7,7 @@ import torch
 
 from algorithms import DDPG, SAC, TD3, Batch
 from algorithms.sac import DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP
-from algorithms.sharing import batch_weights, clipped_normal_variance
+from algorithms.sharing import batch_weights, clipped_normal_variance, dase_weighting
 from utils import weight_map
 
 
@@ -53,7 +53,10 @@ OBS, B = 4, 8192
 def agreeing_peer_weight(cls, kw, noise_fn, act_dim: int, max_action: float) -> float:
     """Agent 1 copies agent 0's actor; half of agent 0's batch is agent 1's exploration around the same policy."""
     low, high = -np.full(act_dim, max_action), np.full(act_dim, max_action)
+    kw = dict(kw)
+    kl_div_var = kw.pop("kl_div_var")
     agents = cls(OBS, act_dim, low, high, [0, 100], "cpu", **kw)
+    agents.weighting = dase_weighting(agents, "js", kl_div_var)
     with torch.no_grad():
         for p in agents.actor.parameters():
             p[1].copy_(p[0])
@@ -97,13 +100,15 @@ def test_matched_gives_an_identical_peer_weight_one(case, act_dim, max_action):
 
 def test_matched_variance_is_the_noise_variance_per_dimension():
     low, high = np.array([-1.0, -3.0]), np.array([1.0, 3.0])
-    td3 = TD3(OBS, 2, low, high, [0], "cpu", hidden=(8, 8), expl_noise=0.2, kl_div_var="matched")
-    torch.testing.assert_close(td3.kl_div_var, torch.tensor([0.04, 0.36], dtype=torch.float64))
-    sac = SAC(OBS, 2, low, high, [0], "cpu", hidden_size=8, kl_div_var="matched")
+    td3 = TD3(OBS, 2, low, high, [0], "cpu", hidden=(8, 8), expl_noise=0.2)
+    torch.testing.assert_close(dase_weighting(td3, "js", "matched").var,
+                               torch.tensor([0.04, 0.36], dtype=torch.float64))
+    sac = SAC(OBS, 2, low, high, [0], "cpu", hidden_size=8)
     v = clipped_normal_variance(DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP)
-    torch.testing.assert_close(sac.kl_div_var, torch.tensor([v, 9 * v], dtype=torch.float64))
+    torch.testing.assert_close(dase_weighting(sac, "js", "matched").var, torch.tensor([v, 9 * v], dtype=torch.float64))
     samples = np.clip(np.random.default_rng(0).normal(0, 0.1, 2_000_000), -0.25, 0.25)
     assert v == pytest.approx(samples.var(), rel=0.01) and v < 0.01
-    assert TD3(OBS, 2, low, high, [0], "cpu", hidden=(8, 8)).kl_div_var == 0.1
+    assert dase_weighting(td3, "js", 0.1).var == 0.1
+    gaussian = SAC(OBS, 2, low, high, [0], "cpu", policy_type="Gaussian")
     with pytest.raises(ValueError, match="Gaussian"):
-        SAC(OBS, 2, low, high, [0], "cpu", policy_type="Gaussian", kl_div_var="matched")
+        dase_weighting(gaussian, "js", "matched")

@@ -113,8 +113,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=str, default=None,
                    help="cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing (default: auto)")
     p.add_argument("--num_agents", type=count, default=None,
-                   help="agents sharing one buffer (DASE_) or distilling from each other (DPD_) "
-                        "(default: 2 for DASE_ and DPD_ policies, 1 otherwise)")
+                   help="agents sharing one buffer (DASE_), distilling from each other (DPD_) or averaging parameters "
+                        "(DIFF_) (default: 2 for DASE_ and DPD_ policies, 4 for DIFF_, 1 otherwise)")
     p.add_argument("--similarity", type=str, default="js", choices=["js", "kl", "none"],
                    help="divergence for the sharing weights: js (paper), kl, or none = no correction (default: js)")
     p.add_argument("--dpd_alpha", type=real, default=1.0,
@@ -126,6 +126,23 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the "
                         "variance of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies "
                         "with a deterministic actor; files named {policy}_matched_...) (default: 0.1, the paper's)")
+    p.add_argument("--topology", type=str, default=None, choices=["complete", "ring", "star", "none"],
+                   help="the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
+                        "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters "
+                        "with neighbours; star: agent 0 is the hub; files carry it unless complete (default: complete; "
+                        "ring for DIFF_)")
+    p.add_argument("--adjacency", type=str, default=None, metavar="MATRIX",
+                   help="an explicit graph instead of --topology: a 0/1 symmetric matrix with a zero diagonal, as JSON "
+                        "(e.g. '[[0,1],[1,0]]') or a .npy or .txt file; files carry adj + a hash of it")
+    p.add_argument("--diffusion", action="store_true",
+                   help="after every update each agent averages its actor and critic with its graph neighbours "
+                        "(Diff-DAC's adapt-then-combine): TD3 becomes DIFF_TD3, DASE_TD3 DIFF_DASE_TD3")
+    p.add_argument("--diffusion_weights", type=str, default="uniform", choices=["uniform", "metropolis"],
+                   help="diffusion: uniform = 1 / (neighbours + 1) each, Diff-DAC's; metropolis = Metropolis-Hastings, "
+                        "doubly stochastic (default: uniform)")
+    p.add_argument("--link_drop", type=real, default=0.0,
+                   help="diffusion: probability that a parameter message between neighbours is lost at an update, "
+                        "drawn from each agent's own random stream (default: 0)")
     p.add_argument("--buffer_size", type=count, default=1_000_000,
                    help="replay capacity in transitions: the one buffer all agents share (DASE_, baselines), or each "
                         "learner's own (DPD_); at least --batch_size (default: 1e6)")
@@ -183,32 +200,80 @@ def run_flags(args) -> dict:
                 cuda_graphs=graphs, device=device, flags=vars(args))
 
 
-def shared_algo(args) -> dict:
-    """Algorithm keywords both command lines build the same way: sharing weights, DPD settings."""
+def resolve_policy(args) -> str:
+    """--policy, with --diffusion folded in (TD3 -> DIFF_TD3, DASE_TD3 -> DIFF_DASE_TD3)."""
+    from .naming import with_diffusion
+
+    if not args.diffusion:
+        return args.policy
+    policy = with_diffusion(args.policy)
+    if policy is None:
+        raise UsageError(f"--diffusion: {args.policy} has no diffusion form; use it with TD3, DDPG, SAC or a DASE_ "
+                         "policy (or a DIFF_ policy without --diffusion)")
+    return policy
+
+
+def read_adjacency(text: str | None):
+    """--adjacency: a matrix as JSON, or a .npy / .txt file holding one; None when not given."""
+    import json
+
+    import numpy as np
+
+    if text is None:
+        return None
+    path = Path(text)
+    try:
+        if text.lstrip().startswith("["):
+            matrix = json.loads(text)
+        elif path.suffix == ".npy":
+            matrix = np.load(path, allow_pickle=False)
+        else:
+            matrix = np.loadtxt(path, ndmin=2)
+        array = np.asarray(matrix, dtype=np.float64)
+    except (OSError, ValueError) as e:
+        what = "JSON matrix" if text.lstrip().startswith("[") else "file"
+        raise UsageError(f"--adjacency {text}: cannot read this {what} ({type(e).__name__}: {e}); give JSON like "
+                         "'[[0,1],[1,0]]' or a .npy/.txt file") from None
+    if array.ndim != 2:
+        raise UsageError(f"--adjacency {text}: a graph is a square 0/1 matrix, got shape {array.shape}")
+    return [[int(x) if float(x).is_integer() else float(x) for x in row] for row in array.tolist()]
+
+
+def shared_settings(args, policy: str) -> dict:
+    """The sharing settings both command lines build the same way (RunConfig.sharing)."""
+    from .naming import method_of
+
+    method = method_of(policy)
     if args.kl_div_var == "matched":
-        if not args.policy.startswith("DASE_"):
-            raise UsageError(f"--kl_div_var matched: {args.policy} gives no sharing weights; use it with a DASE_ policy")
+        if not method.experience:
+            raise UsageError(f"--kl_div_var matched: {policy} gives no sharing weights; use it with a DASE_ policy")
         if getattr(args, "policy_type", None) == "Gaussian":
             raise UsageError("--kl_div_var matched: a Gaussian SAC policy weighs samples per sample, with no reference "
                              "variance; use --policy_type Deterministic or a number")
         if getattr(args, "expl_noise", 1.0) <= 0:
             raise UsageError("--kl_div_var matched needs --expl_noise > 0 (the reference variance is its square)")
-    if args.policy.startswith("DPD_") and (args.similarity != "js" or args.kl_div_var != 0.1):
-        raise UsageError(f"--similarity/--kl_div_var: {args.policy} keeps its own buffers and weighs no shared "
-                         "samples; drop these flags (they apply to DASE_ policies)")
-    algo = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
-    if args.policy.startswith("DPD_"):
-        algo.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
-    return algo
+    if not method.experience and (args.similarity != "js" or args.kl_div_var != 0.1):
+        raise UsageError(f"--similarity/--kl_div_var: {policy} weighs no shared samples; drop these flags (they "
+                         "apply to DASE_ policies)")
+    sharing = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
+    if method.distils:
+        sharing.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
+    graph = dict(topology=args.topology, adjacency=read_adjacency(args.adjacency),
+                 diffusion_weights=args.diffusion_weights, link_drop=args.link_drop)
+    if method.diffuses and graph["topology"] is None and graph["adjacency"] is None:
+        graph["topology"] = method.default_topology
+    # only what was set: runs without a graph keep the settings (and checkpoints) they always had
+    sharing.update({k: v for k, v in graph.items() if v not in (None, "uniform", 0.0)})
+    return sharing
 
 
-def default_agents(args) -> int:
-    """--num_agents, or 2 for DASE_ and DPD_ policies and 1 for baselines."""
+def default_agents(args, policy: str) -> int:
+    """--num_agents, or the method's default: 2 for DASE_ and DPD_ policies, 4 for DIFF_, 1 for baselines."""
     if args.num_agents is not None:
         return args.num_agents
     from .naming import default_num_agents
 
-    return default_num_agents(args.policy)
+    return default_num_agents(policy)
 
 
 def resolve_device(device: str | None, gpu: int) -> str:

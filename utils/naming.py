@@ -1,29 +1,106 @@
-"""The one place that says how a run is named: its file stems, its curve files and their length.
+"""The one registry of methods, algorithms and variants, and how a run is named from them.
 
-A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agent:
-``{stem}.npy`` for a single agent, ``{stem}_Agent_{i}.npy`` for DASE_ and DPD_ runs, where
-``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The variant names a setting that changes what a method
-is rather than how it is tuned, so runs of both never share files: today only ``matched`` (DASE
-weights against the variance of the exploration noise, ``--kl_div_var matched``).
+A policy is ``{METHOD_}{ALGORITHM}``: the algorithm (DDPG, TD3, SAC) says how one agent learns, the method how
+agents share (nothing, experience, distillation, parameters). Command lines, file stems, the curve-name pattern,
+sweep and plot are all read from the tables below: a new algorithm is one entry in ``ALGORITHMS`` (plus its
+module), a new way of sharing one entry in ``METHODS`` (plus its scheme).
+
+A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agent: ``{stem}.npy`` for a single
+agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The
+variant names settings that change what a method is rather than how it is tuned, so runs of both never share
+files: ``matched`` (``--kl_div_var matched``), the graph when it is not complete (``ring``, ``star``, ``none``,
+or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights and ``drop{p}`` link drops.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from dataclasses import dataclass
 
-ALGORITHMS = ("DDPG", "TD3", "SAC")  # the base algorithms; DASE_ and DPD_ prefix them
-MULTI_AGENT_PREFIXES = ("DASE_", "DPD_")  # their curves are {stem}_Agent_{i}.npy
-VARIANTS = ("matched",)
+
+@dataclass(frozen=True)
+class Method:
+    """A way for agents to share; ``prefix`` is how policies and files name it ('' for independent agents)."""
+
+    prefix: str
+    experience: bool = False  # one buffer per seed, external samples down-weighted (DASE)
+    distils: bool = False  # own buffers, distillation steps towards peers (DPD)
+    diffuses: bool = False  # parameters averaged with the graph neighbours after every update (Diff-DAC)
+    default_agents: int = 1
+    default_topology: str = "complete"
+    summary: str = ""
+
+    @property
+    def multi_agent(self) -> bool:
+        return self.default_agents > 1
+
+    def policy(self, algorithm: str) -> str:
+        return f"{self.prefix}_{algorithm}" if self.prefix else algorithm
+
+
+# the order is the order of --help and of error messages
+METHODS = (
+    Method("DASE", experience=True, default_agents=2, summary="one shared buffer, external samples down-weighted"),
+    Method("", summary="independent agents (the baseline)"),
+    Method("DPD", distils=True, default_agents=2, summary="own buffers, distillation towards peers"),
+    Method("DIFF", diffuses=True, default_agents=4, default_topology="ring",
+           summary="own buffers, parameters averaged with graph neighbours after every update"),
+    Method("DIFF_DASE", experience=True, diffuses=True, default_agents=4, default_topology="ring",
+           summary="DASE sharing among neighbours plus parameter diffusion"),
+)
+METHOD = {m.prefix: m for m in METHODS}
+ALGORITHMS = {"TD3": "DASE_main.py", "DDPG": "DASE_main.py", "SAC": "sac_main.py"}  # algorithm -> command line
+TOPOLOGIES = ("complete", "ring", "star", "none")
+DIFFUSION_WEIGHTS = ("uniform", "metropolis")
 WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that curve
-# {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
-CURVE_NAME = re.compile(r"^(?:(?P<method>DASE|DPD)_)?(?P<alg>DDPG|TD3|SAC)(?:_(?P<variant>" + "|".join(VARIANTS)
-                        + r"))?_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")
+CONSENSUS_SUFFIX = "_consensus"  # {stem}_consensus.npy: the agents' parameter disagreement per evaluation
 
-
-# each command line's policies, and the RunConfig fields it spells otherwise (the paper's scripts' spellings)
-SCRIPT_POLICIES = {"DASE_main.py": ("DASE_TD3", "DASE_DDPG", "TD3", "DDPG", "DPD_TD3", "DPD_DDPG"),
-                   "sac_main.py": ("DASE_SAC", "SAC", "DPD_SAC")}
+# each command line's RunConfig fields that it spells otherwise (the paper's scripts' spellings)
 SCRIPT_FLAG_NAMES = {"DASE_main.py": {},
                      "sac_main.py": {"max_time_steps": "num_steps", "start_time_steps": "start_steps"}}
+SCRIPT_POLICIES = {script: tuple(m.policy(a) for m in METHODS for a, s in ALGORITHMS.items() if s == script)
+                   for script in SCRIPT_FLAG_NAMES}
+
+# the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
+_VARIANT_TOKEN = r"(?:matched|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+)"
+_METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
+# {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
+CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
+                        rf"(?:_(?P<variant>{_VARIANT_TOKEN}(?:_{_VARIANT_TOKEN})*))?"
+                        r"_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")
+
+
+def parse_policy(policy: str) -> tuple[Method, str] | None:
+    """(method, algorithm) of a policy name, or None for an unknown one."""
+    for m in sorted(METHODS, key=lambda m: len(m.prefix), reverse=True):
+        head = f"{m.prefix}_" if m.prefix else ""
+        if policy.startswith(head) and policy[len(head):] in ALGORITHMS:
+            return m, policy[len(head):]
+    return None
+
+
+def method_of(policy: str) -> Method:
+    """The method of a known policy (independent agents for an unknown one, which validation refuses)."""
+    parsed = parse_policy(policy)
+    return parsed[0] if parsed else METHOD[""]
+
+
+def algorithm_of(policy: str) -> str:
+    parsed = parse_policy(policy)
+    return parsed[1] if parsed else policy
+
+
+def with_diffusion(policy: str) -> str | None:
+    """The policy with parameter diffusion added (``--diffusion``), or None where the method has none."""
+    parsed = parse_policy(policy)
+    if parsed is None:
+        return None
+    method, algorithm = parsed
+    if method.diffuses:
+        return policy
+    combined = {"": "DIFF", "DASE": "DIFF_DASE"}.get(method.prefix)
+    return METHOD[combined].policy(algorithm) if combined else None
 
 
 def script_of(policy: str) -> str | None:
@@ -37,17 +114,35 @@ def flag_name(script: str, field: str) -> str:
 
 
 def is_multi_agent(policy: str) -> bool:
-    return policy.startswith(MULTI_AGENT_PREFIXES)
+    return method_of(policy).multi_agent
 
 
 def default_num_agents(policy: str) -> int:
-    """2 for DASE_ and DPD_ policies, 1 for the baselines."""
-    return 2 if is_multi_agent(policy) else 1
+    """2 for DASE_ and DPD_ policies, 4 for DIFF_ (a ring), 1 for the baselines."""
+    return method_of(policy).default_agents
 
 
-def variant_of(flags_or_algo: dict) -> str:
-    """The variant a run's settings ask for ('' for the method as published)."""
-    return "matched" if str(flags_or_algo.get("kl_div_var", "")).lower() == "matched" else ""
+def adjacency_token(matrix) -> str:
+    """The variant token of an explicit adjacency matrix: 'adj' and 8 hex digits of its hash."""
+    text = json.dumps([[int(x) for x in row] for row in matrix], separators=(",", ":"))
+    return "adj" + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def variant_of(settings: dict) -> str:
+    """The variant a run's sharing settings (or its command line's flags) ask for ('' for the method as published
+    on a complete graph)."""
+    tokens = []
+    if str(settings.get("kl_div_var", "")).lower() == "matched":
+        tokens.append("matched")
+    if settings.get("adjacency") is not None:
+        tokens.append(adjacency_token(settings["adjacency"]))
+    elif settings.get("topology") not in (None, "complete"):
+        tokens.append(str(settings["topology"]))
+    if settings.get("diffusion_weights") == "metropolis":
+        tokens.append("metropolis")
+    if float(settings.get("link_drop") or 0.0) > 0.0:
+        tokens.append(f"drop{float(settings['link_drop']):g}")
+    return "_".join(tokens)
 
 
 def run_stem(policy: str, env: str, seed: int, variant: str = "") -> str:

@@ -107,6 +107,27 @@ class SharedReplayBuffer:
         own = self.writer[g, idx] == self.member_id.view(-1, 1)
         if not reading_own_group:
             own = own & (g == self.member_group.view(-1, 1))
+        return self._gather(g, idx, own)
+
+    def sample_writers(self, batch_size: int, rng: AgentRNG, choices: Optional[torch.Tensor],
+                       counts: Optional[torch.Tensor]) -> Batch:
+        """Each member draws ``batch_size`` rows of its group written by itself or by the writers it may read:
+        a stored step uniformly, then a writer uniformly from ``choices[m, :counts[m]]`` (group-local ids; None:
+        only its own rows). Needs a capacity that is a multiple of ``writers``: writer w's rows are k * writers + w,
+        so every allowed row is equally likely. One draw per call when a member reads only itself, as a lone agent's
+        ``sample`` makes (a graph with no links samples exactly what independent agents would)."""
+        steps = rng.randint(self.filled // self.writers, batch_size)  # [M, B]
+        if choices is None:
+            writer = self.member_id.to(torch.int64).view(-1, 1)
+        else:
+            writer = choices.gather(1, rng.randint(counts, batch_size))
+        idx = steps * self.writers + writer
+        g = self.member_group.view(-1, 1)
+        own = self.writer[g, idx] == self.member_id.view(-1, 1)
+        return self._gather(g, idx, own)
+
+    def _gather(self, g: torch.Tensor, idx: torch.Tensor, own: torch.Tensor) -> Batch:
+        """The rows ``idx`` [M, B] of groups ``g`` [M, 1] as a batch."""
         beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
             else (None, None)
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],

@@ -15,7 +15,7 @@ from ..errors import UsageError
 FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
 # RunConfig fields that must agree between a checkpoint and the run that resumes it
 COMPATIBLE = ("policy", "env", "seed", "num_agents", "start_time_steps", "eval_freq", "eval_episodes",
-              "batch_size", "buffer_size", "updates_per_step", "algo")
+              "batch_size", "buffer_size", "updates_per_step", "algo", "sharing")
 
 
 def read_checkpoint(path: Path) -> dict:

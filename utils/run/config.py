@@ -10,14 +10,14 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..io import file_in_the_way
-from ..naming import ALGORITHMS, curve_names, run_stem, variant_of
+from ..naming import Method, algorithm_of, curve_names, method_of, parse_policy, run_stem, variant_of
 
 
 @dataclass
 class RunConfig:
     """Everything a run needs; the command lines fill it from their flags."""
 
-    policy: str  # TD3, DDPG, SAC, or DASE_ / DPD_ + one of them
+    policy: str  # a registered policy (utils.naming): TD3, DDPG, SAC, or DASE_ / DPD_ / DIFF_ / DIFF_DASE_ + one of them
     env: str  # a resolved Gymnasium id
     seed: int = 0
     seeds: list[int] | None = None  # several seeds in one process (seed is then seeds[0])
@@ -45,23 +45,34 @@ class RunConfig:
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
     overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
+    sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
 
     @property
     def algorithm(self) -> str:
-        return self.policy.removeprefix("DASE_").removeprefix("DPD_")
+        return algorithm_of(self.policy)
+
+    @property
+    def method(self) -> Method:
+        return method_of(self.policy)
 
     @property
     def is_dase(self) -> bool:
-        return self.policy.startswith("DASE_")
+        return self.method.experience
 
     @property
     def is_dpd(self) -> bool:
-        return self.policy.startswith("DPD_")
+        return self.method.distils
 
     @property
     def variant(self) -> str:
-        return variant_of(self.algo)
+        return variant_of(self.sharing)
+
+    def sharing_settings(self):
+        """The typed sharing settings of this run."""
+        from .sharing import SharingSettings
+
+        return SharingSettings.of(self.policy, self.num_agents, self.sharing)
 
     @property
     def stem(self) -> str:
@@ -108,7 +119,7 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
 
 def _check_numbers(cfg: RunConfig, flag) -> None:
     """The policy, counts and step numbers."""
-    if cfg.algorithm not in ALGORITHMS:
+    if parse_policy(cfg.policy) is None:
         raise UsageError(f"--policy: unknown policy {cfg.policy!r}")
     positive = {"num_agents": cfg.num_agents, "max_time_steps": cfg.max_time_steps, "eval_freq": cfg.eval_freq,
                 "batch_size": cfg.batch_size, "buffer_size": cfg.buffer_size, "updates_per_step": cfg.updates_per_step,
@@ -116,12 +127,20 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     for name, value in positive.items():
         if value <= 0:
             raise UsageError(f"{flag(name)} must be a positive integer, got {value}")
-    if not (cfg.is_dase or cfg.is_dpd) and cfg.num_agents != 1:
-        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy} for several")
+    if not cfg.method.multi_agent and cfg.num_agents != 1:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy}, "
+                         f"DPD_{cfg.policy} or DIFF_{cfg.policy} for several")
     if cfg.is_dpd and cfg.num_agents < 2:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} distils between learners; it needs at least 2")
-    if cfg.is_dpd and cfg.algo.get("dpd_batch_size", 1) <= 0:
-        raise UsageError(f"--dpd_batch_size must be a positive integer, got {cfg.algo['dpd_batch_size']}")
+    if cfg.method.diffuses and cfg.num_agents < 2:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} averages parameters over a graph; it needs "
+                         "at least 2 agents")
+    if cfg.is_dpd and cfg.sharing.get("dpd_batch_size", 1) <= 0:
+        raise UsageError(f"--dpd_batch_size must be a positive integer, got {cfg.sharing['dpd_batch_size']}")
+    try:
+        cfg.sharing_settings().check()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if cfg.start_time_steps < 0:
         raise UsageError(f"{flag('start_time_steps')} must be >= 0, got {cfg.start_time_steps}")
     if cfg.eval_freq > cfg.max_time_steps:
@@ -157,9 +176,9 @@ def _check_sizes(cfg: RunConfig) -> None:
     if cfg.buffer_size < cfg.batch_size:
         raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one batch (--batch_size {cfg.batch_size}): "
                          "raise --buffer_size or lower --batch_size")
-    if cfg.is_dpd and cfg.buffer_size < cfg.algo.get("dpd_batch_size", 0):
+    if cfg.is_dpd and cfg.buffer_size < cfg.sharing.get("dpd_batch_size", 0):
         raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one distillation batch (--dpd_batch_size "
-                         f"{cfg.algo['dpd_batch_size']}): raise --buffer_size or lower --dpd_batch_size")
+                         f"{cfg.sharing['dpd_batch_size']}): raise --buffer_size or lower --dpd_batch_size")
     for seed in cfg.seed_list():
         if not 0 <= seed or seed + 100 * cfg.num_agents >= 2**32:
             raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
@@ -212,6 +231,10 @@ def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
     if cfg.start_time_steps >= cfg.max_time_steps:
         out.append(f"note: {flag('start_time_steps')} {cfg.start_time_steps} >= {flag('max_time_steps')} "
                    f"{cfg.max_time_steps}: the whole run acts randomly and never trains")
+    n = cfg.num_agents
+    if cfg.sharing_settings().samples_by_writer and cfg.buffer_size % n:
+        out.append(f"note: --buffer_size {cfg.buffer_size} holds {cfg.buffer_size - cfg.buffer_size % n} transitions: "
+                   f"sampling by neighbour keeps whole steps of the {n} agents")
     if cfg.max_time_steps % cfg.eval_freq:
         out.append(f"note: the last {cfg.max_time_steps % cfg.eval_freq} steps are not evaluated "
                    f"({flag('max_time_steps')} is not a multiple of --eval_freq {cfg.eval_freq})")

@@ -28,9 +28,8 @@ class UpdateGraphs:
         self.extra_warmup = extra_warmup
         self.pool = self._pool()
         # the streams the update draws from hash on every call: a block's slice index would be frozen in a graph
-        for rng in (learner.agents.update_rng, learner.sampler, learner.distill_sampler):
-            if rng is not None:
-                rng.blocks = False
+        for rng in (learner.agents.update_rng, learner.sampler, *learner.scheme.streams()):
+            rng.blocks = False
 
     def reset(self) -> None:
         """Forget the graphs (after optimizer state was replaced, e.g. by loading a checkpoint)."""

@@ -18,7 +18,7 @@ import torch
 from .checkpoint import RunLock, check_compatible, read_checkpoint
 from ..errors import UsageError
 from ..io import save_curve, save_json, save_torch
-from ..naming import curve_length
+from ..naming import CONSENSUS_SUFFIX, WEIGHTS_SUFFIX, curve_length
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -53,14 +53,17 @@ class RunFiles:
         self.results = Path(cfg.results_dir)
         self.curves = [self.results / f"{name}.npy" for name in cfg.agent_names()]
         # DASE: per agent, the mean weight given to other agents' samples in each evaluation period
-        self.weights = [self.results / f"{name}_weights.npy" for name in cfg.agent_names()] if cfg.is_dase else []
+        self.weights = [self.results / f"{name}{WEIGHTS_SUFFIX}.npy" for name in cfg.agent_names()] if cfg.is_dase \
+            else []
+        # diffusion: per evaluation, the agents' parameter disagreement (Diff-DAC's consensus measure)
+        self.consensus = [self.results / f"{cfg.stem}{CONSENSUS_SUFFIX}.npy"] if cfg.method.diffuses else []
         self.record = self.results / f"{cfg.stem}.json"
         self.checkpoint = cfg.checkpoint_path
         self.models = [Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()]
         self.lock = RunLock(self.results / f".{cfg.stem}.lock")
 
     def existing(self) -> list[Path]:
-        return [p for p in [*self.curves, *self.weights, self.record] if p.exists()]
+        return [p for p in [*self.curves, *self.weights, *self.consensus, self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
         """Temporary files left by a write that was killed."""
@@ -134,6 +137,10 @@ class RunFiles:
 
     def save_weights(self, weights: list[list[float]]) -> None:
         for path, values in zip(self.weights, weights):
+            save_curve(path, values)
+
+    def save_consensus(self, values: list[float]) -> None:
+        for path in self.consensus:
             save_curve(path, values)
 
     def board(self, t: int) -> "Board":

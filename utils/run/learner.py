@@ -1,7 +1,9 @@
-"""The learner: all members' networks as one batched model, their replay buffers, and the update schedule.
+"""The learner: all members' networks as one batched model, their replay buffers, the sharing scheme, and the
+update schedule.
 
-Members are numbered seed by seed: member m = s * N + i is agent i of the s-th seed of the process.
-Each seed's N agents share one buffer group; one batched update trains every member at once.
+Members are numbered seed by seed: member m = s * N + i is agent i of the s-th seed of the process. One batched
+update trains every member at once; the scheme (sharing.py) decides the buffers, the samples and their weights,
+and what follows the update.
 """
 from __future__ import annotations
 
@@ -11,42 +13,32 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms import DDPG, DPD_DDPG, DPD_SAC, DPD_TD3, SAC, TD3
+from algorithms import DDPG, SAC, TD3
 from algorithms.base import stream_seed
 from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 from .cuda_graphs import UpdateGraphs
+from .sharing import Scheme, SharingSettings, independent
 
-ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}
+ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}  # naming.ALGORITHMS -> class
 STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "actor_updates")
-DISTILLING = {"DDPG": DPD_DDPG, "TD3": DPD_TD3, "SAC": DPD_SAC}
 
 
 class Learner:
-    """Agents of ``num_seeds`` x ``num_agents`` members, their buffers, and the update schedule.
-
-    DASE and baselines: one buffer group per seed, shared by its N agents. DPD (``distill``): one
-    group per learner, and after each update one distillation step per peer on the peer's states.
-    """
+    """Agents of ``num_seeds`` x ``num_agents`` members, their buffers, their sharing, and the update schedule."""
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
-                 device: torch.device, distill: bool = False, cuda_graphs: bool = False):
-        self.agents_per_seed, self.members, self.distill = num_agents, len(member_seeds), distill
+                 device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False):
+        self.agents_per_seed, self.members = num_agents, len(member_seeds)
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
-        if distill:
-            self.agents = DISTILLING[algorithm](obs_dim, act_dim, low, high, member_seeds, device,
-                                                group_size=num_agents, **algo)
-        else:
-            self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
-        writers = 1 if distill else num_agents  # rows each group gets per step
-        self.groups_per_seed = num_agents if distill else 1
-        self.buffer = SharedReplayBuffer(obs_dim, act_dim, buffer_size, writers, device,
-                                         self.agents.gaussian_behaviour, groups=self.members // writers)
+        self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
+        self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
+        self.groups_per_seed = self.scheme.groups // self.scheme.seeds
+        self.buffer = SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size), self.scheme.writers,
+                                         device, self.agents.gaussian_behaviour, groups=self.scheme.groups)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
-        self.distill_sampler = AgentRNG([stream_seed(s, "distill") for s in member_seeds], device) if distill \
-            else None
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
         # first step at which a member's loss was not finite (-1: none); read only at evaluations
@@ -84,21 +76,18 @@ class Learner:
                 self.graphs.step()
 
     def update_once(self) -> None:
-        """One batched gradient step of every member (then DPD's distillation steps), with its diagnostics.
+        """One batched gradient step of every member, then what the scheme runs after it (DPD's distillation,
+        diffusion), with its diagnostics.
 
         It reads no host value that changes from step to step and writes its state in place, so a CUDA
         graph of it, replayed, does what calling it does."""
-        batch = self.buffer.sample(self.batch_size, self.sampler)
+        batch = self.scheme.sample(self.buffer, self.batch_size, self.sampler)
         info = self.agents.update(batch)
         finite = torch.isfinite(info["critic_loss"])
         if "actor_loss" in info:
             finite = finite & torch.isfinite(info["actor_loss"])
         self.accumulate(batch.own, info)
-        if self.distill:
-            for offset in range(1, self.agents_per_seed):  # every peer in turn
-                peer = self.agents.peers(offset)
-                states = self.buffer.sample(self.agents.dpd_batch_size, self.distill_sampler, groups=peer).obs
-                finite = finite & torch.isfinite(self.agents.distill(states, peer))
+        finite = self.scheme.after_update(self.buffer, finite)
         self.first_bad.copy_(torch.where((self.first_bad < 0) & ~finite, self.step_t, self.first_bad))
 
     def accumulate(self, own: torch.Tensor, info: dict) -> None:
@@ -135,9 +124,8 @@ class Learner:
         g = self.groups_per_seed
         state = {"agents": self.agents.state_dict(rows), "sampler": self.sampler.get_state()[rows],
                  "period_stats": self.stats[:, rows].cpu().clone(),
-                 "buffer": self.buffer.state_dict(slice(seed_index * g, (seed_index + 1) * g))}
-        if self.distill:
-            state["distill_sampler"] = self.distill_sampler.get_state()[rows]
+                 "buffer": self.buffer.state_dict(slice(seed_index * g, (seed_index + 1) * g)),
+                 **self.scheme.state_dict(rows)}
         return state
 
     def load_state_dicts(self, states: list[dict]) -> None:
@@ -150,5 +138,4 @@ class Learner:
             self.buffer.load_state_dict(s["buffer"], slice(k * g, (k + 1) * g))
         self.sampler.set_state([x for s in states for x in s["sampler"]])
         self.stats.copy_(torch.cat([s["period_stats"] for s in states], dim=1))
-        if self.distill:
-            self.distill_sampler.set_state([x for s in states for x in s["distill_sampler"]])
+        self.scheme.load_state_dicts(states)

@@ -94,8 +94,8 @@ class Trainer:
         self.envs = c = make_envs(cfg.env, self.member_seeds, [s + 100 for s in seeds for _ in range(n)],
                                   cfg.eval_episodes, self.workers)
         self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
-                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device, cfg.is_dpd,
-                               cfg.cuda_graphs)
+                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
+                               cfg.sharing_settings(), cfg.cuda_graphs)
         if cfg.load_model:
             for k, seed_cfg in enumerate(self.seed_cfgs):
                 load_models(self.learner.agents, seed_cfg, k * n)
@@ -106,6 +106,7 @@ class Trainer:
         self.eval_pace = -(-limit // cfg.eval_freq) if limit and self.workers else None
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
+        self.consensus_curves: list[list[float]] = [[] for _ in seeds]  # the agents' parameter disagreement per seed
         self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet)  # started by open_outputs
         self.t = 0
 
@@ -197,7 +198,10 @@ class Trainer:
         if self.cfg.save_model:
             for k, files in enumerate(self.files):
                 files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
-        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, self.learner.period_stats(), rate)
+        period = self.learner.period_stats()
+        if self.learner.scheme.writes_consensus:  # of the parameters evaluated now, one value per seed
+            period["consensus"] = np.repeat(self.learner.scheme.consensus(), self.cfg.num_agents)
+        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, period, rate)
         if self.eval_pace is None:
             self.finish_evaluation()
 
@@ -210,14 +214,19 @@ class Trainer:
         for m, score in enumerate(scores):
             self.curves[m].append(float(score))
             self.weight_curves[m].append(float(ev.period["weight"][m]))
+        if "consensus" in ev.period:
+            for k, curve in enumerate(self.consensus_curves):
+                curve.append(float(ev.period["consensus"][self.rows(k).start]))
         self.save_curves()
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)
 
     def save_curves(self) -> None:
         for k, files in enumerate(self.files):
             files.save_curves(self.curves[self.rows(k)])
-            if self.cfg.is_dase:
+            if self.learner.scheme.writes_weights:
                 files.save_weights(self.weight_curves[self.rows(k)])
+            if self.learner.scheme.writes_consensus:
+                files.save_consensus(self.consensus_curves[k])
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
@@ -260,6 +269,7 @@ class Trainer:
         rows = self.rows(k)
         return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
+                "consensus_curve": self.consensus_curves[k],
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
@@ -278,6 +288,7 @@ class Trainer:
         self.t = int(states[0]["t"])
         self.curves = [list(c) for s in states for c in s["curves"]]
         self.weight_curves = [list(w) for s in states for w in s["weight_curves"]]
+        self.consensus_curves = [list(s.get("consensus_curve", [])) for s in states]
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..naming import (curve_length, curve_names, default_num_agents, flag_name, is_multi_agent, run_stem,
-                      script_of, variant_of)
+from ..naming import (algorithm_of, curve_length, curve_names, default_num_agents, flag_name, is_multi_agent,
+                      method_of, run_stem, script_of, variant_of, with_diffusion)
 from .execute import files_complete
 from .experiment import ROOT, Experiment, ExperimentError, positive, flag_args, seed_tokens
 
@@ -78,6 +78,8 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
         for env in exp.envs:
             for policy in exp.policies:
                 script = script_of(policy)
+                if flags.get("diffusion"):  # as the command lines fold --diffusion into the policy
+                    policy = with_diffusion(policy) or policy
                 multi = is_multi_agent(policy)
                 if "num_agents" in flags:
                     num_agents = positive(flags["num_agents"], f"settings.{setting}: --num_agents")
@@ -86,7 +88,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                                               f"{policy}, a single agent; use DASE_{policy} or DPD_{policy}")
                 else:
                     num_agents = default_num_agents(policy)
-                algo = policy.split("_")[-1]
+                algo = algorithm_of(policy)
                 results_dir = (Path(base_dir) / algo / env).as_posix()
                 steps_flag, start_flag = flag_name(script, "max_time_steps"), flag_name(script, "start_time_steps")
                 args = ["--policy", policy, "--env", env, "--seeds", *seed_tokens(exp.seeds),
@@ -102,9 +104,22 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                 checkpoint_dir = flags.get("checkpoint_dir")
                 runs.append(Run(setting=setting, policy=policy, env=env, seeds=tuple(exp.seeds),
                                 results_dir=results_dir, script=script, args=tuple(args), num_agents=num_agents,
-                                steps=exp.steps, eval_freq=exp.eval_freq, variant=variant_of(flags),
+                                steps=exp.steps, eval_freq=exp.eval_freq, variant=sweep_variant(policy, flags),
                                 checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None))
     return runs
+
+
+def sweep_variant(policy: str, flags: dict) -> str:
+    """The variant the command line will give a run of ``policy`` with ``flags`` (a DIFF_ method's default graph
+    included), so the sweep knows its files."""
+    from ..cli import read_adjacency
+
+    settings = dict(flags)
+    settings["adjacency"] = read_adjacency(str(flags["adjacency"])) if flags.get("adjacency") is not None else None
+    method = method_of(policy)
+    if method.diffuses and not settings.get("topology") and settings["adjacency"] is None:
+        settings["topology"] = method.default_topology
+    return variant_of(settings)
 
 
 def check_flags(runs: Sequence[Run]) -> None:
