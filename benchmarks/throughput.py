@@ -23,12 +23,13 @@ import time
 import numpy as np
 import torch
 
-from algorithms.nets import AgentRNG
-from utils.run.buffer import SharedReplayBuffer
 from utils.cli import resolve_device
 from utils.envs.registry import make_env, resolve_env_id
+from utils.naming import algorithm_of
 from utils.run import RunConfig, Trainer
-from utils.run.learner import ALGORITHMS
+from utils.run.buffer import SharedReplayBuffer
+from utils.run.learner import Learner
+from utils.run.sharing import SharingSettings
 
 
 def sync(device: torch.device) -> None:
@@ -40,41 +41,60 @@ def algo_kwargs(policy: str, sac_policy_type: str) -> dict:
     return {"policy_type": sac_policy_type} if policy.endswith("SAC") else {}
 
 
-def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates: int, warmup: int,
-                 batch_size: int, sac_policy_type: str, seeds: int = 1) -> float:
-    """Seconds per batched update of ``seeds`` groups of n agents."""
+def filled_learner(policy: str, env_id: str, n: int, device: torch.device, batch_size: int, sac_policy_type: str,
+                   seeds: int = 1, sharing: dict | None = None) -> Learner:
+    """A learner of ``seeds`` groups of n agents (its sharing scheme included) on 20,000 random transitions."""
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     low, high = env.action_space.low, env.action_space.high
     env.close()
     m = seeds * n
     member_seeds = [s + 100 * i for s in range(seeds) for i in range(n)]
-    kw = algo_kwargs(policy, sac_policy_type)
-    agents = ALGORITHMS[policy.removeprefix("DASE_")](obs_dim, act_dim, low, high, member_seeds, device, **kw)
-    buffer = SharedReplayBuffer(obs_dim, act_dim, 20_000, n, device, agents.gaussian_behaviour, groups=seeds)
+    settings = SharingSettings.of(policy, n, sharing or {})
+    learner = Learner(algorithm_of(policy), algo_kwargs(policy, sac_policy_type), member_seeds, n, obs_dim, act_dim,
+                      low, high, 20_000, batch_size, 1, device, settings)
     rng = np.random.default_rng(0)
+    gaussian = learner.agents.gaussian_behaviour
     for _ in range(20_000 // n):
-        buffer.add(rng.standard_normal((m, obs_dim)), rng.uniform(low, high, (m, act_dim)), rng.standard_normal(m),
-                   rng.standard_normal((m, obs_dim)), rng.random(m) < 0.01,
-                   (rng.standard_normal((m, act_dim)), rng.uniform(0.1, 1, (m, act_dim))) if agents.gaussian_behaviour else None)
-    sampler = AgentRNG(member_seeds, device)
+        learner.store(rng.standard_normal((m, obs_dim)), rng.uniform(low, high, (m, act_dim)), rng.standard_normal(m),
+                      rng.standard_normal((m, obs_dim)), rng.random(m) < 0.01,
+                      (rng.standard_normal((m, act_dim)), rng.uniform(0.1, 1, (m, act_dim))) if gaussian else None)
+    return learner
+
+
+def seconds_per_call(fn, device: torch.device, calls: int, warmup: int) -> float:
     for _ in range(warmup):
-        agents.update(buffer.sample(batch_size, sampler))
+        fn()
     sync(device)
     start = time.perf_counter()
-    for _ in range(updates):
-        agents.update(buffer.sample(batch_size, sampler))
+    for _ in range(calls):
+        fn()
     sync(device)
-    return (time.perf_counter() - start) / updates
+    return (time.perf_counter() - start) / calls
+
+
+def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates: int, warmup: int,
+                 batch_size: int, sac_policy_type: str, seeds: int = 1, sharing: dict | None = None) -> dict:
+    """Seconds per batched update (``Learner.update_once``: sampling, the update with its sharing weights, what the
+    scheme runs after it, the diagnostics) of ``seeds`` groups of n agents; for a diffusing method also the
+    seconds of its combine step alone, on the same parameters."""
+    learner = filled_learner(policy, env_id, n, device, batch_size, sac_policy_type, seeds, sharing)
+    out = {"update": seconds_per_call(learner.update_once, device, updates, warmup), "diffusion": None}
+    diffusion = learner.scheme.diffusion
+    if diffusion is not None and diffusion.edges:
+        params = learner.scheme.mixed_parameters()
+        out["diffusion"] = seconds_per_call(lambda: diffusion.combine(params), device, updates, warmup)
+    return out
 
 
 def loop_config(policy: str, env_id: str, n: int, seeds: int, device: torch.device, start_steps: int, max_steps: int,
                 eval_freq: int, eval_episodes: int, sac_policy_type: str, workers: int | None, tmp: str,
-                cuda_graphs: bool = False) -> RunConfig:
+                cuda_graphs: bool = False, sharing: dict | None = None) -> RunConfig:
     return RunConfig(policy=policy, env=env_id, seed=0, seeds=list(range(seeds)) if seeds > 1 else None, num_agents=n,
                      max_time_steps=max_steps, start_time_steps=start_steps, eval_freq=eval_freq,
                      eval_episodes=eval_episodes, device=str(device), results_dir=tmp, checkpoint_freq=0, quiet=True,
-                     env_workers=workers, cuda_graphs=cuda_graphs, algo=algo_kwargs(policy, sac_policy_type))
+                     env_workers=workers, cuda_graphs=cuda_graphs, algo=algo_kwargs(policy, sac_policy_type),
+                     sharing=dict(sharing or {}))
 
 
 def time_training(cfg: RunConfig, steps: int) -> float:
@@ -105,7 +125,10 @@ def time_loop(cfg: RunConfig) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__.split("\n\n")[0])
-    p.add_argument("--policy", type=str, default="DASE_TD3", help="DASE_TD3, DASE_DDPG, DASE_SAC (default: DASE_TD3)")
+    p.add_argument("--policy", type=str, default="DASE_TD3",
+                   help="a registered policy: DASE_TD3, DIFF_TD3, DASE_SAC, ... (default: DASE_TD3)")
+    p.add_argument("--topology", type=str, default=None, help="graph of DASE_/DPD_/DIFF_ policies (default: theirs)")
+    p.add_argument("--diffusion_weights", type=str, default="uniform", help="DIFF_: uniform or metropolis")
     p.add_argument("--env", type=str, default="HalfCheetah-v5", help="environment (default: HalfCheetah-v5)")
     p.add_argument("--agents", type=int, nargs="+", default=[1, 2, 5, 10], help="agent counts (default: 1 2 5 10)")
     p.add_argument("--device", type=str, default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
@@ -141,15 +164,20 @@ def main(argv=None) -> int:
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     env.close()
+    sharing = {k: v for k, v in (("topology", args.topology), ("diffusion_weights", args.diffusion_weights))
+               if v not in (None, "uniform")}
     results = []
     base = {}
     for seeds in args.seeds:
         for n in args.agents:
             m = seeds * n
-            sec = time_updates(args.policy, env_id, n, device, args.updates, args.warmup, args.batch_size,
-                               args.policy_type, seeds)
+            timed = time_updates(args.policy, env_id, n, device, args.updates, args.warmup, args.batch_size,
+                                 args.policy_type, seeds, sharing)
+            sec = timed["update"]
             base.setdefault(seeds, sec if n == 1 else None)
+            share = timed["diffusion"] / sec if timed["diffusion"] is not None else None
             row = {"seeds": seeds, "agents": n, "members": m, "updates_per_s": 1 / sec,
+                   "ms_diffusion": 1000 * timed["diffusion"] if share is not None else None, "diffusion_share": share,
                    "agent_updates_per_s": m / sec, "ms_per_update": 1000 * sec,
                    "cost_vs_one_agent": sec / base[seeds] if base[seeds] else None, "train_env_steps_per_s": None,
                    "protocol_seconds": None, "protocol_env_steps_per_s": None, "projected_hours_1M": None}
@@ -157,7 +185,7 @@ def main(argv=None) -> int:
                 with tempfile.TemporaryDirectory() as tmp:
                     cfg = loop_config(args.policy, env_id, n, seeds, device, args.start_time_steps,
                                       args.max_time_steps, args.eval_freq, args.eval_episodes, args.policy_type,
-                                      args.env_workers, tmp, args.cuda_graphs)
+                                      args.env_workers, tmp, args.cuda_graphs, sharing)
                     step = time_training(cfg, args.train_steps)
                     loop = time_loop(cfg)
                 row["train_env_steps_per_s"] = m / step
@@ -171,7 +199,8 @@ def main(argv=None) -> int:
             loops = (f" | train {row['train_env_steps_per_s']:8.1f} env steps/s | protocol "
                      f"{row['protocol_env_steps_per_s']:8.1f} env steps/s, 1M steps in {row['projected_hours_1M']:.1f} h"
                      if row["protocol_seconds"] else "")
-            print(f"seeds {seeds:>2} x agents {n:>3} | {row['ms_per_update']:8.2f} ms/update | "
+            mixing = f" | combine {row['ms_diffusion']:.3f} ms = {100 * share:.1f} % of it" if share is not None else ""
+            print(f"seeds {seeds:>2} x agents {n:>3} | {row['ms_per_update']:8.2f} ms/update{mixing} | "
                   f"{row['agent_updates_per_s']:8.1f} agent-updates/s | cost x{row['cost_vs_one_agent'] or float('nan'):.2f}"
                   + loops, flush=True)
     gaussian = args.policy.endswith("SAC") and args.policy_type == "Gaussian"
