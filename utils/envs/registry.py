@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import UsageError
+from . import variants  # noqa: F401  (registers the task-variant ids: RandomExtremePendulum-v1, ...)
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
 # MuJoCo >= 3.x deprecates an attribute that Gymnasium's own model files use; it changes nothing for us
@@ -69,12 +70,15 @@ def _unknown(env: str) -> str:
     return f"--env: unknown environment {env!r}; {hint}"
 
 
-def make_env(env_id: str) -> gym.Env:
-    """Create one environment and check it has a bounded continuous (Box) action space."""
+def make_env(env_id: str, task: dict | None = None) -> gym.Env:
+    """Create one environment and check it has a bounded continuous (Box) action space.
+
+    ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
+    its own)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            env = gym.make(env_id)
+            env = gym.make(env_id) if task is None else gym.make(env_id, task=task)
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
     except Exception as e:  # e.g. a registered id whose module fails to import
