@@ -14,6 +14,7 @@ ALGORITHMS = ("DDPG", "TD3", "SAC")  # the base algorithms; DASE_ and DPD_ prefi
 MULTI_AGENT_PREFIXES = ("DASE_", "DPD_")  # their curves are {stem}_Agent_{i}.npy
 VARIANTS = ("matched",)
 WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that curve
+TASKS_SUFFIX = "_tasks"  # {curve stem}_tasks.npy: --eval_tasks all, that agent's score on every agent's task
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(r"^(?:(?P<method>DASE|DPD)_)?(?P<alg>DDPG|TD3|SAC)(?:_(?P<variant>" + "|".join(VARIANTS)
                         + r"))?_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")

@@ -99,11 +99,12 @@ def make_env(env_id: str, task: dict | None = None) -> gym.Env:
     return env
 
 
-def seeded_envs(env_id: str, seeds) -> tuple[list[gym.Env], np.ndarray]:
-    """One environment per seed, reset with that seed; its action-space sampler seeded too."""
+def seeded_envs(env_id: str, seeds, tasks=None) -> tuple[list[gym.Env], np.ndarray]:
+    """One environment per seed (playing the task beside it in ``tasks``, if given), reset with that seed; its
+    action-space sampler seeded too."""
     envs, obs = [], []
-    for s in seeds:
-        env = make_env(env_id)
+    for s, task in zip(seeds, tasks if tasks is not None else [None] * len(seeds)):
+        env = make_env(env_id, task)
         o, _ = env.reset(seed=int(s))
         env.action_space.seed(int(s))
         envs.append(env)

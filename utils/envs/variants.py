@@ -274,6 +274,11 @@ def has_variants(env_id: str) -> bool:
     return env_id in VARIANTS
 
 
+def redraws(env_id: str) -> bool:
+    """Whether ``env_id`` is a RandomNormal variant (new parameters at every reset, no task of its own)."""
+    return env_id in VARIANTS and VARIANTS[env_id].REDRAW
+
+
 def base_of(env_id: str) -> str | None:
     """The Gymnasium id a variant varies (None for other ids)."""
     return _BASES.get(env_id)

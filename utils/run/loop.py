@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..cli import available_cores
+from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import Interrupted, NonFinite, UsageError
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
@@ -91,8 +92,14 @@ class Trainer:
         self.pending: Evaluation | None = None  # an evaluation that runs beside training
         self.workers = default_workers(self.device, len(self.member_seeds)) if cfg.env_workers is None \
             else cfg.env_workers
+        # task variants: each agent's own task from its own seed (None for other environments); --eval_tasks all:
+        # every member is also evaluated on the tasks of its seed's other agents, in agent order
+        self.tasks = [task_for(cfg.env, s) for s in self.member_seeds]
+        every = cfg.eval_tasks == "all"
+        eval_tasks = [self.tasks[m - m % n:m - m % n + n] for m in range(len(self.tasks))] if every else None
+        self.own_task = [m % n for m in range(len(self.tasks))] if every else None
         self.envs = c = make_envs(cfg.env, self.member_seeds, [s + 100 for s in seeds for _ in range(n)],
-                                  cfg.eval_episodes, self.workers)
+                                  cfg.eval_episodes, self.workers, self.tasks, eval_tasks)
         self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
                                cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device, cfg.is_dpd,
                                cfg.cuda_graphs)
@@ -106,6 +113,7 @@ class Trainer:
         self.eval_pace = -(-limit // cfg.eval_freq) if limit and self.workers else None
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
+        self.task_curves: list[list[list[float]]] = [[] for _ in self.member_seeds]  # --eval_tasks all: [evals][N]
         self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet)  # started by open_outputs
         self.t = 0
 
@@ -179,8 +187,8 @@ class Trainer:
 
     def open_outputs(self) -> None:
         """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
-        for files in self.files:
-            files.write_record(self.device, self.t, self.seeds, self.workers)
+        for k, files in enumerate(self.files):
+            files.write_record(self.device, self.t, self.seeds, self.workers, self.tasks[self.rows(k)])
         self.progress.start(self.t, [files.board(self.t) for files in self.files] if self.cfg.tensorboard else [])
 
     def finish(self) -> None:
@@ -197,7 +205,8 @@ class Trainer:
         if self.cfg.save_model:
             for k, files in enumerate(self.files):
                 files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
-        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, self.learner.period_stats(), rate)
+        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, self.learner.period_stats(), rate,
+                                  self.own_task)
         if self.eval_pace is None:
             self.finish_evaluation()
 
@@ -210,6 +219,9 @@ class Trainer:
         for m, score in enumerate(scores):
             self.curves[m].append(float(score))
             self.weight_curves[m].append(float(ev.period["weight"][m]))
+        if self.cfg.eval_tasks == "all":
+            for m, row in enumerate(ev.task_scores()):
+                self.task_curves[m].append([float(x) for x in row])
         self.save_curves()
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)
 
@@ -218,6 +230,8 @@ class Trainer:
             files.save_curves(self.curves[self.rows(k)])
             if self.cfg.is_dase:
                 files.save_weights(self.weight_curves[self.rows(k)])
+            if self.cfg.eval_tasks == "all":
+                files.save_task_curves(self.task_curves[self.rows(k)])
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
@@ -260,6 +274,7 @@ class Trainer:
         rows = self.rows(k)
         return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
+                "task_curves": self.task_curves[rows],
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
@@ -278,6 +293,7 @@ class Trainer:
         self.t = int(states[0]["t"])
         self.curves = [list(c) for s in states for c in s["curves"]]
         self.weight_curves = [list(w) for s in states for w in s["weight_curves"]]
+        self.task_curves = [[list(r) for r in c] for s in states for c in s.get("task_curves", [[]] * len(s["curves"]))]
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------
