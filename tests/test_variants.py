@@ -216,7 +216,7 @@ def test_the_command_line_records_every_agents_task(tmp_path):
     assert not list(tmp_path.glob("*_tasks.npy"))  # only with --eval_tasks all
 
 
-def test_eval_tasks_all_scores_every_task_and_leaves_the_curves_alone(tmp_path):
+def test_eval_tasks_all_scores_every_task_and_leaves_the_curves_alone(tmp_path, capsys):
     Trainer(config(tmp_path / "own")).run()
     Trainer(config(tmp_path / "all", eval_tasks="all")).run()
     own, every = files(tmp_path / "own"), files(tmp_path / "all")
@@ -228,6 +228,11 @@ def test_eval_tasks_all_scores_every_task_and_leaves_the_curves_alone(tmp_path):
         np.testing.assert_array_equal(scores[:, i], curve)  # its own task's column is its curve
         assert not np.array_equal(scores[:, 1 - i], curve)  # the other task is another task
     assert record(tmp_path / "all")["tasks"] == [task_for(ENV, 3), task_for(ENV, 103)]
+    from utils import plot
+
+    capsys.readouterr()
+    assert len(plot.find_curves([tmp_path / "all"])) == 2  # the plot tool passes the task scores over, silently
+    assert "_tasks" not in capsys.readouterr().err
 
 
 def test_worker_processes_give_the_files_of_one_process(tmp_path):
