@@ -177,6 +177,10 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
                    help="worker processes that step the environments and evaluation episodes, evaluation then "
                         "running beside training; 0: all in this process (default: the cores torch leaves free, "
                         "0 when fewer than 2); results are the same for every value")
+    p.add_argument("--eval_tasks", type=str, default="own", choices=["own", "all"],
+                   help="task variants (e.g. --env RandomExtremePendulum-v1, one task per agent): 'all' also evaluates "
+                        "each agent on every agent's task, with the same episode seeds, into {curve}_tasks.npy "
+                        "[evaluations x agents]; the curve stays the own-task score (default: own)")
     p.add_argument("--tensorboard", action="store_true",
                    help="also log returns, losses, sharing weights and steps/s per agent for TensorBoard, under "
                         "RESULTS_DIR/tensorboard/RUN (view: tensorboard --logdir RESULTS_DIR/tensorboard)")
@@ -196,7 +200,7 @@ def run_flags(args) -> dict:
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile,
-                tensorboard=args.tensorboard, env_workers=args.env_workers,
+                tensorboard=args.tensorboard, env_workers=args.env_workers, eval_tasks=args.eval_tasks,
                 cuda_graphs=graphs, device=device, flags=vars(args))
 
 

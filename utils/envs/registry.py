@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import UsageError
+from . import variants  # noqa: F401  (registers the task-variant ids: RandomExtremePendulum-v1, ...)
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
 # MuJoCo >= 3.x deprecates an attribute that Gymnasium's own model files use; it changes nothing for us
@@ -69,12 +70,15 @@ def _unknown(env: str) -> str:
     return f"--env: unknown environment {env!r}; {hint}"
 
 
-def make_env(env_id: str) -> gym.Env:
-    """Create one environment and check it has a bounded continuous (Box) action space."""
+def make_env(env_id: str, task: dict | None = None) -> gym.Env:
+    """Create one environment and check it has a bounded continuous (Box) action space.
+
+    ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
+    its own)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            env = gym.make(env_id)
+            env = gym.make(env_id) if task is None else gym.make(env_id, task=task)
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
     except Exception as e:  # e.g. a registered id whose module fails to import
@@ -95,11 +99,12 @@ def make_env(env_id: str) -> gym.Env:
     return env
 
 
-def seeded_envs(env_id: str, seeds) -> tuple[list[gym.Env], np.ndarray]:
-    """One environment per seed, reset with that seed; its action-space sampler seeded too."""
+def seeded_envs(env_id: str, seeds, tasks=None) -> tuple[list[gym.Env], np.ndarray]:
+    """One environment per seed (playing the task beside it in ``tasks``, if given), reset with that seed; its
+    action-space sampler seeded too."""
     envs, obs = [], []
-    for s in seeds:
-        env = make_env(env_id)
+    for s, task in zip(seeds, tasks if tasks is not None else [None] * len(seeds)):
+        env = make_env(env_id, task)
         o, _ = env.reset(seed=int(s))
         env.action_space.seed(int(s))
         envs.append(env)

@@ -34,9 +34,11 @@ class EpisodeLog:
         return {"seed": self.seed, "rng_state": self.rng_state, "actions": actions}
 
 
-def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray):
-    """Re-create an environment in the state a checkpoint describes; returns (env, obs, EpisodeLog)."""
-    env = make_env(env_id)
+def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray,
+                task: dict | None = None):
+    """Re-create an environment (playing ``task``, see ``variants.task_for``) in the state a checkpoint describes;
+    returns (env, obs, EpisodeLog)."""
+    env = make_env(env_id, task)
     if log["seed"] is not None:
         obs, _ = env.reset(seed=int(log["seed"]))
     else:

@@ -30,6 +30,16 @@ def join_states(states: list[dict]) -> dict:
             **{k: [x for s in states for x in s[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
 
 
+def member_tasks(seeds: Sequence[int], tasks, eval_tasks) -> tuple[list, list[list]]:
+    """Each member's task (None: the environment's own physics) and the tasks it is evaluated on (by default its
+    own alone); every member is evaluated on as many tasks."""
+    tasks = list(tasks) if tasks is not None else [None] * len(seeds)
+    eval_tasks = [list(row) for row in eval_tasks] if eval_tasks is not None else [[t] for t in tasks]
+    if len(tasks) != len(seeds) or len(eval_tasks) != len(seeds) or len({len(row) for row in eval_tasks}) != 1:
+        raise ValueError("one task and one equally long list of evaluation tasks per member")
+    return tasks, eval_tasks
+
+
 def episode_seeds(seed: int, episodes: int) -> list[int]:
     """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + 100)."""
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
@@ -37,20 +47,28 @@ def episode_seeds(seed: int, episodes: int) -> list[int]:
 
 class LocalEnvs:
     """Training environments seeded with the members' seeds, and ``episodes`` evaluation environments per member
-    reset with the episode seeds of ``eval_seeds[m]``."""
+    reset with the episode seeds of ``eval_seeds[m]``.
 
-    def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int):
+    Task variants: member m's environments play ``tasks[m]`` (None: the environment as registered); it is
+    evaluated on each task of ``eval_tasks[m]`` (default: its own) with the same episode seeds, the evaluation
+    slots of a member being task-major: [task 0: episodes 0..E-1, task 1: ..., ...]."""
+
+    def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int,
+                 tasks: Sequence[dict | None] | None = None, eval_tasks: Sequence[Sequence[dict | None]] | None = None):
         self.env_id, self.seeds = env_id, [int(s) for s in seeds]
-        self.envs, self.obs = seeded_envs(env_id, self.seeds)
+        self.tasks, eval_tasks = member_tasks(self.seeds, tasks, eval_tasks)
+        self.eval_tasks_per_member = len(eval_tasks[0]) if eval_tasks else 1
+        self.envs, self.obs = seeded_envs(env_id, self.seeds, self.tasks)
         self.episodes = [EpisodeLog(s) for s in self.seeds]
         self.episode_count = [0] * len(self.seeds)
         space = self.envs[0].action_space
         self.obs_dim, self.act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
         self.low, self.high = space.low, space.high
         self.max_episode_steps = self.envs[0].spec.max_episode_steps if self.envs[0].spec else None
-        self.eval_envs = [[make_env(env_id) for _ in range(episodes)] for _ in eval_seeds]
-        self.eval_seeds = [episode_seeds(int(s), episodes) for s in eval_seeds]
-        self.eval_obs = np.zeros((len(eval_seeds), episodes, self.obs_dim), self.envs[0].observation_space.dtype)
+        self.eval_envs = [[make_env(env_id, task) for task in row for _ in range(episodes)] for row in eval_tasks]
+        self.eval_seeds = [episode_seeds(int(s), episodes) * self.eval_tasks_per_member for s in eval_seeds]
+        self.eval_obs = np.zeros((len(eval_seeds), episodes * self.eval_tasks_per_member, self.obs_dim),
+                                 self.envs[0].observation_space.dtype)
         self.eval_out: tuple | None = None
 
     # ---- training environments ------------------------------------------------------------------
@@ -116,8 +134,8 @@ class LocalEnvs:
         expected = whole["obs"].numpy()
         for env in self.envs:
             env.close()
-        restored = [restore_env(self.env_id, rec, seed, space, expected[i]) for i, (rec, seed, space)
-                    in enumerate(zip(whole["episodes"], self.seeds, whole["action_space_rng"]))]
+        restored = [restore_env(self.env_id, rec, seed, space, expected[i], task) for i, (rec, seed, space, task)
+                    in enumerate(zip(whole["episodes"], self.seeds, whole["action_space_rng"], self.tasks))]
         self.envs = [r[0] for r in restored]
         self.episodes = [r[2] for r in restored]
         self.obs = expected.copy()
@@ -160,7 +178,8 @@ class Shared:
         self.attach()
 
 
-def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, episodes: int) -> None:
+def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, episodes: int, tasks,
+            eval_tasks) -> None:
     """A worker's loop: build its slice of environments, then answer one message per step."""
     # Ctrl-C and SIGTERM reach the whole process group: the main process checkpoints and then closes the
     # workers, which must live until then
@@ -168,7 +187,7 @@ def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, e
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
-        envs = LocalEnvs(env_id, seeds, eval_seeds, episodes)
+        envs = LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks)
         shared.obs[rows] = envs.obs
         conn.send(("ok", None))
     except BaseException as e:  # noqa: BLE001  (reported to the main process, which raises it)
@@ -219,8 +238,11 @@ def _describe(e: BaseException) -> tuple[bool, str]:
 class EnvWorkers:
     """``LocalEnvs``' interface over ``workers`` processes, each owning a contiguous slice of the members."""
 
-    def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int):
-        probe = make_env(env_id)
+    def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int,
+                 tasks: Sequence[dict | None] | None = None, eval_tasks: Sequence[Sequence[dict | None]] | None = None):
+        tasks, eval_tasks = member_tasks(seeds, tasks, eval_tasks)
+        self.eval_tasks_per_member = len(eval_tasks[0]) if eval_tasks else 1
+        probe = make_env(env_id, tasks[0] if tasks else None)
         space = probe.action_space
         self.obs_dim, self.act_dim = probe.observation_space.shape[0], space.shape[0]
         self.low, self.high = space.low, space.high
@@ -229,7 +251,7 @@ class EnvWorkers:
         workers = max(1, min(workers, m))
         bounds = np.linspace(0, m, workers + 1).round().astype(int)
         self.slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.shared = Shared(m, episodes, self.obs_dim, self.act_dim, probe.observation_space.dtype, space.dtype)
+        self.shared = Shared(m, episodes * self.eval_tasks_per_member, self.obs_dim, self.act_dim, probe.observation_space.dtype, space.dtype)
         probe.close()
         ctx = mp.get_context("spawn")  # workers use no torch threads, but fork after torch's pools is unsafe
         self.conns, self.procs = [], []
@@ -237,7 +259,7 @@ class EnvWorkers:
             here, there = ctx.Pipe()
             proc = ctx.Process(target=_worker, daemon=True,
                                args=(there, self.shared, rows, env_id, list(seeds[rows]), list(eval_seeds[rows]),
-                                     episodes))
+                                     episodes, tasks[rows], eval_tasks[rows]))
             proc.start()
             self.conns.append(here)
             self.procs.append(proc)
@@ -342,9 +364,11 @@ class EnvWorkers:
             conn.close()
 
 
-def make_envs(env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int,
-              workers: int = 0) -> LocalEnvs | EnvWorkers:
-    """The run's environments: in this process (``workers`` 0) or in a pool of worker processes."""
+def make_envs(env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int = 0,
+              tasks: Sequence[dict | None] | None = None,
+              eval_tasks: Sequence[Sequence[dict | None]] | None = None) -> LocalEnvs | EnvWorkers:
+    """The run's environments: in this process (``workers`` 0) or in a pool of worker processes; ``tasks`` and
+    ``eval_tasks`` as in ``LocalEnvs``."""
     if workers <= 0:
-        return LocalEnvs(env_id, seeds, eval_seeds, episodes)
-    return EnvWorkers(env_id, seeds, eval_seeds, episodes, workers)
+        return LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks)
+    return EnvWorkers(env_id, seeds, eval_seeds, episodes, workers, tasks, eval_tasks)

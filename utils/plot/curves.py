@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..naming import CURVE_NAME as NAME, WEIGHTS_SUFFIX as WEIGHTS
+from ..naming import CURVE_NAME as NAME, TASKS_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
 
 VERSION = re.compile(r"-v\d+$")
 
@@ -127,7 +127,7 @@ def find_curves(dirs: list[str | Path]) -> list[Curve]:
     ({curve}_weights.npy) are passed over silently: ``find_weights`` reads them."""
     curves = []
     for path in _npy_files(dirs):
-        if weight_file_stem(path) is not None:
+        if weight_file_stem(path) is not None or path.stem.endswith(TASKS_SUFFIX):  # --eval_tasks all's files
             continue
         m = NAME.match(path.stem)
         if m is None:

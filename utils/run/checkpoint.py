@@ -15,7 +15,8 @@ from ..errors import UsageError
 FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
 # RunConfig fields that must agree between a checkpoint and the run that resumes it
 COMPATIBLE = ("policy", "env", "seed", "num_agents", "start_time_steps", "eval_freq", "eval_episodes",
-              "batch_size", "buffer_size", "updates_per_step", "algo", "sharing")
+              "batch_size", "buffer_size", "updates_per_step", "algo", "sharing", "eval_tasks")
+DEFAULTS = {"eval_tasks": "own"}  # fields newer than some checkpoints and records: what those meant
 
 
 def read_checkpoint(path: Path) -> dict:
@@ -34,9 +35,10 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
     """The resumed run must be the same experiment (the step budget may grow)."""
     plain = lambda x: json.loads(json.dumps(x, sort_keys=True, default=str))  # noqa: E731  (tuples as in JSON records)
     for key in COMPATIBLE:
-        if plain(saved.get(key)) != plain(current.get(key)):
-            raise UsageError(f"{path} was made with {key}={saved.get(key)!r}, this run has "
-                             f"{current.get(key)!r}; use the same flags, or --overwrite to start over")
+        before, now = saved.get(key, DEFAULTS.get(key)), current.get(key, DEFAULTS.get(key))
+        if plain(before) != plain(now):
+            raise UsageError(f"{path} was made with {key}={before!r}, this run has "
+                             f"{now!r}; use the same flags, or --overwrite to start over")
 
 
 class RunLock:

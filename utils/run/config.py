@@ -13,6 +13,9 @@ from ..io import file_in_the_way
 from ..naming import Method, algorithm_of, curve_names, method_of, parse_policy, run_stem, variant_of
 
 
+EVAL_TASKS = ("own", "all")  # --eval_tasks
+
+
 @dataclass
 class RunConfig:
     """Everything a run needs; the command lines fill it from their flags."""
@@ -43,6 +46,7 @@ class RunConfig:
     tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
     cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
+    eval_tasks: str = "own"  # task variants: "all" also evaluates each agent on every agent's task of its seed
     overwrite: bool = False
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
@@ -112,6 +116,7 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     """
     flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
     _check_numbers(cfg, flag)
+    _check_tasks(cfg)
     _check_execution(cfg)
     _check_sizes(cfg)
     _check_folders(cfg)
@@ -146,6 +151,25 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.eval_freq > cfg.max_time_steps:
         raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
                          f"lower --eval_freq or raise {flag('max_time_steps')}")
+
+
+def _check_tasks(cfg: RunConfig) -> None:
+    """--eval_tasks: "all" needs agents that play different tasks."""
+    from ..envs.variants import has_variants, redraws
+
+    if cfg.eval_tasks not in EVAL_TASKS:
+        raise UsageError(f"--eval_tasks must be one of {', '.join(EVAL_TASKS)}, got {cfg.eval_tasks!r}")
+    if cfg.eval_tasks != "all":
+        return
+    if not has_variants(cfg.env):
+        raise UsageError(f"--eval_tasks all: every agent plays the same {cfg.env}; it needs a task variant with one "
+                         "task per agent (e.g. RandomExtremePendulum-v1), or drop --eval_tasks")
+    if redraws(cfg.env):
+        raise UsageError(f"--eval_tasks all: {cfg.env} draws new parameters at every reset, the same way for every "
+                         "agent; use its RandomExtreme variant (one task per agent), or drop --eval_tasks")
+    if cfg.num_agents < 2:
+        raise UsageError(f"--eval_tasks all: with --num_agents {cfg.num_agents} the only task is the agent's own; "
+                         "drop --eval_tasks or train several agents")
 
 
 def _check_execution(cfg: RunConfig) -> None:

@@ -3,6 +3,10 @@
 An ``Evaluation`` plays the episodes of all members in lockstep, one policy call per step for all of
 them, and can be advanced a step at a time: beside training (in a worker pool the episodes then step
 while the update runs) or to the end at once (``run``). Either way it gives the same returns.
+
+With task variants a member may be evaluated on several tasks (``envs.eval_tasks_per_member``, T): its
+episodes are task-major, and the policy is called once per task on exactly the arrays a single-task
+evaluation would give it, so that the own-task score does not depend on how many other tasks are played.
 """
 from __future__ import annotations
 
@@ -15,13 +19,16 @@ class Evaluation:
     """One evaluation, at training step ``t``, of ``policy`` ([M, E, obs_dim] -> [M, E, act_dim]) on ``envs``.
 
     ``period`` and ``rate``: what training reports with these returns (the diagnostics of the evaluation period
-    that ends at ``t``, and the steps per second), kept until the evaluation ends.
+    that ends at ``t``, and the steps per second), kept until the evaluation ends. ``own``: per member, which
+    of its evaluation tasks is its own (the one ``scores`` reports; default: the first).
     """
 
     def __init__(self, envs, policy: Callable[[np.ndarray], np.ndarray], t: int, period: dict | None = None,
-                 rate: float = 0.0):
+                 rate: float = 0.0, own: list[int] | None = None):
         self.envs, self.policy, self.t, self.period, self.rate = envs, policy, t, period or {}, rate
+        self.tasks = getattr(envs, "eval_tasks_per_member", 1)
         self.obs = envs.eval_reset()
+        self.own = list(own) if own is not None else [0] * self.obs.shape[0]
         self.returns = np.zeros(self.obs.shape[:2])
         self.active = np.ones(self.obs.shape[:2], dtype=bool)
 
@@ -31,7 +38,11 @@ class Evaluation:
 
     def next_actions(self) -> tuple[np.ndarray, np.ndarray]:
         """Actions for the next step and which episodes are still running."""
-        return self.policy(self.obs), self.active.copy()
+        if self.tasks == 1:
+            return self.policy(self.obs), self.active.copy()
+        e = self.obs.shape[1] // self.tasks
+        return (np.concatenate([self.policy(np.ascontiguousarray(self.obs[:, j * e:(j + 1) * e]))
+                                for j in range(self.tasks)], axis=1), self.active.copy())
 
     def observe(self, obs: np.ndarray, rewards: np.ndarray, ended: np.ndarray) -> None:
         """The outcome of a step taken with ``next_actions``."""
@@ -53,7 +64,19 @@ class Evaluation:
         return self.scores()
 
     def scores(self) -> np.ndarray:
-        return self.returns.mean(axis=1)
+        """Each member's mean return on its own task [M]."""
+        if self.tasks == 1:
+            return self.returns.mean(axis=1)
+        e = self.returns.shape[1] // self.tasks
+        own = np.stack([self.returns[m, j * e:(j + 1) * e] for m, j in enumerate(self.own)])
+        return own.mean(axis=1)
+
+    def task_scores(self) -> np.ndarray:
+        """Each member's mean return on each of its evaluation tasks [M, T] (column ``own[m]``: ``scores``)."""
+        m = self.returns.shape[0]
+        e = self.returns.shape[1] // self.tasks
+        return np.stack([np.stack([self.returns[i, j * e:(j + 1) * e] for j in range(self.tasks)]).mean(axis=1)
+                         for i in range(m)])
 
 
 def evaluate(envs, policy: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:

@@ -18,7 +18,7 @@ import torch
 from .checkpoint import RunLock, check_compatible, read_checkpoint
 from ..errors import UsageError
 from ..io import save_curve, save_json, save_torch
-from ..naming import CONSENSUS_SUFFIX, WEIGHTS_SUFFIX, curve_length
+from ..naming import CONSENSUS_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX, curve_length
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -57,13 +57,17 @@ class RunFiles:
             else []
         # diffusion: per evaluation, the agents' parameter disagreement (Diff-DAC's consensus measure)
         self.consensus = [self.results / f"{cfg.stem}{CONSENSUS_SUFFIX}.npy"] if cfg.method.diffuses else []
+        # --eval_tasks all: per agent, its score on every agent's task [evaluations x agents]; named whatever the
+        # setting, so that starting over also removes those of an earlier run with "all"
+        self.task_curves = [self.results / f"{name}{TASKS_SUFFIX}.npy" for name in cfg.agent_names()]
         self.record = self.results / f"{cfg.stem}.json"
         self.checkpoint = cfg.checkpoint_path
         self.models = [Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()]
         self.lock = RunLock(self.results / f".{cfg.stem}.lock")
 
     def existing(self) -> list[Path]:
-        return [p for p in [*self.curves, *self.weights, *self.consensus, self.record] if p.exists()]
+        return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, self.record]
+                if p.exists()]
 
     def remove_stale_temps(self) -> None:
         """Temporary files left by a write that was killed."""
@@ -84,6 +88,13 @@ class RunFiles:
             return None
         if any(c.shape != (expected,) for c in curves):
             return None
+        if cfg.eval_tasks == "all":
+            try:
+                shapes = [np.load(p, allow_pickle=False).shape for p in self.task_curves]
+            except Exception:
+                return None
+            if any(s != (expected, cfg.num_agents) for s in shapes):
+                return None
         check_compatible(saved, asdict(cfg), self.record)
         return [c.tolist() for c in curves]
 
@@ -120,13 +131,15 @@ class RunFiles:
         if self.checkpoint.exists():
             self.checkpoint.unlink()
 
-    def write_record(self, device: torch.device, t: int, seeds_in_process: list[int], env_workers: int = 0) -> None:
-        """The run's JSON record: every flag, versions, device, commit, command line."""
+    def write_record(self, device: torch.device, t: int, seeds_in_process: list[int], env_workers: int = 0,
+                     tasks: list[dict | None] | None = None) -> None:
+        """The run's JSON record: every flag, versions, device, commit, command line, and each agent's task
+        (``tasks``: its physical parameters, for task variants; None entries otherwise)."""
         record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
                   "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curves],
                   "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
-                  "env_workers_used": env_workers,
+                  "env_workers_used": env_workers, "tasks": tasks if tasks is not None else [None] * len(self.curves),
                   "checkpoint": str(self.checkpoint) if self.cfg.checkpoint_freq else None,
                   "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None}
         save_json(self.record, record)
@@ -142,6 +155,12 @@ class RunFiles:
     def save_consensus(self, values: list[float]) -> None:
         for path in self.consensus:
             save_curve(path, values)
+
+    def save_task_curves(self, task_curves: list[list[list[float]]]) -> None:
+        """--eval_tasks all: per agent, [evaluations x agents] (float64; no evaluation yet: shape (0, agents))."""
+        for path, rows in zip(self.task_curves, task_curves):
+            arr = np.asarray(rows, dtype=np.float64).reshape(len(rows), self.cfg.num_agents)
+            save_curve(path, arr)
 
     def board(self, t: int) -> "Board":
         """TensorBoard writer of this seed, continuing at step ``t`` (later events of an older try are dropped)."""

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..cli import available_cores
+from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import Interrupted, NonFinite, UsageError
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
@@ -91,8 +92,14 @@ class Trainer:
         self.pending: Evaluation | None = None  # an evaluation that runs beside training
         self.workers = default_workers(self.device, len(self.member_seeds)) if cfg.env_workers is None \
             else cfg.env_workers
+        # task variants: each agent's own task from its own seed (None for other environments); --eval_tasks all:
+        # every member is also evaluated on the tasks of its seed's other agents, in agent order
+        self.tasks = [task_for(cfg.env, s) for s in self.member_seeds]
+        every = cfg.eval_tasks == "all"
+        eval_tasks = [self.tasks[m - m % n:m - m % n + n] for m in range(len(self.tasks))] if every else None
+        self.own_task = [m % n for m in range(len(self.tasks))] if every else None
         self.envs = c = make_envs(cfg.env, self.member_seeds, [s + 100 for s in seeds for _ in range(n)],
-                                  cfg.eval_episodes, self.workers)
+                                  cfg.eval_episodes, self.workers, self.tasks, eval_tasks)
         self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
                                cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
                                cfg.sharing_settings(), cfg.cuda_graphs)
@@ -107,6 +114,7 @@ class Trainer:
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
         self.consensus_curves: list[list[float]] = [[] for _ in seeds]  # the agents' parameter disagreement per seed
+        self.task_curves: list[list[list[float]]] = [[] for _ in self.member_seeds]  # --eval_tasks all: [evals][N]
         self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet)  # started by open_outputs
         self.t = 0
 
@@ -180,8 +188,8 @@ class Trainer:
 
     def open_outputs(self) -> None:
         """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
-        for files in self.files:
-            files.write_record(self.device, self.t, self.seeds, self.workers)
+        for k, files in enumerate(self.files):
+            files.write_record(self.device, self.t, self.seeds, self.workers, self.tasks[self.rows(k)])
         self.progress.start(self.t, [files.board(self.t) for files in self.files] if self.cfg.tensorboard else [])
 
     def finish(self) -> None:
@@ -201,7 +209,7 @@ class Trainer:
         period = self.learner.period_stats()
         if self.learner.scheme.writes_consensus:  # of the parameters evaluated now, one value per seed
             period["consensus"] = np.repeat(self.learner.scheme.consensus(), self.cfg.num_agents)
-        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, period, rate)
+        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, period, rate, self.own_task)
         if self.eval_pace is None:
             self.finish_evaluation()
 
@@ -217,6 +225,9 @@ class Trainer:
         if "consensus" in ev.period:
             for k, curve in enumerate(self.consensus_curves):
                 curve.append(float(ev.period["consensus"][self.rows(k).start]))
+        if self.cfg.eval_tasks == "all":
+            for m, row in enumerate(ev.task_scores()):
+                self.task_curves[m].append([float(x) for x in row])
         self.save_curves()
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)
 
@@ -227,6 +238,8 @@ class Trainer:
                 files.save_weights(self.weight_curves[self.rows(k)])
             if self.learner.scheme.writes_consensus:
                 files.save_consensus(self.consensus_curves[k])
+            if self.cfg.eval_tasks == "all":
+                files.save_task_curves(self.task_curves[self.rows(k)])
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
@@ -270,6 +283,7 @@ class Trainer:
         return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
                 "consensus_curve": self.consensus_curves[k],
+                "task_curves": self.task_curves[rows],
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
@@ -289,6 +303,7 @@ class Trainer:
         self.curves = [list(c) for s in states for c in s["curves"]]
         self.weight_curves = [list(w) for s in states for w in s["weight_curves"]]
         self.consensus_curves = [list(s.get("consensus_curve", [])) for s in states]
+        self.task_curves = [[list(r) for r in c] for s in states for c in s.get("task_curves", [[]] * len(s["curves"]))]
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------
