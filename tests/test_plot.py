@@ -112,6 +112,23 @@ def test_no_curves_is_an_error(tmp_path, capsys):
     assert plot.main([str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
 
 
+@pytest.mark.parametrize("where,needle", [("a_file", "a_file is a file, not a folder"),
+                                          ("a_file/sub", "a_file is a file, not a folder"),
+                                          ("/proc/forbidden", "cannot write there"),
+                                          ("", "an empty path")])
+def test_an_out_that_cannot_be_a_folder_is_one_line(where, needle, tmp_path, capsys, monkeypatch):
+    """--out on a file, under a file, where nothing can be written, or empty (the current folder): one line,
+    exit code 2, nothing written."""
+    synthetic_tree(tmp_path / "runs")
+    (tmp_path / "a_file").write_text("in the way")
+    monkeypatch.chdir(tmp_path)
+    assert plot.main(["runs", "--out", where]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("python -m utils.plot: error: --out") and needle in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "runs"]
+    assert (tmp_path / "a_file").read_text() == "in the way"
+
+
 @pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
 def test_reads_the_papers_curves():
     groups = {(g.env, g.label): g for g in plot.group_curves(plot.find_curves([PAPER / "TD3"]))}

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
                      group_curves, recorded_eval_freq)
+from ..io import file_in_the_way, unwritable
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
 
@@ -134,9 +135,22 @@ def comparison(args: argparse.Namespace, own_curves: list[Curve], ref_curves: li
     return [out / "comparison.csv", out / "comparison.md"]
 
 
+def check_out(out: str) -> None:
+    """--out is a folder (or can become one) that takes files; a PlotError otherwise, before anything is read."""
+    if not out.strip():  # Path("") is the current folder
+        raise PlotError(f"--out {out!r}: an empty path names no folder; give a folder's name")
+    blocked = file_in_the_way(out)
+    if blocked is not None:
+        raise PlotError(f"--out {out}: {blocked} is a file, not a folder; pick another path")
+    reason = unwritable(out)
+    if reason:
+        raise PlotError(f"--out {out}: cannot write there ({reason}); pick another path")
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     try:
+        check_out(args.out)
         own_curves, ref_curves, show_weights = load(args)
         by_env = by_environment(group_curves(own_curves, args.per_agent),
                                 group_curves(ref_curves, args.per_agent, reference=True))
@@ -144,7 +158,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # check_out made sure it can be
     written = plot(by_env, out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
                    weights=("log" if args.weights_log else True) if show_weights else False)
     rows = [summarise(g, args.eval_freq, args.at) for groups in by_env.values() for g in groups]
