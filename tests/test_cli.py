@@ -118,6 +118,11 @@ ERRORS = [
     (sac_main, ["--results_dir", ""], "--results_dir '': an empty path"),
     (DASE_main, ["--checkpoint_dir", ""], "--checkpoint_dir '': an empty path"),
     (sac_main, ["--models_dir", "", "--save_model"], "--models_dir '': an empty path"),
+    # the other command line's spelling of a flag points to this one's
+    (sac_main, ["--max_time_steps", "100"], "sac_main.py calls it --num_steps"),
+    (sac_main, ["--start_time_steps=100"], "sac_main.py calls it --start_steps"),
+    (DASE_main, ["--num_steps", "100"], "DASE_main.py calls it --max_time_steps"),
+    (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
 ]
 if not torch.cuda.is_available():
     ERRORS.append((DASE_main, ["--device", "cuda"], "no CUDA GPU"))

@@ -95,6 +95,15 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: 'prog: error: ... (see --help)', exit code 2."""
 
     def error(self, message: str):
+        from .naming import SCRIPT_FLAG_NAMES, other_spellings
+
+        if message.startswith("unrecognized arguments:") and self.prog in SCRIPT_FLAG_NAMES:
+            renamed = other_spellings(self.prog)
+            for token in message.partition(":")[2].split():
+                flag = token.split("=", 1)[0]
+                if flag in renamed:  # the other command line's name of one of ours
+                    message = f"unrecognized argument {flag}: {self.prog} calls it {renamed[flag]}"
+                    break
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
         sys.exit(EXIT_USAGE)
 
