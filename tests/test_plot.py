@@ -233,7 +233,7 @@ def test_weights_axis_is_the_nanmean_over_runs(tmp_path):
         colors = plot.draw_returns(ax, groups, 1000, ci=False, window=1)
         lines = plot.draw_weights(wax, groups, 1000, colors)
         assert sorted(line.get_label() for line in lines) == sorted(k.replace("_", "-") for k in expected)
-        return_colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+        return_colors = {line.get_label().split(" (")[0]: line.get_color() for line in ax.get_lines()}
         for line in lines:
             label = line.get_label()
             runs = expected[label.replace("-", "_")]
@@ -279,3 +279,44 @@ def test_weights_without_weight_files_is_a_note(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("note: --weights: no usable weight files"), err
     assert png_size(tmp_path / "w" / "Pendulum-v1.png") == png_size(tmp_path / "plain" / "Pendulum-v1.png")
+
+
+@pytest.mark.parametrize("ci,band", [(False, "±1 std"), (True, "95% CI")])
+def test_legend_says_how_many_runs_and_what_the_band_is(ci, band, tmp_path):
+    import matplotlib.pyplot as plt
+
+    synthetic_tree(tmp_path)
+    by_label = {g.label: g for g in plot.group_curves(plot.find_curves([tmp_path]))}
+    fig = plot.env_figure("Pendulum-v1", list(by_label.values()), 1000, ci, 1)
+    legend = sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert legend == sorted([f"DASE-TD3 (4 runs, {band})", f"TD3 (4 runs, {band})"])
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("scale,expected", [
+    (0.012, "log"),  # the paper's v: about 0.01, a flat zero on a 0-1 axis
+    (1e-18, "log"),  # the matched v
+    ("spread", "log"),  # from 0.5 down to 1e-4: four decades
+    (0.4, "linear"),  # weights a linear axis shows
+])
+def test_weight_axis_turns_logarithmic_for_small_or_spread_weights(scale, expected, tmp_path):
+    import matplotlib.pyplot as plt
+
+    synthetic_tree(tmp_path)
+    for s in range(2):
+        for a in range(2):
+            w = np.geomspace(0.5, 1e-4, 21) if scale == "spread" else np.full(21, scale) * (1 + 0.1 * a)
+            w[:3] = np.nan  # step 0 and the warm-up
+            write(tmp_path / f"DASE_TD3_Pendulum-v1_{s}_Agent_{a}_weights.npy", w)
+    curves = plot.find_curves([tmp_path])
+    plot.attach_weights(curves, plot.find_weights([tmp_path]))
+    groups = plot.group_curves(curves)
+    for weights, scale_wanted in [(True, expected), ("log", "log")]:  # --weights_log forces it
+        fig = plot.env_figure("Pendulum-v1", groups, 1000, False, 1, weights=weights)
+        wax = fig.axes[1]
+        assert wax.get_yscale() == scale_wanted, (weights, scale)
+        lo, hi = wax.get_ylim()
+        drawn = np.concatenate([line.get_ydata() for line in wax.get_lines()])
+        drawn = drawn[np.isfinite(drawn)]
+        assert lo <= drawn.min() and drawn.max() <= hi  # every weight drawn lies inside the axis
+        plt.close(fig)

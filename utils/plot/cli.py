@@ -15,8 +15,10 @@ samples in the updates of the evaluation period ending at step k * eval_freq; Na
 happened). These files are recognised by name and never read as curves. With ``--weights`` every
 figure gets a second, smaller axis under the returns (same time axis, same colours): per group the
 mean over runs of the weight, ignoring NaN (steps where every run is NaN are not drawn; the weights
-are not smoothed). Groups without weight files (baselines, DPD, reference trees) have no line
-there; a weight file that is unreadable, not 1-D, not as long as its curve, or holds values
+are not smoothed; the axis is logarithmic when the weights span more than 2 decades or lie mostly
+below 0.05, linear from 0 to 1 otherwise, and ``--weights_log`` makes it logarithmic always). Groups
+without weight files (baselines, DPD, reference trees) have no line there; a weight file that is
+unreadable, not 1-D, not as long as its curve, or holds values
 outside [0, 1] other than NaN is skipped with a warning.
 
 Comparison with a reference (``--reference DIR``, steps from ``--at``): for every environment
@@ -69,7 +71,8 @@ def parse(argv=None) -> argparse.Namespace:
                    help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
                         "the returns: per group the mean over runs, NaN ignored")
     p.add_argument("--weights_log", action="store_true",
-                   help="with --weights: a log scale for the weight axis (weights of many decades)")
+                   help="with --weights: always a log scale for the weight axis (without it the axis is logarithmic "
+                        "when the weights span more than 2 decades or lie mostly below 0.05, else linear)")
     p.add_argument("--eval_freq", type=int, default=None,
                    help="time steps between evaluations (default: what our runs' JSON records say, else 1000)")
     p.add_argument("--max_steps", type=int, default=None,
