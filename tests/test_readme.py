@@ -59,3 +59,66 @@ def test_flag_tables_match_the_parsers(module, argv, tables):
     actual = parser_flags(module, argv)
     assert not actual - documented, f"in --help but not in README's tables: {sorted(actual - documented)}"
     assert not documented - actual, f"in README's tables but not taken: {sorted(documented - actual)}"
+
+
+def readme_commands(program: str) -> list[list[str]]:
+    """Every command of README's bash blocks that starts with ``program`` (continuation lines joined, comments
+    dropped), split as the shell would, in README's order."""
+    import shlex
+
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:len(program.split())] == program.split():
+                commands.append(words)
+    return commands
+
+
+def fake_run(root: Path, argv: list[str], module=DASE_main) -> None:
+    """The files a finished run of ``argv`` leaves (constant curves, its JSON record's eval_freq), under ``root``."""
+    import json
+
+    import numpy as np
+
+    from utils.naming import curve_length, curve_names, default_num_agents, run_stem
+
+    args = module.parse(argv)
+    budget = getattr(args, "max_time_steps", None) or args.num_steps
+    folder = root / args.results_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = run_stem(args.policy, args.env, args.seed or 0)
+    for name in curve_names(stem, args.policy, default_num_agents(args.policy)):
+        np.save(folder / f"{name}.npy", np.full(curve_length(budget, args.eval_freq), -500.0))
+    (folder / f"{stem}.json").write_text(json.dumps({"config": {"eval_freq": args.eval_freq}}))
+
+
+def test_the_first_plot_command_shows_the_first_run_alone(tmp_path, monkeypatch):
+    """A new user who follows README from the top: the first run, then README's first plot command, in a checkout
+    that holds the committed runs under 'Learning Curves/CPU 100k' and, later, the smoke sweep's runs (evaluated
+    every 500 steps). The first plot shows exactly the first run; the sweep's plot command, its runs alone."""
+    import shutil
+    import csv
+
+    first = next(c for c in readme_commands("python DASE_main.py") if "Pendulum-v1" in c)
+    shutil.copytree(ROOT / "Learning Curves" / "CPU 100k", tmp_path / "Learning Curves" / "CPU 100k")
+    fake_run(tmp_path, first[2:])
+    monkeypatch.chdir(tmp_path)
+    plots = readme_commands("python -m utils.plot")
+
+    def plotted(command) -> set[tuple[str, str, str]]:
+        assert plot.main(command[3:]) == 0, command
+        out = Path(command[command.index("--out") + 1])
+        with open(out / "summary.csv") as f:
+            return {(r["environment"], r["method"], r["runs"]) for r in csv.DictReader(f)}
+
+    assert plotted(plots[0]) == {("Pendulum-v1", "DASE_TD3", "2")}
+    # the smoke sweep (experiments/smoke.yaml: TD3 and DASE_TD3, seeds 0-1, 1000 steps, eval every 500)
+    smoke = [c for c in plots if any("smoke" in w for w in c)]
+    assert smoke, "README plots the smoke sweep's runs"
+    for policy in ("TD3", "DASE_TD3"):
+        for seed in (0, 1):
+            fake_run(tmp_path, ["--policy", policy, "--env", "Pendulum-v1", "--seed", str(seed), "--max_time_steps",
+                                "1000", "--eval_freq", "500", "--results_dir", "Learning Curves/smoke/TD3/Pendulum-v1"])
+    assert plotted(plots[0]) == {("Pendulum-v1", "DASE_TD3", "2")}
+    assert plotted(smoke[0]) == {("Pendulum-v1", "DASE_TD3", "4"), ("Pendulum-v1", "TD3", "2")}
