@@ -61,6 +61,40 @@ def test_flag_tables_match_the_parsers(module, argv, tables):
     assert not documented - actual, f"in README's tables but not taken: {sorted(documented - actual)}"
 
 
+def table_meanings(name: str) -> dict[str, str]:
+    """The meaning column of the table under ``<!-- flags: NAME -->``, per flag, without backticks."""
+    lines = README.split(f"<!-- flags: {name} -->", 1)[1].lstrip("\n").splitlines()
+    out = {}
+    for row in lines[2:]:
+        if not row.startswith("|"):
+            break
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for flag in re.findall(r"`(--[a-z_]+)`", cells[0]):
+            out[flag] = cells[2].replace("`", "")
+    return out
+
+
+@pytest.mark.parametrize("flag", ["--threads", "--overwrite"])
+def test_help_and_readme_say_the_same(flag):
+    """Flags whose README wording and --help wording a user compared and found at odds: the same sentence in both
+    (the help adds its '(default: ...)')."""
+    seen = {}
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self, *args, **kwargs):
+        seen["parser"] = self
+        return original(self, *args, **kwargs)
+
+    argparse.ArgumentParser.parse_args = capture
+    try:
+        DASE_main.parse([])
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    action = next(a for a in seen["parser"]._actions if flag in a.option_strings)
+    help_text = re.sub(r"\s*\(default: [^)]*\)$", "", action.help).replace("%%", "%")
+    assert help_text == table_meanings("common")[flag]
+
+
 def readme_commands(program: str) -> list[list[str]]:
     """Every command of README's bash blocks that starts with ``program`` (continuation lines joined, comments
     dropped), split as the shell would, in README's order."""

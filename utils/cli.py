@@ -149,7 +149,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for torch (default: all cores); use 1 when running several seeds at once")
+                   help="torch CPU threads; 1 when several runs share a machine. On a GPU the default is 1, so the "
+                        "environment workers get the cores (default: all cores on the CPU, 1 on a GPU)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the networks (slow start: tens of seconds; off by default)")
     p.add_argument("--checkpoint_freq", type=count, default=50_000,
@@ -160,7 +161,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
                         "if it has no checkpoint)")
-    p.add_argument("--overwrite", action="store_true", help="start this run over, deleting its old curves")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start the run over, deleting its old curves, weights, JSON record and checkpoint")
     p.add_argument("--cuda_graphs", action="store_const", const=True, default=None,
                    help="replay each batched update from a CUDA graph (GPU only; the default on a GPU unless --compile)")
     p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
