@@ -320,3 +320,24 @@ def test_weight_axis_turns_logarithmic_for_small_or_spread_weights(scale, expect
         drawn = drawn[np.isfinite(drawn)]
         assert lo <= drawn.min() and drawn.max() <= hi  # every weight drawn lies inside the axis
         plt.close(fig)
+
+
+def test_window_table_is_exact(tmp_path, capsys):
+    """python -m utils.plot.windows: per run the mean of the window ending at the step, the mean over runs; the
+    weight column the median over runs of each run's mean weight after the step (NaN ignored)."""
+    from utils.plot import windows
+
+    weights = weighted_tree(tmp_path)
+    assert windows.main([str(tmp_path), "--at", "10000", "20000", "--window", "5", "--weights_after", "5000"]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]}
+    # TD3 run s is s + 10 k: the window ending at evaluation 10 averages 80 + s; over the 4 runs 81.5
+    assert rows["TD3"][1] == "4" and rows["TD3"][2].startswith("81.5 [") and rows["TD3"][3].startswith("181.5 [")
+    assert rows["TD3"][4].strip(" |") == "-"
+    # DASE_TD3 runs are constants 100..400: 250 at every step
+    assert rows["DASE_TD3"][1] == "4" and rows["DASE_TD3"][2].startswith("250.0 [")
+    per_run = [np.nanmean(weights[(s, a)][6:]) for s in range(2) for a in range(2)]
+    assert rows["DASE_TD3"][4].strip(" |") == f"{np.median(per_run):.3g} [{min(per_run):.2g}, {max(per_run):.2g}]"
+    # a window that does not fit: one line, exit code 2
+    assert windows.main([str(tmp_path), "--at", "3000", "--window", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("python -m utils.plot.windows: error: --at 3000")

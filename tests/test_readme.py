@@ -156,3 +156,9 @@ def test_the_first_plot_command_shows_the_first_run_alone(tmp_path, monkeypatch)
                                 "1000", "--eval_freq", "500", "--results_dir", "Learning Curves/smoke/TD3/Pendulum-v1"])
     assert plotted(plots[0]) == {("Pendulum-v1", "DASE_TD3", "2")}
     assert plotted(smoke[0]) == {("Pendulum-v1", "DASE_TD3", "4"), ("Pendulum-v1", "TD3", "2")}
+
+
+def test_figures_hold_data_and_pictures_only():
+    """Tables are made by the tools (utils.plot, utils.plot.windows, utils.weight_map), not by scripts kept
+    beside the pictures."""
+    assert not sorted((ROOT / "Figures").rglob("*.py"))

@@ -2,7 +2,8 @@
 
 The package, section by section: ``curves`` (finding, checking and grouping curve and weight files),
 ``stats`` (smoothing, IQM, bootstrap), ``figures``, ``tables`` (summary and comparison) and ``cli`` (the
-command line; its docstring is the user's description).
+command line; its docstring is the user's description); ``windows`` is a command of its own
+(``python -m utils.plot.windows``: returns averaged over a window of evaluations, with CIs, and the sharing weight).
 """
 from .cli import main, parse
 from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
