@@ -1,5 +1,6 @@
-"""README's flag tables list exactly the flags the command lines take (a flag added or renamed in one place
-and not the other fails here)."""
+"""The documentation's flag tables (README.md and docs/*.md, under ``<!-- flags: NAME -->`` markers) list
+exactly the flags the command lines take (a flag added or renamed in one place and not the other fails here),
+and what README tells a new user to run does what it says."""
 import argparse
 import re
 from pathlib import Path
@@ -12,13 +13,21 @@ from utils import plot
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+# README and the manual it links to, where the flag tables and most commands live
+DOCS = "\n".join([README] + [p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))])
+
+
+def table_lines(name: str) -> list[str]:
+    """The lines after the one marker ``<!-- flags: NAME -->`` in README or docs/*.md."""
+    marker = f"<!-- flags: {name} -->"
+    assert DOCS.count(marker) == 1, f"README and docs/ need exactly one {marker}, have {DOCS.count(marker)}"
+    return DOCS.split(marker, 1)[1].lstrip("\n").splitlines()
 
 
 def table_flags(name: str) -> set[str]:
-    """The flags in the first column of the table under README's marker ``<!-- flags: NAME -->``."""
+    """The flags in the first column of the table under the marker ``<!-- flags: NAME -->``."""
     marker = f"<!-- flags: {name} -->"
-    assert marker in README, f"README has no {marker}"
-    lines = README.split(marker, 1)[1].lstrip("\n").splitlines()
+    lines = table_lines(name)
     rows = []
     for line in lines:
         if not line.startswith("|"):
@@ -57,13 +66,21 @@ def parser_flags(module, argv) -> set[str]:
 def test_flag_tables_match_the_parsers(module, argv, tables):
     documented = set().union(*(table_flags(t) for t in tables))
     actual = parser_flags(module, argv)
-    assert not actual - documented, f"in --help but not in README's tables: {sorted(actual - documented)}"
-    assert not documented - actual, f"in README's tables but not taken: {sorted(documented - actual)}"
+    assert not actual - documented, f"in --help but not in the docs' tables: {sorted(actual - documented)}"
+    assert not documented - actual, f"in the docs' tables but not taken: {sorted(documented - actual)}"
+
+
+def test_readme_is_the_front_door():
+    """README stays short and names the test command CI runs; the manual lives in docs/ and README links it."""
+    assert len(README.splitlines()) <= 250
+    assert "## Tests" in README and ["python", "-m", "pytest"] in readme_commands("python -m pytest")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"(docs/{page.name}" in README, f"README does not link docs/{page.name}"
 
 
 def table_meanings(name: str) -> dict[str, str]:
     """The meaning column of the table under ``<!-- flags: NAME -->``, per flag, without backticks."""
-    lines = README.split(f"<!-- flags: {name} -->", 1)[1].lstrip("\n").splitlines()
+    lines = table_lines(name)
     out = {}
     for row in lines[2:]:
         if not row.startswith("|"):
@@ -95,13 +112,13 @@ def test_help_and_readme_say_the_same(flag):
     assert help_text == table_meanings("common")[flag]
 
 
-def readme_commands(program: str) -> list[list[str]]:
-    """Every command of README's bash blocks that starts with ``program`` (continuation lines joined, comments
-    dropped), split as the shell would, in README's order."""
+def readme_commands(program: str, text: str = README) -> list[list[str]]:
+    """Every command of the bash blocks of ``text`` (README) that starts with ``program`` (continuation lines
+    joined, comments dropped), split as the shell would, in order."""
     import shlex
 
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             if words[:len(program.split())] == program.split():
@@ -148,8 +165,8 @@ def test_the_first_plot_command_shows_the_first_run_alone(tmp_path, monkeypatch)
 
     assert plotted(plots[0]) == {("Pendulum-v1", "DASE_TD3", "2")}
     # the smoke sweep (experiments/smoke.yaml: TD3 and DASE_TD3, seeds 0-1, 1000 steps, eval every 500)
-    smoke = [c for c in plots if any("smoke" in w for w in c)]
-    assert smoke, "README plots the smoke sweep's runs"
+    smoke = [c for c in readme_commands("python -m utils.plot", DOCS) if any("smoke" in w for w in c)]
+    assert smoke, "the docs plot the smoke sweep's runs"
     for policy in ("TD3", "DASE_TD3"):
         for seed in (0, 1):
             fake_run(tmp_path, ["--policy", policy, "--env", "Pendulum-v1", "--seed", str(seed), "--max_time_steps",
