@@ -113,6 +113,16 @@ ERRORS = [
     (sac_main, ["--hidden_size", "0"], "--hidden_size"),
     (sac_main, ["--policy_type", "Beta"], "--policy_type"),
     (sac_main, ["--env", "Pendulum-v1", "--batch_size", "-1"], "--batch_size"),
+    # an empty folder name would put the files in the current folder (the repository's root)
+    (DASE_main, ["--results_dir", ""], "--results_dir '': an empty path"),
+    (sac_main, ["--results_dir", ""], "--results_dir '': an empty path"),
+    (DASE_main, ["--checkpoint_dir", ""], "--checkpoint_dir '': an empty path"),
+    (sac_main, ["--models_dir", "", "--save_model"], "--models_dir '': an empty path"),
+    # the other command line's spelling of a flag points to this one's
+    (sac_main, ["--max_time_steps", "100"], "sac_main.py calls it --num_steps"),
+    (sac_main, ["--start_time_steps=100"], "sac_main.py calls it --start_steps"),
+    (DASE_main, ["--num_steps", "100"], "DASE_main.py calls it --max_time_steps"),
+    (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
 ]
 if not torch.cuda.is_available():
     ERRORS.append((DASE_main, ["--device", "cuda"], "no CUDA GPU"))
@@ -123,12 +133,13 @@ if not torch.cuda.is_available():
 def test_bad_input_is_one_line_exit_2_no_files(module, args, needle, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "README.md").write_text("a file where a folder is expected")
-    results = tmp_path / "results"
+    results = str(tmp_path / "results")
     if "--results_dir" in args:
-        results = Path(args[args.index("--results_dir") + 1])
+        results = args[args.index("--results_dir") + 1]
+    models = args[args.index("--models_dir") + 1] if "--models_dir" in args else str(tmp_path / "models")
     try:
-        code = main_guard(module.run, ["--env", "Pendulum-v1", *args, "--results_dir", str(results),
-                                       "--models_dir", str(tmp_path / "models")])
+        code = main_guard(module.run, ["--env", "Pendulum-v1", *args, "--results_dir", results,
+                                       "--models_dir", models])
     except SystemExit as e:  # argparse's own errors
         code = e.code
     err = capsys.readouterr().err.strip()

@@ -3,7 +3,7 @@
 A real replay runs the recorded kernels and none of the Python. ``FakeGraphs`` keeps that contract on the
 CPU: its "graph" is the update function, and replaying it undoes the Python counter the function advances,
 so the result is right only if ``UpdateGraphs`` picks the right branch and advances the counters itself.
-(Equality of real graphs with eager updates, and their speed, need a GPU: see README.)
+(Equality of real graphs with eager updates, and their speed, need a GPU: see docs/performance.md.)
 """
 import numpy as np
 import pytest

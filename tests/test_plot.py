@@ -112,6 +112,23 @@ def test_no_curves_is_an_error(tmp_path, capsys):
     assert plot.main([str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
 
 
+@pytest.mark.parametrize("where,needle", [("a_file", "a_file is a file, not a folder"),
+                                          ("a_file/sub", "a_file is a file, not a folder"),
+                                          ("/proc/forbidden", "cannot write there"),
+                                          ("", "an empty path")])
+def test_an_out_that_cannot_be_a_folder_is_one_line(where, needle, tmp_path, capsys, monkeypatch):
+    """--out on a file, under a file, where nothing can be written, or empty (the current folder): one line,
+    exit code 2, nothing written."""
+    synthetic_tree(tmp_path / "runs")
+    (tmp_path / "a_file").write_text("in the way")
+    monkeypatch.chdir(tmp_path)
+    assert plot.main(["runs", "--out", where]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("python -m utils.plot: error: --out") and needle in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "runs"]
+    assert (tmp_path / "a_file").read_text() == "in the way"
+
+
 @pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
 def test_reads_the_papers_curves():
     groups = {(g.env, g.label): g for g in plot.group_curves(plot.find_curves([PAPER / "TD3"]))}
@@ -216,7 +233,7 @@ def test_weights_axis_is_the_nanmean_over_runs(tmp_path):
         colors = plot.draw_returns(ax, groups, 1000, ci=False, window=1)
         lines = plot.draw_weights(wax, groups, 1000, colors)
         assert sorted(line.get_label() for line in lines) == sorted(k.replace("_", "-") for k in expected)
-        return_colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+        return_colors = {line.get_label().split(" (")[0]: line.get_color() for line in ax.get_lines()}
         for line in lines:
             label = line.get_label()
             runs = expected[label.replace("-", "_")]
@@ -262,3 +279,65 @@ def test_weights_without_weight_files_is_a_note(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("note: --weights: no usable weight files"), err
     assert png_size(tmp_path / "w" / "Pendulum-v1.png") == png_size(tmp_path / "plain" / "Pendulum-v1.png")
+
+
+@pytest.mark.parametrize("ci,band", [(False, "±1 std"), (True, "95% CI")])
+def test_legend_says_how_many_runs_and_what_the_band_is(ci, band, tmp_path):
+    import matplotlib.pyplot as plt
+
+    synthetic_tree(tmp_path)
+    by_label = {g.label: g for g in plot.group_curves(plot.find_curves([tmp_path]))}
+    fig = plot.env_figure("Pendulum-v1", list(by_label.values()), 1000, ci, 1)
+    legend = sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert legend == sorted([f"DASE-TD3 (4 runs, {band})", f"TD3 (4 runs, {band})"])
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("scale,expected", [
+    (0.012, "log"),  # the paper's v: about 0.01, a flat zero on a 0-1 axis
+    (1e-18, "log"),  # the matched v
+    ("spread", "log"),  # from 0.5 down to 1e-4: four decades
+    (0.4, "linear"),  # weights a linear axis shows
+])
+def test_weight_axis_turns_logarithmic_for_small_or_spread_weights(scale, expected, tmp_path):
+    import matplotlib.pyplot as plt
+
+    synthetic_tree(tmp_path)
+    for s in range(2):
+        for a in range(2):
+            w = np.geomspace(0.5, 1e-4, 21) if scale == "spread" else np.full(21, scale) * (1 + 0.1 * a)
+            w[:3] = np.nan  # step 0 and the warm-up
+            write(tmp_path / f"DASE_TD3_Pendulum-v1_{s}_Agent_{a}_weights.npy", w)
+    curves = plot.find_curves([tmp_path])
+    plot.attach_weights(curves, plot.find_weights([tmp_path]))
+    groups = plot.group_curves(curves)
+    for weights, scale_wanted in [(True, expected), ("log", "log")]:  # --weights_log forces it
+        fig = plot.env_figure("Pendulum-v1", groups, 1000, False, 1, weights=weights)
+        wax = fig.axes[1]
+        assert wax.get_yscale() == scale_wanted, (weights, scale)
+        lo, hi = wax.get_ylim()
+        drawn = np.concatenate([line.get_ydata() for line in wax.get_lines()])
+        drawn = drawn[np.isfinite(drawn)]
+        assert lo <= drawn.min() and drawn.max() <= hi  # every weight drawn lies inside the axis
+        plt.close(fig)
+
+
+def test_window_table_is_exact(tmp_path, capsys):
+    """python -m utils.plot.windows: per run the mean of the window ending at the step, the mean over runs; the
+    weight column the median over runs of each run's mean weight after the step (NaN ignored)."""
+    from utils.plot import windows
+
+    weights = weighted_tree(tmp_path)
+    assert windows.main([str(tmp_path), "--at", "10000", "20000", "--window", "5", "--weights_after", "5000"]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]}
+    # TD3 run s is s + 10 k: the window ending at evaluation 10 averages 80 + s; over the 4 runs 81.5
+    assert rows["TD3"][1] == "4" and rows["TD3"][2].startswith("81.5 [") and rows["TD3"][3].startswith("181.5 [")
+    assert rows["TD3"][4].strip(" |") == "-"
+    # DASE_TD3 runs are constants 100..400: 250 at every step
+    assert rows["DASE_TD3"][1] == "4" and rows["DASE_TD3"][2].startswith("250.0 [")
+    per_run = [np.nanmean(weights[(s, a)][6:]) for s in range(2) for a in range(2)]
+    assert rows["DASE_TD3"][4].strip(" |") == f"{np.median(per_run):.3g} [{min(per_run):.2g}, {max(per_run):.2g}]"
+    # a window that does not fit: one line, exit code 2
+    assert windows.main([str(tmp_path), "--at", "3000", "--window", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("python -m utils.plot.windows: error: --at 3000")

@@ -1,5 +1,6 @@
-"""README's flag tables list exactly the flags the command lines take (a flag added or renamed in one place
-and not the other fails here)."""
+"""The documentation's flag tables (README.md and docs/*.md, under ``<!-- flags: NAME -->`` markers) list
+exactly the flags the command lines take (a flag added or renamed in one place and not the other fails here),
+and what README tells a new user to run does what it says."""
 import argparse
 import re
 from pathlib import Path
@@ -12,13 +13,21 @@ from utils import plot
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+# README and the manual it links to, where the flag tables and most commands live
+DOCS = "\n".join([README] + [p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))])
+
+
+def table_lines(name: str) -> list[str]:
+    """The lines after the one marker ``<!-- flags: NAME -->`` in README or docs/*.md."""
+    marker = f"<!-- flags: {name} -->"
+    assert DOCS.count(marker) == 1, f"README and docs/ need exactly one {marker}, have {DOCS.count(marker)}"
+    return DOCS.split(marker, 1)[1].lstrip("\n").splitlines()
 
 
 def table_flags(name: str) -> set[str]:
-    """The flags in the first column of the table under README's marker ``<!-- flags: NAME -->``."""
+    """The flags in the first column of the table under the marker ``<!-- flags: NAME -->``."""
     marker = f"<!-- flags: {name} -->"
-    assert marker in README, f"README has no {marker}"
-    lines = README.split(marker, 1)[1].lstrip("\n").splitlines()
+    lines = table_lines(name)
     rows = []
     for line in lines:
         if not line.startswith("|"):
@@ -57,5 +66,116 @@ def parser_flags(module, argv) -> set[str]:
 def test_flag_tables_match_the_parsers(module, argv, tables):
     documented = set().union(*(table_flags(t) for t in tables))
     actual = parser_flags(module, argv)
-    assert not actual - documented, f"in --help but not in README's tables: {sorted(actual - documented)}"
-    assert not documented - actual, f"in README's tables but not taken: {sorted(documented - actual)}"
+    assert not actual - documented, f"in --help but not in the docs' tables: {sorted(actual - documented)}"
+    assert not documented - actual, f"in the docs' tables but not taken: {sorted(documented - actual)}"
+
+
+def test_readme_is_the_front_door():
+    """README stays short and names the test command CI runs; the manual lives in docs/ and README links it."""
+    assert len(README.splitlines()) <= 250
+    assert "## Tests" in README and ["python", "-m", "pytest"] in readme_commands("python -m pytest")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"(docs/{page.name}" in README, f"README does not link docs/{page.name}"
+
+
+def table_meanings(name: str) -> dict[str, str]:
+    """The meaning column of the table under ``<!-- flags: NAME -->``, per flag, without backticks."""
+    lines = table_lines(name)
+    out = {}
+    for row in lines[2:]:
+        if not row.startswith("|"):
+            break
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for flag in re.findall(r"`(--[a-z_]+)`", cells[0]):
+            out[flag] = cells[2].replace("`", "")
+    return out
+
+
+@pytest.mark.parametrize("flag", ["--threads", "--overwrite"])
+def test_help_and_readme_say_the_same(flag):
+    """Flags whose README wording and --help wording a user compared and found at odds: the same sentence in both
+    (the help adds its '(default: ...)')."""
+    seen = {}
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self, *args, **kwargs):
+        seen["parser"] = self
+        return original(self, *args, **kwargs)
+
+    argparse.ArgumentParser.parse_args = capture
+    try:
+        DASE_main.parse([])
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    action = next(a for a in seen["parser"]._actions if flag in a.option_strings)
+    help_text = re.sub(r"\s*\(default: [^)]*\)$", "", action.help).replace("%%", "%")
+    assert help_text == table_meanings("common")[flag]
+
+
+def readme_commands(program: str, text: str = README) -> list[list[str]]:
+    """Every command of the bash blocks of ``text`` (README) that starts with ``program`` (continuation lines
+    joined, comments dropped), split as the shell would, in order."""
+    import shlex
+
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:len(program.split())] == program.split():
+                commands.append(words)
+    return commands
+
+
+def fake_run(root: Path, argv: list[str], module=DASE_main) -> None:
+    """The files a finished run of ``argv`` leaves (constant curves, its JSON record's eval_freq), under ``root``."""
+    import json
+
+    import numpy as np
+
+    from utils.naming import curve_length, curve_names, default_num_agents, run_stem
+
+    args = module.parse(argv)
+    budget = getattr(args, "max_time_steps", None) or args.num_steps
+    folder = root / args.results_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = run_stem(args.policy, args.env, args.seed or 0)
+    for name in curve_names(stem, args.policy, default_num_agents(args.policy)):
+        np.save(folder / f"{name}.npy", np.full(curve_length(budget, args.eval_freq), -500.0))
+    (folder / f"{stem}.json").write_text(json.dumps({"config": {"eval_freq": args.eval_freq}}))
+
+
+def test_the_first_plot_command_shows_the_first_run_alone(tmp_path, monkeypatch):
+    """A new user who follows README from the top: the first run, then README's first plot command, in a checkout
+    that holds the committed runs under 'Learning Curves/CPU 100k' and, later, the smoke sweep's runs (evaluated
+    every 500 steps). The first plot shows exactly the first run; the sweep's plot command, its runs alone."""
+    import shutil
+    import csv
+
+    first = next(c for c in readme_commands("python DASE_main.py") if "Pendulum-v1" in c)
+    shutil.copytree(ROOT / "Learning Curves" / "CPU 100k", tmp_path / "Learning Curves" / "CPU 100k")
+    fake_run(tmp_path, first[2:])
+    monkeypatch.chdir(tmp_path)
+    plots = readme_commands("python -m utils.plot")
+
+    def plotted(command) -> set[tuple[str, str, str]]:
+        assert plot.main(command[3:]) == 0, command
+        out = Path(command[command.index("--out") + 1])
+        with open(out / "summary.csv") as f:
+            return {(r["environment"], r["method"], r["runs"]) for r in csv.DictReader(f)}
+
+    assert plotted(plots[0]) == {("Pendulum-v1", "DASE_TD3", "2")}
+    # the smoke sweep (experiments/smoke.yaml: TD3 and DASE_TD3, seeds 0-1, 1000 steps, eval every 500)
+    smoke = [c for c in readme_commands("python -m utils.plot", DOCS) if any("smoke" in w for w in c)]
+    assert smoke, "the docs plot the smoke sweep's runs"
+    for policy in ("TD3", "DASE_TD3"):
+        for seed in (0, 1):
+            fake_run(tmp_path, ["--policy", policy, "--env", "Pendulum-v1", "--seed", str(seed), "--max_time_steps",
+                                "1000", "--eval_freq", "500", "--results_dir", "Learning Curves/smoke/TD3/Pendulum-v1"])
+    assert plotted(plots[0]) == {("Pendulum-v1", "DASE_TD3", "2")}
+    assert plotted(smoke[0]) == {("Pendulum-v1", "DASE_TD3", "4"), ("Pendulum-v1", "TD3", "2")}
+
+
+def test_figures_hold_data_and_pictures_only():
+    """Tables are made by the tools (utils.plot, utils.plot.windows, utils.weight_map), not by scripts kept
+    beside the pictures."""
+    assert not sorted((ROOT / "Figures").rglob("*.py"))

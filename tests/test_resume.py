@@ -259,3 +259,26 @@ def test_resume_never_overwrites_a_finished_run_of_another_budget(tmp_path, caps
         assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")} == before
     assert main_guard(DASE_main.run, args + ["--resume"]) == 0  # the same budget: already complete
     assert "already complete" in capsys.readouterr().out
+
+
+def test_every_resume_is_recorded_and_a_new_thread_count_is_noticed(tmp_path, capsys):
+    """The record lists every resume with its step and torch threads (not just the last one), and a CPU run that
+    resumes with another --threads than its checkpoint's says so on one line (it changes the curves' last bits)."""
+    threads = torch.get_num_threads()
+    args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
+    piece = lambda n, stop, *more: Trainer(DASE_main.build_config(  # noqa: E731
+        DASE_main.parse(args + ["--threads", str(n), *more]))).run(stop_at=stop)
+    try:
+        piece(1, 300)
+        capsys.readouterr()
+        piece(2, 600, "--resume")  # 1 thread -> 2
+        err = capsys.readouterr().err
+        notes = [line for line in err.splitlines() if "torch thread" in line]
+        assert len(notes) == 1 and "checkpointed with 1 torch thread(s) and resumes with 2" in notes[0], err
+        piece(2, None, "--resume")  # 2 -> 2: nothing to say
+        assert "torch thread" not in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
+    record = json.loads((tmp_path / f"{STEM}.json").read_text())
+    assert [(r["step"], r["threads"]) for r in record["resumes"]] == [(300, 2), (600, 2)]
+    assert record["finished_at_step"] == 900

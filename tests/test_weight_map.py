@@ -112,3 +112,24 @@ def test_matched_variance_is_the_noise_variance_per_dimension():
     gaussian = SAC(OBS, 2, low, high, [0], "cpu", policy_type="Gaussian")
     with pytest.raises(ValueError, match="Gaussian"):
         dase_weighting(gaussian, "js", "matched")
+
+
+@pytest.mark.parametrize("kl_div_vars", [[0.1, "matched"], [0.1], [0.05, 0.1, "matched"]])
+def test_weight_map_texts_stay_inside_their_panels_and_titles_do_not_touch(kl_div_vars):
+    """Drawn, not just written: every note lies inside its panel, and no two panel titles overlap."""
+    import matplotlib.pyplot as plt
+
+    fig = weight_map.figure(kl_div_vars, 0.1, "js")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    titles = []
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        for text in ax.texts:
+            t = text.get_window_extent(renderer)
+            assert box.x0 <= t.x0 and t.x1 <= box.x1 and box.y0 <= t.y0 and t.y1 <= box.y1, text.get_text()
+        titles.append(ax.title.get_window_extent(renderer))
+    for i, a in enumerate(titles):
+        for b in titles[i + 1:]:
+            assert not a.overlaps(b), "two panel titles touch"
+    plt.close(fig)

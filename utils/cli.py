@@ -95,6 +95,15 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: 'prog: error: ... (see --help)', exit code 2."""
 
     def error(self, message: str):
+        from .naming import SCRIPT_FLAG_NAMES, other_spellings
+
+        if message.startswith("unrecognized arguments:") and self.prog in SCRIPT_FLAG_NAMES:
+            renamed = other_spellings(self.prog)
+            for token in message.partition(":")[2].split():
+                flag = token.split("=", 1)[0]
+                if flag in renamed:  # the other command line's name of one of ours
+                    message = f"unrecognized argument {flag}: {self.prog} calls it {renamed[flag]}"
+                    break
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
         sys.exit(EXIT_USAGE)
 
@@ -157,7 +166,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for torch (default: all cores); use 1 when running several seeds at once")
+                   help="torch CPU threads; 1 when several runs share a machine. On a GPU the default is 1, so the "
+                        "environment workers get the cores (default: all cores on the CPU, 1 on a GPU)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the networks (slow start: tens of seconds; off by default)")
     p.add_argument("--checkpoint_freq", type=count, default=50_000,
@@ -168,7 +178,8 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
                         "if it has no checkpoint)")
-    p.add_argument("--overwrite", action="store_true", help="start this run over, deleting its old curves")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start the run over, deleting its old curves, weights, JSON record and checkpoint")
     p.add_argument("--cuda_graphs", action="store_const", const=True, default=None,
                    help="replay each batched update from a CUDA graph (GPU only; the default on a GPU unless --compile)")
     p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,

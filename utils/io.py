@@ -1,4 +1,5 @@
-"""Atomic file writes: a run killed mid-write leaves the old file or the new one, never half of one."""
+"""Atomic file writes (a run killed mid-write leaves the old file or the new one, never half of one), and the
+checks that a folder can take files before anything is written there."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,30 @@ def file_in_the_way(folder: str | os.PathLike) -> Path | None:
     None when the folder exists or can be created."""
     existing = next((p for p in [Path(folder), *Path(folder).parents] if p.exists()), None)
     return existing if existing is not None and not existing.is_dir() else None
+
+
+def unwritable(folder: str | os.PathLike) -> str | None:
+    """Why no file can be written in ``folder`` (None if one can): creates the missing folders and a
+    temporary file there, then removes whatever it created, so a refused run leaves nothing behind."""
+    folder = Path(folder)
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)  # deepest first: the order to remove them in
+        p = p.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    finally:
+        for d in missing:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+    return None
 
 
 def _umask() -> int:

@@ -114,6 +114,14 @@ def flag_name(script: str, field: str) -> str:
     return "--" + SCRIPT_FLAG_NAMES[script].get(field, field)
 
 
+def other_spellings(script: str) -> dict[str, str]:
+    """Flags the other command lines take that ``script`` spells otherwise: {'--max_time_steps': '--num_steps'}
+    for sac_main.py, {'--num_steps': '--max_time_steps', ...} for DASE_main.py."""
+    fields = {field for names in SCRIPT_FLAG_NAMES.values() for field in names}
+    return {flag_name(other, field): flag_name(script, field) for other in SCRIPT_FLAG_NAMES if other != script
+            for field in fields if flag_name(other, field) != flag_name(script, field)}
+
+
 def is_multi_agent(policy: str) -> bool:
     return method_of(policy).multi_agent
 

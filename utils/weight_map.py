@@ -73,13 +73,25 @@ def table(kl_div_vars, noise: float, similarity: str) -> list[str]:
 
 
 def draw(path: Path, kl_div_vars, noise: float, similarity: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure(kl_div_vars, noise, similarity)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def figure(kl_div_vars, noise: float, similarity: str):
+    """The weight map: one row per reference variance, the weight against the peer's shift (left) and spread
+    (right); returned, not saved."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     gaps = np.linspace(0.0, 0.6, 241)
-    fig, axes = plt.subplots(len(kl_div_vars), 2, figsize=(10, 3.6 * len(kl_div_vars)), sharex="col", squeeze=False)
+    fig, axes = plt.subplots(len(kl_div_vars), 2, figsize=(10.5, 3.9 * len(kl_div_vars)), sharex="col",
+                             squeeze=False)
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(ENVIRONMENTS)))
     for row, v in enumerate(kl_div_vars):
         for col, (label, kind) in enumerate([("mean shift m", "shift"), ("extra spread s", "spread")]):
@@ -92,12 +104,13 @@ def draw(path: Path, kl_div_vars, noise: float, similarity: str) -> None:
             if kind == "spread" and v != "matched":  # where the gaps' spread equals the reference's
                 s_star = math.sqrt(max(float(v) - noise**2, 0.0))
                 ax.axvline(s_star, color="0.5", ls=":", lw=1)
-                ax.text(s_star, 2e-30, f" spread of the gaps = v (max_action 1): s = {s_star:.2f}", fontsize=7,
-                        color="0.3")
+                # right of the line, in the panel's empty lower right, on two lines
+                ax.text(s_star + 0.01, 1e-27, f"spread of the gaps = v\n(max_action 1): s = {s_star:.2f}",
+                        fontsize=7, color="0.3", ha="left", va="bottom")
             ax.set_ylim(1e-30, 3.0)
             ax.grid(alpha=0.3, which="major")
             vtext = "v matched = (sigma max_action)^2" if v == "matched" else f"v = {v}"
-            ax.set_title(f"{vtext}: weight vs the peer's {label}", fontsize=9)
+            ax.set_title(f"{vtext}\nweight vs the peer's {label}", fontsize=9)  # two lines: neighbours never touch
             if row == len(kl_div_vars) - 1:
                 ax.set_xlabel(f"peer's {label} per action dimension (units of max_action)")
             if col == 0:
@@ -106,9 +119,7 @@ def draw(path: Path, kl_div_vars, noise: float, similarity: str) -> None:
     fig.suptitle(f"DASE sharing weight ({similarity}) given to a peer whose policy differs from the learner's; "
                  f"exploration noise sigma = {noise} max_action", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    return fig
 
 
 def main(argv=None) -> int:

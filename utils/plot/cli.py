@@ -15,8 +15,10 @@ samples in the updates of the evaluation period ending at step k * eval_freq; Na
 happened). These files are recognised by name and never read as curves. With ``--weights`` every
 figure gets a second, smaller axis under the returns (same time axis, same colours): per group the
 mean over runs of the weight, ignoring NaN (steps where every run is NaN are not drawn; the weights
-are not smoothed). Groups without weight files (baselines, DPD, reference trees) have no line
-there; a weight file that is unreadable, not 1-D, not as long as its curve, or holds values
+are not smoothed; the axis is logarithmic when the weights span more than 2 decades or lie mostly
+below 0.05, linear from 0 to 1 otherwise, and ``--weights_log`` makes it logarithmic always). Groups
+without weight files (baselines, DPD, reference trees) have no line there; a weight file that is
+unreadable, not 1-D, not as long as its curve, or holds values
 outside [0, 1] other than NaN is skipped with a warning.
 
 Comparison with a reference (``--reference DIR``, steps from ``--at``): for every environment
@@ -38,6 +40,7 @@ from pathlib import Path
 
 from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
                      group_curves, recorded_eval_freq)
+from ..io import file_in_the_way, unwritable
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
 
@@ -68,7 +71,8 @@ def parse(argv=None) -> argparse.Namespace:
                    help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
                         "the returns: per group the mean over runs, NaN ignored")
     p.add_argument("--weights_log", action="store_true",
-                   help="with --weights: a log scale for the weight axis (weights of many decades)")
+                   help="with --weights: always a log scale for the weight axis (without it the axis is logarithmic "
+                        "when the weights span more than 2 decades or lie mostly below 0.05, else linear)")
     p.add_argument("--eval_freq", type=int, default=None,
                    help="time steps between evaluations (default: what our runs' JSON records say, else 1000)")
     p.add_argument("--max_steps", type=int, default=None,
@@ -134,9 +138,22 @@ def comparison(args: argparse.Namespace, own_curves: list[Curve], ref_curves: li
     return [out / "comparison.csv", out / "comparison.md"]
 
 
+def check_out(out: str) -> None:
+    """--out is a folder (or can become one) that takes files; a PlotError otherwise, before anything is read."""
+    if not out.strip():  # Path("") is the current folder
+        raise PlotError(f"--out {out!r}: an empty path names no folder; give a folder's name")
+    blocked = file_in_the_way(out)
+    if blocked is not None:
+        raise PlotError(f"--out {out}: {blocked} is a file, not a folder; pick another path")
+    reason = unwritable(out)
+    if reason:
+        raise PlotError(f"--out {out}: cannot write there ({reason}); pick another path")
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     try:
+        check_out(args.out)
         own_curves, ref_curves, show_weights = load(args)
         by_env = by_environment(group_curves(own_curves, args.per_agent),
                                 group_curves(ref_curves, args.per_agent, reference=True))
@@ -144,7 +161,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # check_out made sure it can be
     written = plot(by_env, out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
                    weights=("log" if args.weights_log else True) if show_weights else False)
     rows = [summarise(g, args.eval_freq, args.at) for groups in by_env.values() for g in groups]

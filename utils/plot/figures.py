@@ -22,7 +22,7 @@ def draw_returns(ax, groups: list[Group], eval_freq: int, ci: bool, window: int,
         color = COLORS.get(g.method, None)
         style = "--" if g.reference else "-"
         line, = ax.plot(steps, mean, style, color=color if "agent" not in g.label else None, lw=1.4,
-                        label=legend_label(g))
+                        label=legend_label(g, ci))
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.10 if g.reference else 0.2, lw=0)
         colors[id(g)] = line.get_color()
     if xlabel:
@@ -33,25 +33,40 @@ def draw_returns(ax, groups: list[Group], eval_freq: int, ci: bool, window: int,
     return colors
 
 
+def wants_log(means: list[np.ndarray]) -> bool:
+    """A log axis for weights that span more than 2 decades or lie mostly (the median of the drawn points) below
+    0.05: on a linear 0-1 axis those are a flat line at zero (the paper's v gives about 0.01 after a short start
+    near 0.2, the matched v 1e-18)."""
+    values = np.concatenate([m[np.isfinite(m) & (m > 0)] for m in means]) if means else np.array([])
+    return values.size > 0 and (values.max() / values.min() > 100 or float(np.median(values)) < 0.05)
+
+
 def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str] | None = None,
-                 log: bool = False) -> list:
+                 log: bool | None = None) -> list:
     """The weight of shared samples: per group with weight files, the NaN-ignoring mean over runs
-    (NaN steps leave gaps). Returns the lines drawn."""
-    lines = []
+    (NaN steps leave gaps). ``log``: True forces a log axis, None picks one when ``wants_log``. Returns the
+    lines drawn."""
+    lines, means = [], []
     for g in groups:
         w = g.weight_matrix()
         if w is None or g.reference:
             continue
         steps = np.arange(w.shape[1]) * eval_freq
         color = (colors or {}).get(id(g), COLORS.get(g.method))
-        line, = ax.plot(steps, nan_mean(w), "-", color=color, lw=1.2, label=legend_label(g))
+        means.append(nan_mean(w))
+        line, = ax.plot(steps, means[-1], "-", color=color, lw=1.2, label=legend_label(g))
         lines.append(line)
     if not lines:
         ax.text(0.5, 0.5, "no weight files", transform=ax.transAxes, ha="center", va="center", fontsize=7,
                 color="0.5")
-    if log:  # weights spanning many decades (--kl_div_var matched: 1e-18 and less)
+    if log or (log is None and wants_log(means)):
         ax.set_yscale("log")
-        ax.set_ylim(1e-20, 2.0)
+        positive = np.concatenate([m[np.isfinite(m) & (m > 0)] for m in means]) if means else np.array([])
+        if positive.size:  # whole decades around the data, at most up to 2 (weights are at most 1)
+            low = 10.0 ** math.floor(math.log10(positive.min()))
+            ax.set_ylim(low, min(2.0, max(10.0 ** math.ceil(math.log10(positive.max())), 10 * low)))
+        else:
+            ax.set_ylim(1e-20, 2.0)
     else:
         ax.set_ylim(0.0, 1.05)
     ax.set_xlabel("Time steps")
@@ -61,11 +76,15 @@ def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str]
     return lines
 
 
-def legend_label(g: Group) -> str:
+def legend_label(g: Group, ci: bool | None = None) -> str:
+    """The group's name; with ``ci`` given (the returns' legend) also how many runs the line is the mean of and
+    what its band is: 'DASE-TD3 (6 runs, ±1 std)', 'TD3 (3 runs, 95% CI)'."""
     name = g.label.replace("_", "-")
-    if g.reference:
-        return f"{name} (reference, {g.env})"
-    return name
+    what = [f"reference, {g.env}"] if g.reference else []
+    if ci is not None:
+        n = len(g.runs)
+        what += [f"{n} run{'s' if n != 1 else ''}", "no band" if n < 2 else "95% CI" if ci else "±1 std"]
+    return f"{name} ({', '.join(what)})" if what else name
 
 
 def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool | str,
@@ -84,7 +103,7 @@ def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int
     ax.tick_params(labelbottom=False)
     ax.xaxis.get_offset_text().set_visible(False)
     ax.legend(fontsize=fontsize, loc="best")
-    draw_weights(wax, groups, eval_freq, colors, log=weights == "log")
+    draw_weights(wax, groups, eval_freq, colors, log=True if weights == "log" else None)
     return ax, wax
 
 
@@ -99,9 +118,7 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
 
     written = []
     for env, groups in groups_by_env.items():
-        fig = plt.figure(figsize=(5.2, 5.0 if weights else 3.9))
-        ax, _ = _panel(fig, fig.add_gridspec(1, 1)[0], groups, eval_freq, ci, window, weights, 7)
-        ax.set_title(env)
+        fig = env_figure(env, groups, eval_freq, ci, window, weights)
         written.append(save(plt, fig, out / f"{env}.{ext}"))
     n = len(groups_by_env)
     cols = min(3, n)
@@ -113,6 +130,19 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
         ax.set_title(env)
     written.append(save(plt, fig, out / f"all_environments.{ext}"))
     return written
+
+
+def env_figure(env: str, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool | str = False):
+    """The figure of one environment (returns, and with ``weights`` the weight axis under them), not saved."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(5.2, 5.0 if weights else 3.9))
+    ax, _ = _panel(fig, fig.add_gridspec(1, 1)[0], groups, eval_freq, ci, window, weights, 7)
+    ax.set_title(env)
+    return fig
 
 
 def save(plt, fig, path: Path) -> Path:

@@ -4,12 +4,11 @@ Imports nothing else of ``utils.run``: the command lines, the loop and the files
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
-from ..io import file_in_the_way
+from ..io import file_in_the_way, unwritable
 from ..naming import Method, algorithm_of, curve_names, method_of, parse_policy, run_stem, variant_of
 
 
@@ -212,6 +211,10 @@ def _check_sizes(cfg: RunConfig) -> None:
 
 def _check_folders(cfg: RunConfig) -> None:
     """Every folder the run writes is a folder (or can become one) and takes files."""
+    for name, given in {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_dir,
+                        "--models_dir": cfg.models_dir}.items():
+        if given is not None and not str(given).strip():  # Path("") is the current folder: files would land there
+            raise UsageError(f"{name} {str(given)!r}: an empty path names no folder; give a folder's name")
     folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
                "--models_dir": cfg.models_dir}
     for name, folder in folders.items():
@@ -223,29 +226,6 @@ def _check_folders(cfg: RunConfig) -> None:
         reason = written[name] and unwritable(Path(folder))
         if reason:
             raise UsageError(f"{name} {folder}: cannot write there ({reason}); pick another path")
-
-
-def unwritable(folder: Path) -> str | None:
-    """Why no file can be written in ``folder`` (None if one can): creates the missing folders and a
-    temporary file there, then removes whatever it created, so a refused run leaves nothing behind."""
-    missing = []
-    p = folder
-    while not p.exists() and p != p.parent:
-        missing.append(p)  # deepest first: the order to remove them in
-        p = p.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        return e.strerror or type(e).__name__
-    finally:
-        for d in missing:
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-    return None
 
 
 def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:

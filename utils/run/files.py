@@ -134,15 +134,27 @@ class RunFiles:
     def write_record(self, device: torch.device, t: int, seeds_in_process: list[int], env_workers: int = 0,
                      tasks: list[dict | None] | None = None) -> None:
         """The run's JSON record: every flag, versions, device, commit, command line, and each agent's task
-        (``tasks``: its physical parameters, for task variants; None entries otherwise)."""
+        (``tasks``: its physical parameters, for task variants; None entries otherwise); a resumed run (``t`` > 0)
+        adds itself to the list of every resume so far, ``resumes``: [{step, threads, at}, ...]."""
+        resumes = self.resumes() if t else []
+        if t:
+            resumes.append({"step": t, "threads": torch.get_num_threads(), "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
         record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
                   "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curves],
                   "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
                   "env_workers_used": env_workers, "tasks": tasks if tasks is not None else [None] * len(self.curves),
                   "checkpoint": str(self.checkpoint) if self.cfg.checkpoint_freq else None,
-                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None}
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None, "resumes": resumes}
         save_json(self.record, record)
+
+    def resumes(self) -> list[dict]:
+        """The resumes the record lists so far (none for a record that is missing, damaged or older)."""
+        try:
+            resumes = json.loads(self.record.read_text()).get("resumes", [])
+        except (OSError, ValueError, AttributeError):
+            return []
+        return resumes if isinstance(resumes, list) else []
 
     def save_curves(self, curves: list[list[float]]) -> None:
         for path, curve in zip(self.curves, curves):

@@ -10,6 +10,7 @@ stop reports (progress.py).
 from __future__ import annotations
 
 import random
+import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -261,10 +262,21 @@ class Trainer:
                 files.clear()
         if plan.states:
             self.load_checkpoints([plan.states[s] for s in self.seeds if s in plan.states])
+            self.note_thread_change([plan.states[s] for s in self.seeds if s in plan.states])
             self.save_curves()  # evaluations after the checkpoint are done again
             for files in self.files:
                 self.progress.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
         return False
+
+    def note_thread_change(self, states: list[dict]) -> None:
+        """One line on stderr when a CPU run resumes with another torch thread count than its checkpoint's: the
+        rest of the run is then not bit for bit the run that would not have stopped (matrix products' last bits)."""
+        before = sorted({s["torch_threads"] for s in states if s.get("torch_threads")})  # older checkpoints: unknown
+        now = torch.get_num_threads()
+        if self.device.type == "cpu" and before and before != [now] and not self.cfg.quiet:
+            print(f"note: {self.cfg.name} was checkpointed with {' / '.join(map(str, before))} torch thread(s) and "
+                  f"resumes with {now} (--threads): the curves from step {self.t} on may differ in the last bits from "
+                  f"an uninterrupted run; the record's 'resumes' lists each resume's threads", file=sys.stderr)
 
     def checkpoint_due(self) -> bool:
         """A periodic checkpoint (--checkpoint_freq) falls on this step; none at the end (the run finishes)."""
@@ -281,6 +293,7 @@ class Trainer:
         """The k-th seed's checkpoint: what a process of that seed alone would write."""
         rows = self.rows(k)
         return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
+                "torch_threads": torch.get_num_threads(),
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
                 "consensus_curve": self.consensus_curves[k],
                 "task_curves": self.task_curves[rows],
