@@ -8,7 +8,7 @@ from torch.nn import functional as F
 
 from algorithms import DDPG, SAC, TD3, Batch
 from algorithms.nets import MLP, BatchedLinear, adam, init_generators, minimise
-from algorithms.sharing import batch_weights
+from algorithms.sharing import batch_weights, dase_weighting
 
 OBS, ACT, B = 5, 2, 64
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)
@@ -72,13 +72,19 @@ def assert_params_match(ours: torch.Tensor, expected: torch.Tensor, dtype: torch
     assert float(close.float().mean()) >= 0.99, f"{name}: only {float(close.float().mean()):.1%} of elements agree"
 
 
+def dase(agents):
+    """The agents with DASE's weights (the paper's rule, v = 0.1), as a DASE run's sharing scheme gives them."""
+    agents.weighting = dase_weighting(agents, "js", 0.1)
+    return agents
+
+
 @pytest.mark.parametrize("default_dtype", [torch.float64, torch.float32], indirect=True, ids=["float64", "float32"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_stacked_agents_equal_separate_agents(case, default_dtype):
     cls, kw = CASES[case]
     n, seeds = 3, [4, 104, 204]
-    stacked = cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw)
-    singles = [cls(OBS, ACT, LOW, HIGH, [s], "cpu", **kw) for s in seeds]
+    stacked = dase(cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw))
+    singles = [dase(cls(OBS, ACT, LOW, HIGH, [s], "cpu", **kw)) for s in seeds]
     for i, single in enumerate(singles):  # same initialisation, slice by slice
         for k, p in params(single).items():
             assert torch.equal(params(stacked)[k][i : i + 1], p), k
@@ -118,7 +124,7 @@ def test_critic_loss_is_the_weighted_td_error(cls, default_dtype):
     formula is checked, not the summation order)."""
     n = 2
     kw = {"policy_noise": 0.0, "hidden": (32, 32)} if cls is TD3 else {}
-    agents = cls(OBS, ACT, LOW, HIGH, [0, 100], "cpu", **kw)
+    agents = dase(cls(OBS, ACT, LOW, HIGH, [0, 100], "cpu", **kw))
     batch = random_batch(n, torch.Generator().manual_seed(5), False)
     with torch.no_grad():
         w = batch_weights(batch.action, agents.actor(batch.obs), batch.own, 0.1, "js")
@@ -144,8 +150,8 @@ def test_compiled_networks_equal_eager(case, default_dtype):
     """float64: compiled kernels fuse and reorder arithmetic; in float32 that differs by rounding, which Adam
     can amplify to a full step (see assert_params_match)."""
     cls, kw = CASES[case]
-    eager = cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw)
-    compiled = cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw)
+    eager = dase(cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw))
+    compiled = dase(cls(OBS, ACT, LOW, HIGH, [1, 101], "cpu", **kw))
     compiled.compile()
     gen = torch.Generator().manual_seed(2)
     for _ in range(4):

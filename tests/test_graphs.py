@@ -38,19 +38,22 @@ class FakeGraphs(UpdateGraphs):
         agents.updates = updates  # a replay runs no Python
 
 
+# policy: (algorithm settings, agents, schedule branches, sharing settings)
 CASES = {
-    "DASE_TD3": ({"hidden": (32, 32)}, 2, [(False,), (True,)]),  # critic-only and critic + actor branches
-    "DASE_DDPG": ({}, 2, [()]),
-    "DASE_SAC": ({"policy_type": "Gaussian", "hidden_size": 32, "automatic_entropy_tuning": True}, 2, [(True,)]),
-    "DPD_TD3": ({"hidden": (32, 32), "dpd_batch_size": 16}, 2, [(False,), (True,)]),
+    "DASE_TD3": ({"hidden": (32, 32)}, 2, [(False,), (True,)], {}),  # critic-only and critic + actor branches
+    "DASE_DDPG": ({}, 2, [()], {}),
+    "DASE_SAC": ({"policy_type": "Gaussian", "hidden_size": 32, "automatic_entropy_tuning": True}, 2, [(True,)], {}),
+    "DPD_TD3": ({"hidden": (32, 32)}, 2, [(False,), (True,)], {"dpd_batch_size": 16}),
+    # diffusion inside the update, with link drops drawn from the scheme's own stream
+    "DIFF_TD3": ({"hidden": (32, 32)}, 3, [(False,), (True,)], {"topology": "ring", "link_drop": 0.3}),
 }
 
 
 def run(tmp_path, policy, graphs: bool):
-    algo, agents, _ = CASES[policy]
+    algo, agents, _, sharing = CASES[policy]
     cfg = RunConfig(policy=policy, env="Pendulum-v1", seed=2, num_agents=agents, max_time_steps=500,
                     start_time_steps=200, eval_freq=100, eval_episodes=2, batch_size=32, results_dir=str(tmp_path),
-                    quiet=True, checkpoint_freq=0, algo=algo)
+                    quiet=True, checkpoint_freq=0, algo=algo, sharing=sharing)
     trainer = Trainer(cfg)
     if graphs:
         trainer.learner.graphs = FakeGraphs(trainer.learner)
@@ -82,7 +85,7 @@ def test_a_failed_capture_falls_back_to_eager_updates(tmp_path, capsys):
     """A capture that raises changes no state: the run goes on eagerly, ends as an eager run, and says why."""
     eager = run(tmp_path / "eager", "DASE_TD3", graphs=False)
     cfg_dir = tmp_path / "failing"
-    algo, agents, _ = CASES["DASE_TD3"]
+    algo, agents, *_ = CASES["DASE_TD3"]
     trainer = Trainer(RunConfig(policy="DASE_TD3", env="Pendulum-v1", seed=2, num_agents=agents, max_time_steps=500,
                                 start_time_steps=200, eval_freq=100, eval_episodes=2, batch_size=32,
                                 results_dir=str(cfg_dir), quiet=True, checkpoint_freq=0, algo=algo))

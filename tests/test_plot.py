@@ -341,3 +341,31 @@ def test_window_table_is_exact(tmp_path, capsys):
     assert windows.main([str(tmp_path), "--at", "3000", "--window", "5"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("python -m utils.plot.windows: error: --at 3000")
+
+
+def test_consensus_files_are_read_per_run_and_drawn_on_a_log_axis(tmp_path, capsys):
+    """--consensus: one {stem}_consensus.npy per run (seed), never read as a curve, shared by the run's agents,
+    its mean over runs drawn under the returns on a log axis; a file of the wrong length is skipped."""
+    import matplotlib.pyplot as plt
+
+    synthetic_tree(tmp_path)
+    for s in range(3):
+        for a in range(4):
+            write(tmp_path / f"DIFF_TD3_ring_Pendulum-v1_{s}_Agent_{a}.npy", np.full(21, -300.0 + a))
+        write(tmp_path / f"DIFF_TD3_ring_Pendulum-v1_{s}_consensus.npy", np.geomspace(10.0, 1e-3, 21) * (s + 1))
+    write(tmp_path / "DIFF_TD3_ring_Pendulum-v1_9_Agent_0.npy", np.full(21, -300.0))
+    write(tmp_path / "DIFF_TD3_ring_Pendulum-v1_9_consensus.npy", np.ones(5))  # wrong length
+    curves = plot.find_curves([tmp_path])
+    assert not any("consensus" in c.path.name for c in curves)
+    assert plot.attach_consensus(curves, plot.find_consensus([tmp_path])) == 12
+    assert "DIFF_TD3_ring_Pendulum-v1_9_consensus.npy: 5 entries" in capsys.readouterr().err
+    groups = {g.label: g for g in plot.group_curves(curves)}
+    diff = groups["DIFF_TD3_ring"]  # a method of its own, beside TD3 and DASE_TD3
+    assert set(groups) == {"TD3", "DASE_TD3", "DIFF_TD3_ring"} and len(diff.runs) == 13
+    np.testing.assert_allclose(diff.consensus_matrix().mean(0), 2.0 * np.geomspace(10.0, 1e-3, 21))
+    fig = plot.env_figure("Pendulum-v1", list(groups.values()), 1000, False, 1, consensus=True)
+    cax = fig.axes[1]
+    assert cax.get_yscale() == "log" and len(cax.get_lines()) == 1
+    np.testing.assert_allclose(cax.get_lines()[0].get_ydata(), 2.0 * np.geomspace(10.0, 1e-3, 21))
+    plt.close(fig)
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "out"), "--consensus", "--weights"]) == 0

@@ -38,7 +38,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .curves import (Curve, Group, PlotError, attach_weights, cut_curves, env_key, find_curves, find_weights,
+from .curves import (Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves, env_key, find_curves, find_weights,
                      group_curves, recorded_eval_freq)
 from ..io import file_in_the_way, unwritable
 from .figures import plot
@@ -70,6 +70,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", action="store_true",
                    help="plot the DASE weight of shared samples ({curve}_weights.npy files) on an axis under "
                         "the returns: per group the mean over runs, NaN ignored")
+    p.add_argument("--consensus", action="store_true",
+                   help="plot the agents' parameter disagreement of diffusing runs ({stem}_consensus.npy: Diff-DAC's "
+                        "mean |std / mean| across agents) on a log axis under the returns")
     p.add_argument("--weights_log", action="store_true",
                    help="with --weights: always a log scale for the weight axis (without it the axis is logarithmic "
                         "when the weights span more than 2 decades or lie mostly below 0.05, else linear)")
@@ -86,8 +89,9 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace) -> tuple[list[Curve], list[Curve], bool]:
-    """Our curves (with their weight files under --weights) and the reference's, cut to --max_steps; whether a
-    weight axis is drawn. Settles args.eval_freq. Raises PlotError."""
+    """Our curves (with their weight files under --weights, their consensus files under --consensus) and the
+    reference's, cut to --max_steps; whether a weight axis is drawn (``args.consensus`` is turned off when no
+    consensus file is usable). Settles args.eval_freq. Raises PlotError."""
     own = find_curves(args.dirs)
     if not own:
         raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
@@ -97,6 +101,10 @@ def load(args: argparse.Namespace) -> tuple[list[Curve], list[Curve], bool]:
         if not show_weights:
             print(f"note: --weights: no usable weight files ({{curve}}_weights.npy) under {' '.join(args.dirs)}; "
                   f"plotting without the weight axis", file=sys.stderr)
+    if args.consensus and attach_consensus(own, find_consensus(args.dirs)) == 0:
+        print(f"note: --consensus: no usable consensus files ({{stem}}_consensus.npy, written by DIFF_ runs) under "
+              f"{' '.join(args.dirs)}; plotting without the consensus axis", file=sys.stderr)
+        args.consensus = False
     ref = find_curves(args.reference) if args.reference else []
     args.eval_freq = args.eval_freq or recorded_eval_freq(own) or 1000
     if args.max_steps is not None:  # before any grouping: every table and figure sees the cut curves
@@ -163,7 +171,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)  # check_out made sure it can be
     written = plot(by_env, out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
-                   weights=("log" if args.weights_log else True) if show_weights else False)
+                   weights=("log" if args.weights_log else True) if show_weights else False, consensus=args.consensus)
     rows = [summarise(g, args.eval_freq, args.at) for groups in by_env.values() for g in groups]
     print(write_tables(rows, args.at, out), end="")
     written += [out / "summary.csv", out / "summary.md"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..naming import CURVE_NAME as NAME, TASKS_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
+from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, TASKS_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
 
 VERSION = re.compile(r"-v\d+$")
 
@@ -32,6 +32,7 @@ class Curve:
     agent: int | None
     values: np.ndarray
     weights: np.ndarray | None = None  # the sharing weights of this run (--weights), same length as values
+    consensus: np.ndarray | None = None  # its run's parameter disagreement (--consensus), same length
     variant: str = ""  # naming.VARIANTS, e.g. "matched"
 
     @property
@@ -56,6 +57,7 @@ class Group:
     names: list[str] = field(default_factory=list)
     reference: bool = False
     weights: list[np.ndarray] = field(default_factory=list)  # of the runs that have a weight file
+    consensus: dict[str, np.ndarray] = field(default_factory=dict)  # per run (seed): its agents' disagreement
 
     def matrix(self) -> np.ndarray:
         """[runs, evaluations] over the common prefix of all runs."""
@@ -68,6 +70,13 @@ class Group:
             return None
         n = min(len(r) for r in self.runs)
         return np.stack([w[:n] for w in self.weights])
+
+    def consensus_matrix(self) -> np.ndarray | None:
+        """[runs with a consensus file, evaluations] over the common prefix of ``matrix``; None without them."""
+        if not self.consensus:
+            return None
+        n = min(len(r) for r in self.runs)
+        return np.stack([c[:n] for c in self.consensus.values()])
 
     def lengths(self) -> tuple[int, int]:
         return min(len(r) for r in self.runs), max(len(r) for r in self.runs)
@@ -112,6 +121,19 @@ def weight_file_stem(path: Path) -> str | None:
     return None
 
 
+def consensus_file_stem(path: Path) -> str | None:
+    """The run stem of a consensus file ({stem}_consensus.npy), or None if ``path`` is not one."""
+    stem = path.stem
+    if stem.endswith(CONSENSUS) and NAME.match(stem[:-len(CONSENSUS)]):
+        return stem[:-len(CONSENSUS)]
+    return None
+
+
+def run_stem_of(curve: Path) -> str:
+    """The run a curve file belongs to: its stem without ``_Agent_i``."""
+    return re.sub(r"_Agent_\d+$", "", curve.stem)
+
+
 def _npy_files(dirs: list[str | Path]) -> list[Path]:
     paths = []
     for d in dirs:
@@ -124,10 +146,12 @@ def _npy_files(dirs: list[str | Path]) -> list[Path]:
 
 def find_curves(dirs: list[str | Path]) -> list[Curve]:
     """Every readable curve file under ``dirs`` (recursively), parsed from its name. Weight files
-    ({curve}_weights.npy) are passed over silently: ``find_weights`` reads them."""
+    ({curve}_weights.npy) and consensus files ({stem}_consensus.npy) are passed over silently: ``find_weights``
+    and ``find_consensus`` read them."""
     curves = []
     for path in _npy_files(dirs):
-        if weight_file_stem(path) is not None or path.stem.endswith(TASKS_SUFFIX):  # --eval_tasks all's files
+        if weight_file_stem(path) is not None or consensus_file_stem(path) is not None \
+                or path.stem.endswith(TASKS_SUFFIX):  # --eval_tasks all's files
             continue
         m = NAME.match(path.stem)
         if m is None:
@@ -185,12 +209,51 @@ def attach_weights(curves: list[Curve], weights: dict[Path, np.ndarray]) -> int:
     return attached
 
 
+def find_consensus(dirs: list[str | Path]) -> dict[Path, np.ndarray]:
+    """Every readable consensus file under ``dirs`` (non-negative values), keyed by its run: folder / run stem."""
+    found = {}
+    for path in _npy_files(dirs):
+        stem = consensus_file_stem(path)
+        if stem is None:
+            continue
+        values = load_1d(path, "consensus file")
+        if values is None:
+            continue
+        if np.any(values[~np.isnan(values)] < 0):
+            warn(f"skipping consensus file {path}: negative values")
+            continue
+        found[path.with_name(stem)] = values
+    return found
+
+
+def attach_consensus(curves: list[Curve], consensus: dict[Path, np.ndarray]) -> int:
+    """Give each curve its run's consensus curve (one file per run, shared by its agents); one of another length
+    than its curves is skipped with a warning. Returns how many curves got one."""
+    attached, warned = 0, set()
+    for c in curves:
+        run = c.path.with_name(run_stem_of(c.path))
+        values = consensus.get(run)
+        if values is None:
+            continue
+        if len(values) != len(c.values):
+            if run not in warned:
+                warn(f"skipping consensus file {run}{CONSENSUS}.npy: {len(values)} entries but its curves have "
+                     f"{len(c.values)} evaluations")
+                warned.add(run)
+            continue
+        c.consensus = values
+        attached += 1
+    return attached
+
+
 def cut_curves(curves: list[Curve], keep: int) -> None:
-    """Keep the first ``keep`` evaluations of every curve and its weights (--max_steps)."""
+    """Keep the first ``keep`` evaluations of every curve, its weights and consensus (--max_steps)."""
     for c in curves:
         c.values = c.values[:keep]
         if c.weights is not None:
             c.weights = c.weights[:keep]
+        if c.consensus is not None:
+            c.consensus = c.consensus[:keep]
 
 
 def recorded_eval_freq(curves: list[Curve]) -> int | None:
@@ -226,4 +289,6 @@ def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool =
         g.names.append(c.path.name)
         if c.weights is not None:
             g.weights.append(c.weights)
+        if c.consensus is not None:
+            g.consensus[str(c.path.with_name(run_stem_of(c.path)))] = c.consensus
     return list(groups.values())

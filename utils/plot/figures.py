@@ -9,7 +9,9 @@ import numpy as np
 from .curves import Group
 from .stats import mean_band, nan_mean, smooth
 
-COLORS = {"DASE": "tab:red", "DPD": "tab:green", "": "tab:blue", "DASE_matched": "tab:purple"}
+# by a group's method and variant; other variants (graphs other than a method's default) take the colour cycle
+COLORS = {"DASE": "tab:red", "DPD": "tab:green", "": "tab:blue", "DASE_matched": "tab:purple", "DIFF_ring": "tab:orange",
+          "DIFF_none": "tab:gray", "DIFF_DASE_ring": "tab:brown"}
 
 
 def draw_returns(ax, groups: list[Group], eval_freq: int, ci: bool, window: int, xlabel: bool = True) -> dict[int, str]:
@@ -76,6 +78,31 @@ def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str]
     return lines
 
 
+def draw_consensus(ax, groups: list[Group], eval_freq: int, colors: dict[int, str] | None = None) -> list:
+    """Diff-DAC's consensus measure of the groups that have one (mean over their runs), on a log axis: 0 would be
+    identical agents, random initialisations sit near 1 and above. Returns the lines drawn."""
+    lines = []
+    for g in groups:
+        c = g.consensus_matrix()
+        if c is None or g.reference:
+            continue
+        steps = np.arange(c.shape[1]) * eval_freq
+        mean = nan_mean(c)
+        line, = ax.plot(steps, np.where(mean > 0, mean, np.nan), "-", color=(colors or {}).get(id(g)), lw=1.2,
+                        label=legend_label(g))
+        lines.append(line)
+    if not lines:
+        ax.text(0.5, 0.5, "no consensus files", transform=ax.transAxes, ha="center", va="center", fontsize=7,
+                color="0.5")
+    else:
+        ax.set_yscale("log")
+    ax.set_xlabel("Time steps")
+    ax.set_ylabel("Parameter disagreement", fontsize=7)
+    ax.grid(alpha=0.3)
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    return lines
+
+
 def legend_label(g: Group, ci: bool | None = None) -> str:
     """The group's name; with ``ci`` given (the returns' legend) also how many runs the line is the mean of and
     what its band is: 'DASE-TD3 (6 runs, ±1 std)', 'TD3 (3 runs, 95% CI)'."""
@@ -88,29 +115,39 @@ def legend_label(g: Group, ci: bool | None = None) -> str:
 
 
 def _panel(fig, cell, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool | str,
-           fontsize: int):
-    """One environment in the gridspec cell ``cell``: returns, and with ``weights`` the weight axis under
-    them (x shared). Returns (returns axis, weight axis or None)."""
-    if not weights:
+           fontsize: int, consensus: bool = False):
+    """One environment in the gridspec cell ``cell``: returns, and under them (x shared) the weight axis with
+    ``weights`` and the consensus axis with ``consensus``. Returns (returns axis, the axes under it)."""
+    extras = (["weights"] if weights else []) + (["consensus"] if consensus else [])
+    if not extras:
         ax = fig.add_subplot(cell)
         draw_returns(ax, groups, eval_freq, ci, window)
         ax.legend(fontsize=fontsize, loc="best")
-        return ax, None
-    inner = cell.subgridspec(2, 1, height_ratios=[3, 1], hspace=0.08)
+        return ax, []
+    inner = cell.subgridspec(1 + len(extras), 1, height_ratios=[3] + [1] * len(extras), hspace=0.08)
     ax = fig.add_subplot(inner[0])
-    wax = fig.add_subplot(inner[1], sharex=ax)
     colors = draw_returns(ax, groups, eval_freq, ci, window, xlabel=False)
-    ax.tick_params(labelbottom=False)
-    ax.xaxis.get_offset_text().set_visible(False)
     ax.legend(fontsize=fontsize, loc="best")
-    draw_weights(wax, groups, eval_freq, colors, log=True if weights == "log" else None)
-    return ax, wax
+    below = []
+    for k, extra in enumerate(extras, start=1):
+        for upper in [ax, *below]:  # only the lowest axis keeps its step labels
+            upper.tick_params(labelbottom=False)
+            upper.xaxis.get_offset_text().set_visible(False)
+            upper.set_xlabel("")
+        sub = fig.add_subplot(inner[k], sharex=ax)
+        if extra == "weights":
+            draw_weights(sub, groups, eval_freq, colors, log=True if weights == "log" else None)
+        else:
+            draw_consensus(sub, groups, eval_freq, colors)
+        below.append(sub)
+    return ax, below
 
 
 def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: bool, window: int,
-         ext: str, weights: bool | str = False) -> list[Path]:
+         ext: str, weights: bool | str = False, consensus: bool = False) -> list[Path]:
     """One figure per environment and one grid of all environments; returns the written paths.
-    With ``weights`` each environment gets the weight-of-shared-samples axis under its returns."""
+    With ``weights`` each environment gets the weight-of-shared-samples axis under its returns, with ``consensus``
+    the agents' parameter disagreement."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,29 +155,33 @@ def plot(groups_by_env: dict[str, list[Group]], out: Path, eval_freq: int, ci: b
 
     written = []
     for env, groups in groups_by_env.items():
-        fig = env_figure(env, groups, eval_freq, ci, window, weights)
+        fig = env_figure(env, groups, eval_freq, ci, window, weights, consensus)
         written.append(save(plt, fig, out / f"{env}.{ext}"))
     n = len(groups_by_env)
     cols = min(3, n)
     rows = math.ceil(n / cols)
-    fig = plt.figure(figsize=(4.6 * cols, (4.6 if weights else 3.6) * rows))
+    extra = bool(weights) + bool(consensus)
+    fig = plt.figure(figsize=(4.6 * cols, (3.6 + 1.0 * extra) * rows))
     grid = fig.add_gridspec(rows, cols)
     for k, (env, groups) in enumerate(groups_by_env.items()):
-        ax, _ = _panel(fig, grid[k // cols, k % cols], groups, eval_freq, ci, window, weights, 6)
+        ax, _ = _panel(fig, grid[k // cols, k % cols], groups, eval_freq, ci, window, weights, 6, consensus)
         ax.set_title(env)
     written.append(save(plt, fig, out / f"all_environments.{ext}"))
     return written
 
 
-def env_figure(env: str, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool | str = False):
-    """The figure of one environment (returns, and with ``weights`` the weight axis under them), not saved."""
+def env_figure(env: str, groups: list[Group], eval_freq: int, ci: bool, window: int, weights: bool | str = False,
+               consensus: bool = False):
+    """The figure of one environment (returns, and under them the weight and consensus axes asked for), not
+    saved."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = plt.figure(figsize=(5.2, 5.0 if weights else 3.9))
-    ax, _ = _panel(fig, fig.add_gridspec(1, 1)[0], groups, eval_freq, ci, window, weights, 7)
+    extra = bool(weights) + bool(consensus)
+    fig = plt.figure(figsize=(5.2, 3.9 + 1.1 * extra))
+    ax, _ = _panel(fig, fig.add_gridspec(1, 1)[0], groups, eval_freq, ci, window, weights, 7, consensus)
     ax.set_title(env)
     return fig
 
