@@ -41,8 +41,8 @@ def table_flags(name: str) -> set[str]:
     return flags
 
 
-def parser_flags(module, argv) -> set[str]:
-    """Every long option of the parser ``module.parse`` builds (caught at its parse_args call)."""
+def built_parser(module, argv) -> argparse.ArgumentParser:
+    """The parser ``module.parse`` builds (caught at its parse_args call)."""
     seen = {}
     original = argparse.ArgumentParser.parse_args
 
@@ -55,7 +55,13 @@ def parser_flags(module, argv) -> set[str]:
         module.parse(argv)
     finally:
         argparse.ArgumentParser.parse_args = original
-    return {o for a in seen["parser"]._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+    return seen["parser"]
+
+
+def parser_flags(module, argv) -> set[str]:
+    """Every long option of the parser ``module.parse`` builds."""
+    return {o for a in built_parser(module, argv)._actions for o in a.option_strings if o.startswith("--")
+            and o != "--help"}
 
 
 @pytest.mark.parametrize("module,argv,tables", [
@@ -95,19 +101,7 @@ def table_meanings(name: str) -> dict[str, str]:
 def test_help_and_readme_say_the_same(flag):
     """Flags whose README wording and --help wording a user compared and found at odds: the same sentence in both
     (the help adds its '(default: ...)')."""
-    seen = {}
-    original = argparse.ArgumentParser.parse_args
-
-    def capture(self, *args, **kwargs):
-        seen["parser"] = self
-        return original(self, *args, **kwargs)
-
-    argparse.ArgumentParser.parse_args = capture
-    try:
-        DASE_main.parse([])
-    finally:
-        argparse.ArgumentParser.parse_args = original
-    action = next(a for a in seen["parser"]._actions if flag in a.option_strings)
+    action = next(a for a in built_parser(DASE_main, [])._actions if flag in a.option_strings)
     help_text = re.sub(r"\s*\(default: [^)]*\)$", "", action.help).replace("%%", "%")
     assert help_text == table_meanings("common")[flag]
 
