@@ -369,3 +369,25 @@ def test_consensus_files_are_read_per_run_and_drawn_on_a_log_axis(tmp_path, caps
     np.testing.assert_allclose(cax.get_lines()[0].get_ydata(), 2.0 * np.geomspace(10.0, 1e-3, 21))
     plt.close(fig)
     assert plot.main([str(tmp_path), "--out", str(tmp_path / "out"), "--consensus", "--weights"]) == 0
+
+
+def test_task_score_table_is_exact(tmp_path, capsys):
+    """python -m utils.plot.tasks: per run the mean of the last evaluations on its own task, on the others' and on
+    all; per method the mean over runs."""
+    from utils.plot import tasks
+
+    for a in range(3):  # 3 agents; agent a scores 100 * a on its own task, -50 on the others', before the last 2
+        scores = np.full((6, 3), -50.0)
+        scores[:, a] = 100.0 * a
+        scores[:4] = -1000.0
+        write(tmp_path / "r" / f"DIFF_TD3_ring_RandomExtremePendulum-v1_0_Agent_{a}_tasks.npy", scores)
+        write(tmp_path / "r" / f"DIFF_TD3_ring_RandomExtremePendulum-v1_0_Agent_{a}.npy", scores[:, a])
+    assert tasks.main([str(tmp_path / "r"), "--last", "2", "--out", str(tmp_path / "out")]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if "DIFF_TD3_ring" in line][0].split(" | ")
+    assert row[2] == "3"
+    assert row[3].startswith("100.0 [")  # own: 0, 100, 200
+    assert row[4].startswith("-50.0 [-50.0, -50.0]")
+    assert row[5].startswith(f"{np.mean([(100.0 * a - 100.0) / 3 for a in range(3)]):.1f} [")
+    assert (tmp_path / "out" / "tasks.md").exists()
+    assert tasks.main([str(tmp_path / "nothing_here")]) == 2
+    assert tasks.main([str(tmp_path / "r"), "--last", "0"]) == 2
