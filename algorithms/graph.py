@@ -15,8 +15,6 @@ import torch
 
 from .nets import AgentRNG
 
-TOPOLOGIES = ("complete", "ring", "star", "none")
-
 
 def adjacency(topology: str, n: int) -> np.ndarray:
     """The adjacency matrix [n, n] (int64, 0/1) of a named topology; star: agent 0 is the hub."""
@@ -29,7 +27,7 @@ def adjacency(topology: str, n: int) -> np.ndarray:
     elif topology == "star":
         a[0, 1:] = a[1:, 0] = 1
     elif topology != "none":
-        raise ValueError(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
+        raise ValueError(f"unknown topology {topology!r}; use complete, ring, star or none")
     np.fill_diagonal(a, 0)
     return a
 
@@ -88,9 +86,8 @@ class Diffusion:
         self.adj = torch.as_tensor(adj, **f32).expand(self.seeds, -1, -1)  # [S, n, n]
         self.w = torch.as_tensor(mixing_matrix(adj, rule), **f32).expand(self.seeds, -1, -1).contiguous()
         self.eye = torch.eye(self.n, **f32)
-        deg = adj.sum(1).astype(np.float64)
-        pair = 1.0 / (1.0 + np.maximum(deg[:, None], deg[None, :]))
-        self.pair = torch.as_tensor(pair, **f32)  # metropolis weight of each link if it carries a message
+        # metropolis: the weight of each link when it carries a message
+        self.pair = torch.as_tensor(mixing_matrix(adj, "metropolis") * adj, **f32)
         self.rng = rng if self.link_drop > 0 else None
         if self.link_drop > 0 and rng is None:
             raise ValueError("link drops need a random stream")

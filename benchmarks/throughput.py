@@ -82,7 +82,7 @@ def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates
     out = {"update": seconds_per_call(learner.update_once, device, updates, warmup), "diffusion": None}
     diffusion = learner.scheme.diffusion
     if diffusion is not None and diffusion.edges:
-        params = learner.scheme.mixed_parameters()
+        params = learner.scheme.mixed
         out["diffusion"] = seconds_per_call(lambda: diffusion.combine(params), device, updates, warmup)
     return out
 

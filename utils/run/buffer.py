@@ -109,18 +109,16 @@ class SharedReplayBuffer:
             own = own & (g == self.member_group.view(-1, 1))
         return self._gather(g, idx, own)
 
-    def sample_writers(self, batch_size: int, rng: AgentRNG, choices: Optional[torch.Tensor],
+    def sample_writers(self, batch_size: int, rng: AgentRNG, choices: torch.Tensor,
                        counts: Optional[torch.Tensor]) -> Batch:
         """Each member draws ``batch_size`` rows of its group written by itself or by the writers it may read:
-        a stored step uniformly, then a writer uniformly from ``choices[m, :counts[m]]`` (group-local ids; None:
-        only its own rows). Needs a capacity that is a multiple of ``writers``: writer w's rows are k * writers + w,
-        so every allowed row is equally likely. One draw per call when a member reads only itself, as a lone agent's
-        ``sample`` makes (a graph with no links samples exactly what independent agents would)."""
+        a stored step uniformly, then a writer uniformly from ``choices[m, :counts[m]]`` (group-local ids; with
+        ``counts`` None, ``choices`` [M, 1] is each member's one writer). Needs a capacity that is a multiple of
+        ``writers``: writer w's rows are k * writers + w, so every allowed row is equally likely. One draw per call
+        when a member reads one writer, as a lone agent's ``sample`` makes (a graph with no links samples exactly
+        what independent agents would)."""
         steps = rng.randint(self.filled // self.writers, batch_size)  # [M, B]
-        if choices is None:
-            writer = self.member_id.to(torch.int64).view(-1, 1)
-        else:
-            writer = choices.gather(1, rng.randint(counts, batch_size))
+        writer = choices if counts is None else choices.gather(1, rng.randint(counts, batch_size))
         idx = steps * self.writers + writer
         g = self.member_group.view(-1, 1)
         own = self.writer[g, idx] == self.member_id.view(-1, 1)

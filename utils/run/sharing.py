@@ -107,19 +107,20 @@ class Scheme:
     """The sharing of S seeds x N agents for one batched model ``agents`` (see the module's docstring)."""
 
     def __init__(self, settings: SharingSettings, agents, member_seeds: list[int], device: torch.device):
-        self.settings, m = settings, settings.method
-        n, members = settings.num_agents, len(member_seeds)
-        self.num_agents, self.seeds, self.device = n, members // n, device
-        self.method = m
+        m, n, members = settings.method, settings.num_agents, len(member_seeds)
+        self.method, self.seeds = m, members // n
         graph = settings.graph() if n > 1 else np.zeros((1, 1), dtype=np.int64)
         nbrs = neighbours(graph)
         # the buffer: one group per seed shared by its agents (experience), or one per agent
         self.writers = n if m.experience else 1
         self.groups = members // self.writers
         # experience on a graph that is not complete: each learner samples only its own and its neighbours' rows
+        # (the writers it may read, [M, width], and how many of them, [M, 1]; without links only itself)
         self.choices = self.choice_count = None
         self.by_writer = settings.samples_by_writer
-        if self.by_writer and graph.any():
+        if self.by_writer and not graph.any():
+            self.choices = torch.as_tensor([[i] for i in range(n)] * self.seeds, dtype=torch.int64, device=device)
+        elif self.by_writer:
             width = 1 + max(len(x) for x in nbrs)
             table = [[i, *x] + [i] * (width - 1 - len(x)) for i, x in enumerate(nbrs)]
             self.choices = torch.as_tensor(table * self.seeds, dtype=torch.int64, device=device)  # [M, width]
@@ -139,7 +140,8 @@ class Scheme:
         if m.diffuses and n > 1:
             rng = AgentRNG([stream_seed(s, "diffusion") for s in member_seeds], device) if settings.link_drop else None
             self.diffusion = Diffusion(graph, settings.diffusion_weights, self.seeds, device, settings.link_drop, rng)
-        self.agents = agents
+        # what diffusion averages: the online actor and critic (targets follow by their Polyak update)
+        self.mixed = [*agents.actor.parameters(), *agents.critic.parameters()]
 
     def capacity(self, buffer_size: int) -> int:
         """Rows per buffer group: sampling by writer needs a whole number of steps (a multiple of N)."""
@@ -158,12 +160,8 @@ class Scheme:
                 states = buffer.sample(self.distillation.batch_size, self.distill_sampler, groups=peer).obs
                 finite = finite & torch.isfinite(self.distillation.distill(states, peer))
         if self.diffusion is not None:
-            self.diffusion.combine(self.mixed_parameters())
+            self.diffusion.combine(self.mixed)
         return finite
-
-    def mixed_parameters(self) -> list[torch.Tensor]:
-        """What diffusion averages: the online actor and critic (targets follow by their Polyak update)."""
-        return [*self.agents.actor.parameters(), *self.agents.critic.parameters()]
 
     @property
     def writes_weights(self) -> bool:
@@ -175,7 +173,7 @@ class Scheme:
 
     def consensus(self) -> np.ndarray:
         """Per seed, the agents' parameter disagreement now (one host sync)."""
-        return disagreement(self.mixed_parameters(), self.seeds).cpu().numpy()
+        return disagreement(self.mixed, self.seeds).cpu().numpy()
 
     def streams(self) -> list[AgentRNG]:
         """The random streams the scheme draws from inside an update."""
