@@ -70,8 +70,12 @@ def _unknown(env: str) -> str:
     return f"--env: unknown environment {env!r}; {hint}"
 
 
-def make_env(env_id: str, task: dict | None = None) -> gym.Env:
-    """Create one environment and check it has a bounded continuous (Box) action space.
+ACTION_KINDS = {"box": "a continuous (Box)", "discrete": "a discrete"}  # what an algorithm may declare it takes
+
+
+def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = ("box",), who: str = "DASE") -> gym.Env:
+    """Create one environment and check its action space is of a kind the algorithm takes (``actions``: "box",
+    a bounded continuous space, and/or "discrete"; ``who`` names the algorithm in the error).
 
     ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
     its own)."""
@@ -84,13 +88,18 @@ def make_env(env_id: str, task: dict | None = None) -> gym.Env:
     except Exception as e:  # e.g. a registered id whose module fails to import
         raise UsageError(f"--env {env_id}: cannot create it ({type(e).__name__}: {e})") from None
     space = env.action_space
-    if not isinstance(space, gym.spaces.Box):
+    kind = "box" if isinstance(space, gym.spaces.Box) else "discrete" if isinstance(space, gym.spaces.Discrete) \
+        else None
+    if kind not in actions:
         env.close()
-        raise UsageError(
-            f"--env {env_id}: action space is {type(space).__name__}, DASE needs a continuous (Box) action space; "
-            "pick e.g. Pendulum-v1 or LunarLanderContinuous-v3"
-        )
-    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        wanted = " or ".join(ACTION_KINDS[k] for k in actions)
+        hint = {"box": "e.g. Pendulum-v1 or LunarLanderContinuous-v3",
+                "discrete": "e.g. CartPole-v1 or LunarLander-v3"}[actions[0]]
+        other = (" (A2C and ACER on ac_main.py take discrete actions)" if "discrete" not in actions else
+                 " (TD3, DDPG and SAC take continuous ones)" if "box" not in actions else "")
+        raise UsageError(f"--env {env_id}: action space is {type(space).__name__}, {who} needs {wanted} action "
+                         f"space; pick {hint}{other}")
+    if kind == "box" and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         env.close()
         raise UsageError(f"--env {env_id}: action space is unbounded; a tanh policy needs finite bounds")
     if len(env.observation_space.shape or ()) != 1:
