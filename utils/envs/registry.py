@@ -108,12 +108,12 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
     return env
 
 
-def seeded_envs(env_id: str, seeds, tasks=None) -> tuple[list[gym.Env], np.ndarray]:
+def seeded_envs(env_id: str, seeds, tasks=None, **kinds) -> tuple[list[gym.Env], np.ndarray]:
     """One environment per seed (playing the task beside it in ``tasks``, if given), reset with that seed; its
-    action-space sampler seeded too."""
+    action-space sampler seeded too. ``kinds``: ``make_env``'s ``actions`` and ``who``."""
     envs, obs = [], []
     for s, task in zip(seeds, tasks if tasks is not None else [None] * len(seeds)):
-        env = make_env(env_id, task)
+        env = make_env(env_id, task, **kinds)
         o, _ = env.reset(seed=int(s))
         env.action_space.seed(int(s))
         envs.append(env)

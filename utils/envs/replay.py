@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -35,17 +36,18 @@ class EpisodeLog:
 
 
 def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray,
-                task: dict | None = None):
-    """Re-create an environment (playing ``task``, see ``variants.task_for``) in the state a checkpoint describes;
-    returns (env, obs, EpisodeLog)."""
-    env = make_env(env_id, task)
+                task: dict | None = None, **kinds):
+    """Re-create an environment (playing ``task``, see ``variants.task_for``; ``kinds``: ``make_env``'s) in the
+    state a checkpoint describes; returns (env, obs, EpisodeLog)."""
+    env = make_env(env_id, task, **kinds)
     if log["seed"] is not None:
         obs, _ = env.reset(seed=int(log["seed"]))
     else:
         env.reset(seed=base_seed)  # creates the generator, whose state is then replaced
         env.unwrapped.np_random.bit_generator.state = log["rng_state"]
         obs, _ = env.reset()
-    actions = [a.numpy() for a in log["actions"]]
+    discrete = isinstance(env.action_space, gym.spaces.Discrete)  # the log holds its actions as floats
+    actions = [int(a) if discrete else a.numpy() for a in log["actions"]]
     for a in actions:
         obs, *_ = env.step(a)
     env.action_space.np_random.bit_generator.state = action_space_state

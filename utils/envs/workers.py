@@ -16,6 +16,7 @@ import signal
 import traceback
 from typing import Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -30,14 +31,31 @@ def join_states(states: list[dict]) -> dict:
             **{k: [x for s in states for x in s[k]] for k in ("episode_count", "episodes", "action_space_rng")}}
 
 
-def member_tasks(seeds: Sequence[int], tasks, eval_tasks) -> tuple[list, list[list]]:
-    """Each member's task (None: the environment's own physics) and the tasks it is evaluated on (by default its
-    own alone); every member is evaluated on as many tasks."""
+def member_tasks(seeds: Sequence[int], tasks, eval_tasks, members: int | None = None) -> tuple[list, list[list]]:
+    """Each training environment's task (None: the environment's own physics) and the tasks each of the
+    ``members`` (default: one per training environment; K environments per member are consecutive) is evaluated
+    on (by default its own alone); every member is evaluated on as many tasks."""
+    members = len(seeds) if members is None else members
+    k = len(seeds) // members
     tasks = list(tasks) if tasks is not None else [None] * len(seeds)
-    eval_tasks = [list(row) for row in eval_tasks] if eval_tasks is not None else [[t] for t in tasks]
-    if len(tasks) != len(seeds) or len(eval_tasks) != len(seeds) or len({len(row) for row in eval_tasks}) != 1:
-        raise ValueError("one task and one equally long list of evaluation tasks per member")
+    eval_tasks = [list(row) for row in eval_tasks] if eval_tasks is not None else [[t] for t in tasks[::k]]
+    if len(tasks) != len(seeds) or len(eval_tasks) != members or len({len(row) for row in eval_tasks}) != 1:
+        raise ValueError("one task per environment and one equally long list of evaluation tasks per member")
     return tasks, eval_tasks
+
+
+def action_layout(space) -> tuple[tuple[int, ...], np.dtype, int]:
+    """How one environment's actions are held: (shape, dtype, act_dim); act_dim counts a discrete space's actions."""
+    if isinstance(space, gym.spaces.Discrete):
+        return (), np.dtype(np.int64), int(space.n)
+    return tuple(space.shape), np.dtype(space.dtype), int(space.shape[0])
+
+
+def train_rows(rows: slice, per_member: int) -> slice:
+    """The training environments of the members ``rows`` (K = ``per_member`` consecutive ones each)."""
+    start = 0 if rows.start is None else rows.start * per_member
+    stop = None if rows.stop is None else rows.stop * per_member
+    return slice(start, stop)
 
 
 def episode_seeds(seed: int, episodes: int) -> list[int]:
@@ -46,28 +64,31 @@ def episode_seeds(seed: int, episodes: int) -> list[int]:
 
 
 class LocalEnvs:
-    """Training environments seeded with the members' seeds, and ``episodes`` evaluation environments per member
-    reset with the episode seeds of ``eval_seeds[m]``.
+    """Training environments seeded with ``seeds`` (K = len(seeds) / len(eval_seeds) consecutive ones per member:
+    the on-policy learners' ``--envs_per_agent``; one for the off-policy ones), and ``episodes`` evaluation
+    environments per member reset with the episode seeds of ``eval_seeds[m]``. ``actions``: the action spaces
+    the algorithm takes (``registry.make_env``), ``who`` names it in errors.
 
     Task variants: member m's environments play ``tasks[m]`` (None: the environment as registered); it is
     evaluated on each task of ``eval_tasks[m]`` (default: its own) with the same episode seeds, the evaluation
     slots of a member being task-major: [task 0: episodes 0..E-1, task 1: ..., ...]."""
 
     def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int,
-                 tasks: Sequence[dict | None] | None = None, eval_tasks: Sequence[Sequence[dict | None]] | None = None):
+                 tasks: Sequence[dict | None] | None = None, eval_tasks: Sequence[Sequence[dict | None]] | None = None,
+                 actions: tuple[str, ...] = ("box",), who: str = "DASE"):
         self.env_id, self.seeds = env_id, [int(s) for s in seeds]
-        self.tasks, eval_tasks = member_tasks(self.seeds, tasks, eval_tasks)
+        self.per_member = len(self.seeds) // len(eval_seeds)
+        self.kinds = dict(actions=actions, who=who)
+        self.tasks, eval_tasks = member_tasks(self.seeds, tasks, eval_tasks, len(eval_seeds))
         self.eval_tasks_per_member = len(eval_tasks[0]) if eval_tasks else 1
-        self.envs, self.obs = seeded_envs(env_id, self.seeds, self.tasks)
+        self.envs, self.obs = seeded_envs(env_id, self.seeds, self.tasks, **self.kinds)
         self.episodes = [EpisodeLog(s) for s in self.seeds]
         self.episode_count = [0] * len(self.seeds)
-        space = self.envs[0].action_space
-        self.obs_dim, self.act_dim = self.envs[0].observation_space.shape[0], space.shape[0]
-        self.low, self.high = space.low, space.high
-        self.max_episode_steps = self.envs[0].spec.max_episode_steps if self.envs[0].spec else None
-        self.eval_envs = [[make_env(env_id, task) for task in row for _ in range(episodes)] for row in eval_tasks]
+        describe(self, self.envs[0])
+        self.eval_envs = [[make_env(env_id, task, **self.kinds) for task in row for _ in range(episodes)]
+                          for row in eval_tasks]
         self.eval_seeds = [episode_seeds(int(s), episodes) * self.eval_tasks_per_member for s in eval_seeds]
-        self.eval_obs = np.zeros((len(eval_seeds), episodes * self.eval_tasks_per_member, self.obs_dim),
+        self.eval_obs = np.zeros((len(eval_seeds), episodes * self.eval_tasks_per_member, *self.obs_shape),
                                  self.envs[0].observation_space.dtype)
         self.eval_out: tuple | None = None
 
@@ -79,8 +100,9 @@ class LocalEnvs:
     def step(self, actions: np.ndarray | None, eval_actions: np.ndarray | None = None,
              eval_active: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """Act in every training environment (``None``: random actions); returns (obs, actions, rewards,
-        next_obs, terminated). Finished episodes are reset at once; next_obs is the episode's real last state.
-        With ``eval_actions``, also one step of the active evaluation episodes (see ``eval_results``)."""
+        next_obs, terminated, ended), ended = terminated or truncated. Finished episodes are reset at once; next_obs
+        is the episode's real last state. With ``eval_actions``, also one step of the active evaluation episodes
+        (see ``eval_results``)."""
         if actions is None:
             actions = self.random_actions()
         n = len(self.envs)
@@ -97,7 +119,7 @@ class LocalEnvs:
             self.episode_count[i] += 1
         if eval_actions is not None:
             self.eval_out = self.eval_step(eval_actions, eval_active)
-        return obs, actions, rewards, next_obs, terminated
+        return obs, actions, rewards, next_obs, terminated, done
 
     # ---- evaluation episodes ----------------------------------------------------------------------
     def eval_reset(self) -> np.ndarray:
@@ -123,7 +145,9 @@ class LocalEnvs:
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def state_dict(self, rows: slice = slice(None)) -> dict:
-        """Members ``rows``: current observations, episode logs and samplers, for a checkpoint."""
+        """Members ``rows``: current observations, episode logs and samplers of their training environments, for a
+        checkpoint."""
+        rows = train_rows(rows, self.per_member)
         return {"obs": torch.as_tensor(self.obs[rows]), "episode_count": self.episode_count[rows],
                 "episodes": [e.to_dict() for e in self.episodes[rows]],
                 "action_space_rng": [env.action_space.np_random.bit_generator.state for env in self.envs[rows]]}
@@ -134,7 +158,7 @@ class LocalEnvs:
         expected = whole["obs"].numpy()
         for env in self.envs:
             env.close()
-        restored = [restore_env(self.env_id, rec, seed, space, expected[i], task) for i, (rec, seed, space, task)
+        restored = [restore_env(self.env_id, rec, seed, space, expected[i], task, **self.kinds) for i, (rec, seed, space, task)
                     in enumerate(zip(whole["episodes"], self.seeds, whole["action_space_rng"], self.tasks))]
         self.envs = [r[0] for r in restored]
         self.episodes = [r[2] for r in restored]
@@ -154,13 +178,15 @@ class Shared:
     Observations and actions keep the spaces' dtypes: an environment stepped with a float64 copy of a
     float32 action computes (slightly) different physics."""
 
-    def __init__(self, m: int, episodes: int, obs_dim: int, act_dim: int, obs_dtype, act_dtype):
+    def __init__(self, m: int, episodes: int, obs_shape: tuple[int, ...], act_shape: tuple[int, ...], obs_dtype,
+                 act_dtype, per_member: int = 1):
         ctx = mp.get_context("spawn")
         o, a, f = np.dtype(obs_dtype), np.dtype(act_dtype), np.dtype(np.float64)
-        self.layout = {"obs": ((m, obs_dim), o), "actions": ((m, act_dim), a), "rewards": ((m,), f),
-                       "next_obs": ((m, obs_dim), o), "terminated": ((m,), f),
-                       "eval_actions": ((m, episodes, act_dim), a), "eval_active": ((m, episodes), f),
-                       "eval_obs": ((m, episodes, obs_dim), o), "eval_rewards": ((m, episodes), f),
+        e = m * per_member  # training environments
+        self.layout = {"obs": ((e, *obs_shape), o), "actions": ((e, *act_shape), a), "rewards": ((e,), f),
+                       "next_obs": ((e, *obs_shape), o), "terminated": ((e,), f), "ended": ((e,), f),
+                       "eval_actions": ((m, episodes, *act_shape), a), "eval_active": ((m, episodes), f),
+                       "eval_obs": ((m, episodes, *obs_shape), o), "eval_rewards": ((m, episodes), f),
                        "eval_ended": ((m, episodes), f)}
         self.raw = {k: ctx.RawArray("b", int(np.prod(shape)) * dtype.itemsize)
                     for k, (shape, dtype) in self.layout.items()}
@@ -179,16 +205,18 @@ class Shared:
 
 
 def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, episodes: int, tasks,
-            eval_tasks) -> None:
-    """A worker's loop: build its slice of environments, then answer one message per step."""
+            eval_tasks, kinds: dict) -> None:
+    """A worker's loop: build its slice of environments (``rows``: its members, whose training environments are
+    ``train_rows(rows, K)``), then answer one message per step."""
     # Ctrl-C and SIGTERM reach the whole process group: the main process checkpoints and then closes the
     # workers, which must live until then
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
-        envs = LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks)
-        shared.obs[rows] = envs.obs
+        envs = LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks, **kinds)
+        train = train_rows(rows, envs.per_member)
+        shared.obs[train] = envs.obs
         conn.send(("ok", None))
     except BaseException as e:  # noqa: BLE001  (reported to the main process, which raises it)
         conn.send(("error", _describe(e)))
@@ -203,10 +231,10 @@ def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, e
             if cmd == "step":
                 random, evaluate = arg
                 if random is not None:
-                    actions = None if random else shared.actions[rows].copy()  # episode logs keep them
-                    _, actions, rewards, next_obs, terminated = envs.step(actions)
-                    shared.actions[rows], shared.rewards[rows], shared.next_obs[rows] = actions, rewards, next_obs
-                    shared.terminated[rows], shared.obs[rows] = terminated, envs.obs
+                    actions = None if random else shared.actions[train].copy()  # episode logs keep them
+                    _, actions, rewards, next_obs, terminated, ended = envs.step(actions)
+                    shared.actions[train], shared.rewards[train], shared.next_obs[train] = actions, rewards, next_obs
+                    shared.terminated[train], shared.ended[train], shared.obs[train] = terminated, ended, envs.obs
                     conn.send(("ok", None))
                 if evaluate:
                     obs, rewards, ended = envs.eval_step(shared.eval_actions[rows], shared.eval_active[rows] > 0)
@@ -219,7 +247,7 @@ def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, e
                 conn.send(("ok", envs.state_dict()))
             elif cmd == "load":
                 envs.load_state_dicts([arg])
-                shared.obs[rows] = envs.obs
+                shared.obs[train] = envs.obs
                 conn.send(("ok", None))
             elif cmd == "close":
                 envs.close()
@@ -239,27 +267,30 @@ class EnvWorkers:
     """``LocalEnvs``' interface over ``workers`` processes, each owning a contiguous slice of the members."""
 
     def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int,
-                 tasks: Sequence[dict | None] | None = None, eval_tasks: Sequence[Sequence[dict | None]] | None = None):
-        tasks, eval_tasks = member_tasks(seeds, tasks, eval_tasks)
+                 tasks: Sequence[dict | None] | None = None, eval_tasks: Sequence[Sequence[dict | None]] | None = None,
+                 actions: tuple[str, ...] = ("box",), who: str = "DASE"):
+        m = len(eval_seeds)
+        self.per_member = k = len(seeds) // m
+        kinds = dict(actions=actions, who=who)
+        tasks, eval_tasks = member_tasks(seeds, tasks, eval_tasks, m)
         self.eval_tasks_per_member = len(eval_tasks[0]) if eval_tasks else 1
-        probe = make_env(env_id, tasks[0] if tasks else None)
-        space = probe.action_space
-        self.obs_dim, self.act_dim = probe.observation_space.shape[0], space.shape[0]
-        self.low, self.high = space.low, space.high
-        self.max_episode_steps = probe.spec.max_episode_steps if probe.spec else None
-        m = len(seeds)
+        probe = make_env(env_id, tasks[0] if tasks else None, **kinds)
+        describe(self, probe)
         workers = max(1, min(workers, m))
         bounds = np.linspace(0, m, workers + 1).round().astype(int)
         self.slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.shared = Shared(m, episodes * self.eval_tasks_per_member, self.obs_dim, self.act_dim, probe.observation_space.dtype, space.dtype)
+        act_shape, act_dtype, _ = action_layout(probe.action_space)
+        self.shared = Shared(m, episodes * self.eval_tasks_per_member, self.obs_shape, act_shape,
+                             probe.observation_space.dtype, act_dtype, k)
         probe.close()
         ctx = mp.get_context("spawn")  # workers use no torch threads, but fork after torch's pools is unsafe
         self.conns, self.procs = [], []
         for rows in self.slices:
             here, there = ctx.Pipe()
             proc = ctx.Process(target=_worker, daemon=True,
-                               args=(there, self.shared, rows, env_id, list(seeds[rows]), list(eval_seeds[rows]),
-                                     episodes, tasks[rows], eval_tasks[rows]))
+                               args=(there, self.shared, rows, env_id, list(seeds[train_rows(rows, k)]),
+                                     list(eval_seeds[rows]), episodes, tasks[train_rows(rows, k)], eval_tasks[rows],
+                                     kinds))
             proc.start()
             self.conns.append(here)
             self.procs.append(proc)
@@ -313,7 +344,7 @@ class EnvWorkers:
         self.evaluating = eval_actions is not None
         self._gather()
         s = self.shared
-        return obs, s.actions.copy(), s.rewards.copy(), s.next_obs.copy(), s.terminated > 0
+        return obs, s.actions.copy(), s.rewards.copy(), s.next_obs.copy(), s.terminated > 0, s.ended > 0
 
     def eval_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.evaluating:
@@ -339,12 +370,13 @@ class EnvWorkers:
     def state_dict(self, rows: slice = slice(None)) -> dict:
         for conn in self.conns:
             self._send(conn, ("state", None))
+        rows = train_rows(rows, self.per_member)
         return {k: v[rows] for k, v in join_states(self._gather()).items()}
 
     def load_state_dicts(self, states: list[dict]) -> None:
         whole = join_states(states)
         for conn, rows in zip(self.conns, self.slices):
-            self._send(conn, ("load", {k: v[rows] for k, v in whole.items()}))
+            self._send(conn, ("load", {k: v[train_rows(rows, self.per_member)] for k, v in whole.items()}))
         self._gather()
 
     def close(self) -> None:
@@ -366,9 +398,23 @@ class EnvWorkers:
 
 def make_envs(env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int = 0,
               tasks: Sequence[dict | None] | None = None,
-              eval_tasks: Sequence[Sequence[dict | None]] | None = None) -> LocalEnvs | EnvWorkers:
-    """The run's environments: in this process (``workers`` 0) or in a pool of worker processes; ``tasks`` and
-    ``eval_tasks`` as in ``LocalEnvs``."""
+              eval_tasks: Sequence[Sequence[dict | None]] | None = None, actions: tuple[str, ...] = ("box",),
+              who: str = "DASE") -> LocalEnvs | EnvWorkers:
+    """The run's environments: in this process (``workers`` 0) or in a pool of worker processes; the arguments as
+    in ``LocalEnvs``."""
     if workers <= 0:
-        return LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks)
-    return EnvWorkers(env_id, seeds, eval_seeds, episodes, workers, tasks, eval_tasks)
+        return LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks, actions, who)
+    return EnvWorkers(env_id, seeds, eval_seeds, episodes, workers, tasks, eval_tasks, actions, who)
+
+
+def describe(envs, env: gym.Env) -> None:
+    """What the learner needs to know of the environments: ``obs_shape`` (and ``obs_dim``, its first size),
+    ``discrete``, ``act_dim`` (a discrete space's number of actions), ``low``/``high`` (None when discrete) and
+    ``max_episode_steps``."""
+    space = env.action_space
+    envs.obs_shape = tuple(env.observation_space.shape)
+    envs.obs_dim = envs.obs_shape[0]
+    envs.discrete = isinstance(space, gym.spaces.Discrete)
+    envs.act_dim = action_layout(space)[2]
+    envs.low, envs.high = (None, None) if envs.discrete else (space.low, space.high)
+    envs.max_episode_steps = env.spec.max_episode_steps if env.spec else None

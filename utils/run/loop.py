@@ -165,7 +165,7 @@ class Trainer:
         warmup = self.t < self.cfg.start_time_steps
         actions, behaviour = (None, None) if warmup else self.learner.explore(self.envs.obs)  # None: random
         ev = self.pending
-        obs, actions, rewards, next_obs, terminated = self.envs.step(actions, *(ev.next_actions() if ev else ()))
+        obs, actions, rewards, next_obs, terminated, _ = self.envs.step(actions, *(ev.next_actions() if ev else ()))
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
