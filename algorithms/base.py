@@ -45,9 +45,11 @@ class StackedAgents:
         self.members = len(seeds)  # every agent of every seed this batched model holds
         self.seeds = [int(s) for s in seeds]
         self.device = torch.device(device)
-        self.low = torch.as_tensor(np.asarray(low), dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(np.asarray(high), dtype=torch.float32, device=self.device)
-        self.scale = (self.high - self.low) / 2
+        self.low = self.high = self.scale = None  # a discrete action space has no bounds
+        if low is not None:
+            self.low = torch.as_tensor(np.asarray(low), dtype=torch.float32, device=self.device)
+            self.high = torch.as_tensor(np.asarray(high), dtype=torch.float32, device=self.device)
+            self.scale = (self.high - self.low) / 2
         self.expl_noise = float(expl_noise)
         self.update_rng = AgentRNG([stream_seed(s, "update") for s in self.seeds], self.device)
         self.explore_rng = AgentRNG([stream_seed(s, "explore") for s in self.seeds], self.device)
@@ -70,6 +72,10 @@ class StackedAgents:
     def exploration_variance(self) -> torch.Tensor:
         """The variance of the exploration noise per action dimension [A], in action units."""
         return (self.expl_noise * self.scale).pow(2)
+
+    def mixed_parameters(self) -> list[nn.Parameter]:
+        """What parameter diffusion averages between neighbours: the online networks (targets follow them)."""
+        return [*self.actor.parameters(), *self.critic.parameters()]
 
     def add_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
         """An optimizer of a sharing scheme over these parameters (DPD's distillation): checkpointed with the rest."""

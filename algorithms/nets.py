@@ -172,17 +172,23 @@ class BatchedLinear(nn.Module):
 
 
 class MLP(nn.Module):
-    """Stacked ReLU multilayer perceptron: sizes = (in, hidden..., out), no output activation."""
+    """Stacked multilayer perceptron (ReLU, or tanh as SB3's actor-critics): sizes = (in, hidden..., out), no output
+    activation."""
 
-    def __init__(self, sizes: Sequence[int], gens: Sequence[torch.Generator], init: str = "torch"):
+    def __init__(self, sizes: Sequence[int], gens: Sequence[torch.Generator], init: str = "torch",
+                 activation: str = "relu"):
         super().__init__()
         self.layers = nn.ModuleList(
             BatchedLinear(a, b, gens, init) for a, b in zip(sizes[:-1], sizes[1:])
         )
+        if activation not in ("relu", "tanh"):
+            raise ValueError(f"unknown activation {activation!r}")
+        self.tanh = activation == "tanh"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers[:-1]:
-            x = F.relu(layer(x), inplace=True)  # baddbmm's backward does not need its output
+            # baddbmm's backward does not need its output, so ReLU may overwrite it
+            x = torch.tanh(layer(x)) if self.tanh else F.relu(layer(x), inplace=True)
         return self.layers[-1](x)
 
 

@@ -108,93 +108,100 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def add_common_flags(p: argparse.ArgumentParser) -> None:
-    """Flags that mean the same in DASE_main.py and sac_main.py."""
-    p.add_argument("--env", type=str, default="Hopper",
-                   help="Gymnasium environment id (default: Hopper = newest, Hopper-v5); "
-                        "the paper's MuJoCo -v2 ids map to -v5")
-    p.add_argument("--seed", type=int, default=None, help="run seed; agent i uses seed + 100 * i (default: 0)")
-    p.add_argument("--seeds", type=str, nargs="+", default=None, metavar="SEED",
-                   help="several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one batched model, each "
-                        "seed's files exactly those of --seed S alone (overrides --seed)")
-    p.add_argument("--gpu", type=int, default=0,
-                   help="GPU ordinal, the paper's spelling; CPU when no GPU is present (default: 0)")
-    p.add_argument("--device", type=str, default=None,
-                   help="cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing (default: auto)")
-    p.add_argument("--num_agents", type=count, default=None,
-                   help="agents sharing one buffer (DASE_), distilling from each other (DPD_) or averaging parameters "
-                        "(DIFF_) (default: 2 for DASE_ and DPD_ policies, 4 for DIFF_, 1 otherwise)")
-    p.add_argument("--similarity", type=str, default="js", choices=["js", "kl", "none"],
-                   help="divergence for the sharing weights: js (paper), kl, or none = no correction (default: js)")
-    p.add_argument("--dpd_alpha", type=real, default=1.0,
-                   help="DPD_ policies: alpha of the distillation weights clip(exp(alpha * (Q_peer - Q_self)), "
-                        "0.01, 100) (default: 1.0)")
-    p.add_argument("--dpd_batch_size", type=count, default=256,
-                   help="DPD_ policies: states per distillation step, from the peer's buffer (default: 256)")
-    p.add_argument("--kl_div_var", type=kl_variance, default=0.1,
-                   help="variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the "
-                        "variance of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies "
-                        "with a deterministic actor; files named {policy}_matched_...) (default: 0.1, the paper's)")
-    p.add_argument("--topology", type=str, default=None, choices=["complete", "ring", "star", "none"],
-                   help="the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
-                        "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters "
-                        "with neighbours; star: agent 0 is the hub; files carry it unless complete (default: complete; "
-                        "ring for DIFF_)")
-    p.add_argument("--adjacency", type=str, default=None, metavar="MATRIX",
-                   help="an explicit graph instead of --topology: a 0/1 symmetric matrix with a zero diagonal, as JSON "
-                        "(e.g. '[[0,1],[1,0]]') or a .npy or .txt file; files carry adj + a hash of it")
-    p.add_argument("--diffusion", action="store_true",
-                   help="after every update each agent averages its actor and critic with its graph neighbours "
-                        "(Diff-DAC's adapt-then-combine): TD3 becomes DIFF_TD3, DASE_TD3 DIFF_DASE_TD3")
-    p.add_argument("--diffusion_weights", type=str, default="uniform", choices=["uniform", "metropolis"],
-                   help="diffusion: uniform = 1 / (neighbours + 1) each, Diff-DAC's; metropolis = Metropolis-Hastings, "
-                        "doubly stochastic (default: uniform)")
-    p.add_argument("--link_drop", type=real, default=0.0,
-                   help="diffusion: probability that a parameter message between neighbours is lost at an update, "
-                        "drawn from each agent's own random stream (default: 0)")
-    p.add_argument("--buffer_size", type=count, default=1_000_000,
-                   help="replay capacity in transitions: the one buffer all agents share (DASE_, baselines), or each "
-                        "learner's own (DPD_); at least --batch_size (default: 1e6)")
-    p.add_argument("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
-    p.add_argument("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
-    p.add_argument("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
-    p.add_argument("--results_dir", type=str, default="Learning Curves",
-                   help="where curves (.npy) and the run's config (.json) go (default: 'Learning Curves')")
-    p.add_argument("--save_model", action="store_true", help="save each agent's networks after every evaluation")
-    p.add_argument("--load_model", type=str, default="",
-                   help="model to start from: NAME loads models/NAME[_Agent_i].pt, 'default' the run's own name")
-    p.add_argument("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads; 1 when several runs share a machine. On a GPU the default is 1, so the "
-                        "environment workers get the cores (default: all cores on the CPU, 1 on a GPU)")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the networks (slow start: tens of seconds; off by default)")
-    p.add_argument("--checkpoint_freq", type=count, default=50_000,
-                   help="write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 disables; a finished "
-                        "run deletes it (default: 50000)")
-    p.add_argument("--checkpoint_dir", type=str, default=None,
-                   help="where checkpoints go (default: RESULTS_DIR/checkpoints)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
-                        "if it has no checkpoint)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start the run over, deleting its old curves, weights, JSON record and checkpoint")
-    p.add_argument("--cuda_graphs", action="store_const", const=True, default=None,
-                   help="replay each batched update from a CUDA graph (GPU only; the default on a GPU unless --compile)")
-    p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
-                   help="eager updates on a GPU (no CUDA graphs)")
-    p.add_argument("--env_workers", type=int, default=None,
-                   help="worker processes that step the environments and evaluation episodes, evaluation then "
-                        "running beside training; 0: all in this process (default: the cores torch leaves free, "
-                        "0 when fewer than 2); results are the same for every value")
-    p.add_argument("--eval_tasks", type=str, default="own", choices=["own", "all"],
-                   help="task variants (e.g. --env RandomExtremePendulum-v1, one task per agent): 'all' also evaluates "
-                        "each agent on every agent's task, with the same episode seeds, into {curve}_tasks.npy "
-                        "[evaluations x agents]; the curve stays the own-task score (default: own)")
-    p.add_argument("--tensorboard", action="store_true",
-                   help="also log returns, losses, sharing weights and steps/s per agent for TensorBoard, under "
-                        "RESULTS_DIR/tensorboard/RUN (view: tensorboard --logdir RESULTS_DIR/tensorboard)")
+def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", skip: tuple[str, ...] = ()) -> None:
+    """Flags that mean the same on every command line; ``skip``: those a command line does not take (ac_main.py's
+    on-policy learners have no replay buffer and no sharing weights)."""
+
+    def add(flag, **kwargs):
+        if flag not in skip:
+            p.add_argument(flag, **kwargs)
+
+    add("--env", type=str, default=env_default,
+        help=f"Gymnasium environment id (default: {env_default}"
+             + (" = newest, Hopper-v5" if env_default == "Hopper" else "")
+             + "); the paper's MuJoCo -v2 ids map to -v5")
+    add("--seed", type=int, default=None, help="run seed; agent i uses seed + 100 * i (default: 0)")
+    add("--seeds", type=str, nargs="+", default=None, metavar="SEED",
+        help="several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one batched model, each "
+             "seed's files exactly those of --seed S alone (overrides --seed)")
+    add("--gpu", type=int, default=0,
+        help="GPU ordinal, the paper's spelling; CPU when no GPU is present (default: 0)")
+    add("--device", type=str, default=None,
+        help="cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing (default: auto)")
+    add("--num_agents", type=count, default=None,
+        help="agents sharing one buffer (DASE_), distilling from each other (DPD_) or averaging parameters "
+             "(DIFF_) (default: 2 for DASE_ and DPD_ policies, 4 for DIFF_, 1 otherwise)")
+    add("--similarity", type=str, default="js", choices=["js", "kl", "none"],
+        help="divergence for the sharing weights: js (paper), kl, or none = no correction (default: js)")
+    add("--dpd_alpha", type=real, default=1.0,
+        help="DPD_ policies: alpha of the distillation weights clip(exp(alpha * (Q_peer - Q_self)), "
+             "0.01, 100) (default: 1.0)")
+    add("--dpd_batch_size", type=count, default=256,
+        help="DPD_ policies: states per distillation step, from the peer's buffer (default: 256)")
+    add("--kl_div_var", type=kl_variance, default=0.1,
+        help="variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the "
+             "variance of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies "
+             "with a deterministic actor; files named {policy}_matched_...) (default: 0.1, the paper's)")
+    add("--topology", type=str, default=None, choices=["complete", "ring", "star", "none"],
+        help="the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
+             "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters "
+             "with neighbours; star: agent 0 is the hub; files carry it unless complete (default: complete; "
+             "ring for DIFF_)")
+    add("--adjacency", type=str, default=None, metavar="MATRIX",
+        help="an explicit graph instead of --topology: a 0/1 symmetric matrix with a zero diagonal, as JSON "
+             "(e.g. '[[0,1],[1,0]]') or a .npy or .txt file; files carry adj + a hash of it")
+    add("--diffusion", action="store_true",
+        help="after every update each agent averages its actor and critic with its graph neighbours "
+             "(Diff-DAC's adapt-then-combine): TD3 becomes DIFF_TD3, DASE_TD3 DIFF_DASE_TD3")
+    add("--diffusion_weights", type=str, default="uniform", choices=["uniform", "metropolis"],
+        help="diffusion: uniform = 1 / (neighbours + 1) each, Diff-DAC's; metropolis = Metropolis-Hastings, "
+             "doubly stochastic (default: uniform)")
+    add("--link_drop", type=real, default=0.0,
+        help="diffusion: probability that a parameter message between neighbours is lost at an update, "
+             "drawn from each agent's own random stream (default: 0)")
+    add("--buffer_size", type=count, default=1_000_000,
+        help="replay capacity in transitions: the one buffer all agents share (DASE_, baselines), or each "
+             "learner's own (DPD_); at least --batch_size (default: 1e6)")
+    add("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
+    add("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
+    add("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
+    add("--results_dir", type=str, default="Learning Curves",
+        help="where curves (.npy) and the run's config (.json) go (default: 'Learning Curves')")
+    add("--save_model", action="store_true", help="save each agent's networks after every evaluation")
+    add("--load_model", type=str, default="",
+        help="model to start from: NAME loads models/NAME[_Agent_i].pt, 'default' the run's own name")
+    add("--models_dir", type=str, default="models", help="folder of --save_model/--load_model files")
+    add("--quiet", action="store_true", help="print nothing but errors")
+    add("--threads", type=int, default=None,
+        help="torch CPU threads; 1 when several runs share a machine. On a GPU the default is 1, so the "
+             "environment workers get the cores (default: all cores on the CPU, 1 on a GPU)")
+    add("--compile", action="store_true",
+        help="torch.compile the networks (slow start: tens of seconds; off by default)")
+    add("--checkpoint_freq", type=count, default=50_000,
+        help="write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 disables; a finished "
+             "run deletes it (default: 50000)")
+    add("--checkpoint_dir", type=str, default=None,
+        help="where checkpoints go (default: RESULTS_DIR/checkpoints)")
+    add("--resume", action="store_true",
+        help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
+             "if it has no checkpoint)")
+    add("--overwrite", action="store_true",
+        help="start the run over, deleting its old curves, weights, JSON record and checkpoint")
+    add("--cuda_graphs", action="store_const", const=True, default=None,
+        help="replay each batched update from a CUDA graph (GPU only; the default on a GPU unless --compile)")
+    add("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
+        help="eager updates on a GPU (no CUDA graphs)")
+    add("--env_workers", type=int, default=None,
+        help="worker processes that step the environments and evaluation episodes, evaluation then "
+             "running beside training; 0: all in this process (default: the cores torch leaves free, "
+             "0 when fewer than 2); results are the same for every value")
+    add("--eval_tasks", type=str, default="own", choices=["own", "all"],
+        help="task variants (e.g. --env RandomExtremePendulum-v1, one task per agent): 'all' also evaluates "
+             "each agent on every agent's task, with the same episode seeds, into {curve}_tasks.npy "
+             "[evaluations x agents]; the curve stays the own-task score (default: own)")
+    add("--tensorboard", action="store_true",
+        help="also log returns, losses, sharing weights and steps/s per agent for TensorBoard, under "
+             "RESULTS_DIR/tensorboard/RUN (view: tensorboard --logdir RESULTS_DIR/tensorboard)")
 
 
 def run_flags(args) -> dict:
@@ -205,9 +212,11 @@ def run_flags(args) -> dict:
     if args.seed is None and not seeds:
         args.seed = 0
     device = resolve_device(args.device, args.gpu)
-    graphs = args.cuda_graphs if args.cuda_graphs is not None else (device.startswith("cuda") and not args.compile)
+    graphs = getattr(args, "cuda_graphs", False)
+    graphs = graphs if graphs is not None else (device.startswith("cuda") and not args.compile)
+    replay = dict(batch_size=args.batch_size, buffer_size=args.buffer_size) if hasattr(args, "buffer_size") else {}
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-                batch_size=args.batch_size, buffer_size=args.buffer_size, results_dir=args.results_dir,
+                **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile,
@@ -259,7 +268,8 @@ def shared_settings(args, policy: str) -> dict:
     from .naming import method_of
 
     method = method_of(policy)
-    if args.kl_div_var == "matched":
+    similarity, kl_div_var = getattr(args, "similarity", "js"), getattr(args, "kl_div_var", 0.1)
+    if kl_div_var == "matched":
         if not method.experience:
             raise UsageError(f"--kl_div_var matched: {policy} gives no sharing weights; use it with a DASE_ policy")
         if getattr(args, "policy_type", None) == "Gaussian":
@@ -267,10 +277,10 @@ def shared_settings(args, policy: str) -> dict:
                              "variance; use --policy_type Deterministic or a number")
         if getattr(args, "expl_noise", 1.0) <= 0:
             raise UsageError("--kl_div_var matched needs --expl_noise > 0 (the reference variance is its square)")
-    if not method.experience and (args.similarity != "js" or args.kl_div_var != 0.1):
+    if not method.experience and (similarity != "js" or kl_div_var != 0.1):
         raise UsageError(f"--similarity/--kl_div_var: {policy} weighs no shared samples; drop these flags (they "
                          "apply to DASE_ policies)")
-    sharing = dict(similarity=args.similarity, kl_div_var=args.kl_div_var)
+    sharing = dict(similarity=similarity, kl_div_var=kl_div_var)
     if method.distils:
         sharing.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
     graph = dict(topology=args.topology, adjacency=read_adjacency(args.adjacency),
@@ -329,7 +339,7 @@ def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None
     errors are: '{script}: error: ...'."""
     module = getattr(run, "__module__", "")
     script = Path(sys.argv[0]).name if module == "__main__" else f"{module}.py"
-    prog = f"{script}: " if module in ("__main__", "DASE_main", "sac_main") else ""
+    prog = f"{script}: " if module in ("__main__", "DASE_main", "sac_main", "ac_main") else ""
     try:
         run(argv)
     except UsageError as e:

@@ -1,9 +1,9 @@
 """The one registry of methods, algorithms and variants, and how a run is named from them.
 
-A policy is ``{METHOD_}{ALGORITHM}``: the algorithm (DDPG, TD3, SAC) says how one agent learns, the method how
-agents share (nothing, experience, distillation, parameters). Command lines, file stems, the curve-name pattern,
-sweep and plot are all read from the tables below: a new algorithm is one entry in ``ALGORITHMS`` (plus its
-module), a new way of sharing one entry in ``METHODS`` (plus its scheme).
+A policy is ``{METHOD_}{ALGORITHM}``: the algorithm (DDPG, TD3, SAC; A2C, A3C, ACER) says how one agent learns,
+the method how agents share (nothing, experience, distillation, parameters). Command lines, file stems, the
+curve-name pattern, sweep and plot are all read from the tables below: a new algorithm is one entry in
+``ALGORITHM_SPECS`` (plus its module), a new way of sharing one entry in ``METHODS`` (plus its scheme).
 
 A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agent: ``{stem}.npy`` for a single
 agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The
@@ -50,7 +50,30 @@ METHODS = (
            summary="DASE sharing among neighbours plus parameter diffusion"),
 )
 METHOD = {m.prefix: m for m in METHODS}
-ALGORITHMS = {"TD3": "DASE_main.py", "DDPG": "DASE_main.py", "SAC": "sac_main.py"}  # algorithm -> command line
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """How one agent learns: its command line, how the loop drives it, which methods and action spaces it takes."""
+
+    name: str
+    script: str
+    family: str  # "replay": off-policy, updates from a replay buffer; "rollout": on-policy, lockstep batched
+    # members; "async": asynchronous worker processes (A3C)
+    methods: tuple[str, ...] = tuple(m.prefix for m in METHODS)  # the method prefixes it combines with
+    actions: tuple[str, ...] = ("box",)  # action spaces: "box" (bounded continuous) and/or "discrete"
+
+
+ALGORITHM_SPECS = (
+    Algorithm("TD3", "DASE_main.py", "replay"),
+    Algorithm("DDPG", "DASE_main.py", "replay"),
+    Algorithm("SAC", "sac_main.py", "replay"),
+    Algorithm("A2C", "ac_main.py", "rollout", methods=("", "DIFF"), actions=("discrete", "box")),
+    Algorithm("A3C", "ac_main.py", "async", methods=("",), actions=("discrete", "box")),
+    Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete",)),
+)
+ALGORITHM = {a.name: a for a in ALGORITHM_SPECS}
+ALGORITHMS = {a.name: a.script for a in ALGORITHM_SPECS}  # algorithm -> command line
 TOPOLOGIES = ("complete", "ring", "star", "none")
 DIFFUSION_WEIGHTS = ("uniform", "metropolis")
 WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that curve
@@ -59,8 +82,10 @@ TASKS_SUFFIX = "_tasks"  # {curve stem}_tasks.npy: --eval_tasks all, that agent'
 
 # each command line's RunConfig fields that it spells otherwise (the paper's scripts' spellings)
 SCRIPT_FLAG_NAMES = {"DASE_main.py": {},
-                     "sac_main.py": {"max_time_steps": "num_steps", "start_time_steps": "start_steps"}}
-SCRIPT_POLICIES = {script: tuple(m.policy(a) for m in METHODS for a, s in ALGORITHMS.items() if s == script)
+                     "sac_main.py": {"max_time_steps": "num_steps", "start_time_steps": "start_steps"},
+                     "ac_main.py": {}}
+SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGORITHM_SPECS
+                                 if a.script == script and m.prefix in a.methods)
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
@@ -76,8 +101,9 @@ def parse_policy(policy: str) -> tuple[Method, str] | None:
     """(method, algorithm) of a policy name, or None for an unknown one."""
     for m in sorted(METHODS, key=lambda m: len(m.prefix), reverse=True):
         head = f"{m.prefix}_" if m.prefix else ""
-        if policy.startswith(head) and policy[len(head):] in ALGORITHMS:
-            return m, policy[len(head):]
+        algorithm = ALGORITHM.get(policy[len(head):]) if policy.startswith(head) else None
+        if algorithm is not None and m.prefix in algorithm.methods:
+            return m, algorithm.name
     return None
 
 
@@ -101,7 +127,7 @@ def with_diffusion(policy: str) -> str | None:
     if method.diffuses:
         return policy
     combined = {"": "DIFF", "DASE": "DIFF_DASE"}.get(method.prefix)
-    return METHOD[combined].policy(algorithm) if combined else None
+    return METHOD[combined].policy(algorithm) if combined in ALGORITHM[algorithm].methods else None
 
 
 def script_of(policy: str) -> str | None:

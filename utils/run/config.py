@@ -56,6 +56,11 @@ class RunConfig:
         return algorithm_of(self.policy)
 
     @property
+    def envs_per_agent(self) -> int:
+        """Training environments per agent: ``--envs_per_agent`` of the on-policy learners, 1 otherwise."""
+        return int(self.algo.get("envs_per_agent", 1))
+
+    @property
     def method(self) -> Method:
         return method_of(self.policy)
 
@@ -145,6 +150,15 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
         cfg.sharing_settings().check()
     except ValueError as e:
         raise UsageError(str(e)) from None
+    k = cfg.envs_per_agent
+    if k <= 0:
+        raise UsageError(f"--envs_per_agent must be a positive integer, got {k}")
+    if "n_steps" in cfg.algo and cfg.algo["n_steps"] <= 0:
+        raise UsageError(f"--n_steps must be a positive integer, got {cfg.algo['n_steps']}")
+    for name, value in {"eval_freq": cfg.eval_freq, "max_time_steps": cfg.max_time_steps}.items():
+        if k > 1 and value % k:
+            raise UsageError(f"{flag(name)} {value}: each step of an agent is one step of its {k} environments "
+                             f"(--envs_per_agent {k}), so give a multiple of {k}")
     if cfg.start_time_steps < 0:
         raise UsageError(f"{flag('start_time_steps')} must be >= 0, got {cfg.start_time_steps}")
     if cfg.eval_freq > cfg.max_time_steps:

@@ -60,10 +60,17 @@ class Learner:
             return actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
         return policy
 
+    steps_per_iteration = 1  # environment steps per member and loop step
+
+    def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], Optional[tuple]]:
+        """Exploration actions (and the behaviour Gaussian, for DASE_SAC); None in the warm-up: random actions."""
+        return (None, None) if warmup else self.agents.explore(obs)
+
     def explore(self, obs: np.ndarray) -> tuple[np.ndarray, Optional[tuple]]:
         return self.agents.explore(obs)
 
-    def store(self, obs, actions, rewards, next_obs, terminated, behaviour) -> None:
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
+        """One transition per member into the buffers (``ended``: not stored; a time-limit cut bootstraps)."""
         self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour)
 
     def train(self, t: int) -> None:

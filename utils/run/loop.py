@@ -22,12 +22,14 @@ from ..cli import available_cores
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import Interrupted, NonFinite, UsageError
+from ..naming import ALGORITHM
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .config import RunConfig, validate
 from .buffer import SharedReplayBuffer
 from .evaluation import Evaluation
 from .files import RunFiles, plan_resume
 from .learner import Learner
+from .rollout import RolloutLearner
 from .progress import Progress, StopSignals, interrupted_message, non_finite_message
 
 
@@ -99,11 +101,21 @@ class Trainer:
         every = cfg.eval_tasks == "all"
         eval_tasks = [self.tasks[m - m % n:m - m % n + n] for m in range(len(self.tasks))] if every else None
         self.own_task = [m % n for m in range(len(self.tasks))] if every else None
-        self.envs = c = make_envs(cfg.env, self.member_seeds, [s + 100 for s in seeds for _ in range(n)],
-                                  cfg.eval_episodes, self.workers, self.tasks, eval_tasks)
-        self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high,
-                               cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
-                               cfg.sharing_settings(), cfg.cuda_graphs)
+        spec, k = ALGORITHM[cfg.algorithm], cfg.envs_per_agent
+        # K environments per member (on-policy learners): environment j > 0 of a member has a seed derived from
+        # the member's seed and j, and plays the member's task
+        env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
+                     for s in self.member_seeds for j in range(k)]
+        self.envs = c = make_envs(cfg.env, env_seeds, [s + 100 for s in seeds for _ in range(n)],
+                                  cfg.eval_episodes, self.workers, [x for x in self.tasks for _ in range(k)],
+                                  eval_tasks, spec.actions, cfg.algorithm)
+        if spec.family == "rollout":
+            self.learner = RolloutLearner(cfg.algorithm, cfg.algo, self.member_seeds, n, c, self.device,
+                                          cfg.sharing_settings())
+        else:
+            self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low,
+                                   c.high, cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
+                                   cfg.sharing_settings(), cfg.cuda_graphs)
         if cfg.load_model:
             for k, seed_cfg in enumerate(self.seed_cfgs):
                 load_models(self.learner.agents, seed_cfg, k * n)
@@ -111,7 +123,7 @@ class Trainer:
             self.learner.agents.compile()
         limit = c.max_episode_steps
         # evaluation steps per training step that finish an evaluation within one evaluation period
-        self.eval_pace = -(-limit // cfg.eval_freq) if limit and self.workers else None
+        self.eval_pace = -(-limit * k // cfg.eval_freq) if limit and self.workers else None
         self.curves: list[list[float]] = [[] for _ in self.member_seeds]
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
         self.consensus_curves: list[list[float]] = [[] for _ in seeds]  # the agents' parameter disagreement per seed
@@ -163,10 +175,10 @@ class Trainer:
     def step(self) -> None:
         """One environment step for every member (and of a pending evaluation), then the batched updates."""
         warmup = self.t < self.cfg.start_time_steps
-        actions, behaviour = (None, None) if warmup else self.learner.explore(self.envs.obs)  # None: random
+        actions, behaviour = self.learner.act(self.envs.obs, warmup)  # None: random
         ev = self.pending
-        obs, actions, rewards, next_obs, terminated, _ = self.envs.step(actions, *(ev.next_actions() if ev else ()))
-        self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour)
+        obs, actions, rewards, next_obs, terminated, ended = self.envs.step(actions, *(ev.next_actions() if ev else ()))
+        self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
         if ev is not None:
@@ -174,7 +186,7 @@ class Trainer:
             ev.advance(self.eval_pace - 1)
             if ev.done:
                 self.finish_evaluation()
-        self.t += 1
+        self.t += self.learner.steps_per_iteration
 
     # ---- around the loop -----------------------------------------------------------------------
     @contextmanager
@@ -279,9 +291,10 @@ class Trainer:
                   f"an uninterrupted run; the record's 'resumes' lists each resume's threads", file=sys.stderr)
 
     def checkpoint_due(self) -> bool:
-        """A periodic checkpoint (--checkpoint_freq) falls on this step; none at the end (the run finishes)."""
-        freq = self.cfg.checkpoint_freq
-        return bool(freq) and self.t % freq == 0 and self.t < self.cfg.max_time_steps
+        """A periodic checkpoint (--checkpoint_freq) falls on this step (or within the K environment steps it just
+        took); none at the end (the run finishes)."""
+        freq, stride = self.cfg.checkpoint_freq, self.learner.steps_per_iteration
+        return bool(freq) and self.t // freq > (self.t - stride) // freq and self.t < self.cfg.max_time_steps
 
     def checkpoint_where(self) -> str | None:
         """Where the checkpoints go: the file (one seed) or the folder; None when --checkpoint_freq is 0."""

@@ -141,7 +141,7 @@ class Scheme:
             rng = AgentRNG([stream_seed(s, "diffusion") for s in member_seeds], device) if settings.link_drop else None
             self.diffusion = Diffusion(graph, settings.diffusion_weights, self.seeds, device, settings.link_drop, rng)
         # what diffusion averages: the online actor and critic (targets follow by their Polyak update)
-        self.mixed = [*agents.actor.parameters(), *agents.critic.parameters()]
+        self.mixed = agents.mixed_parameters()
 
     def capacity(self, buffer_size: int) -> int:
         """Rows per buffer group: sampling by writer needs a whole number of steps (a multiple of N)."""

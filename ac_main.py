@@ -1,0 +1,110 @@
+"""Train the parallel actor-critic family on one Gymnasium environment and save learning curves: A2C (synchronous,
+batched, K environments per agent), DIFF_A2C (A2C agents on a graph averaging parameters, Diff-DAC's Diff-A2C),
+A3C (asynchronous workers in processes, Hogwild) and ACER (discrete actions, replay with Retrace)."""
+from __future__ import annotations
+
+import sys
+
+from utils.cli import (Parser, add_common_flags, available_cores, check_policy, count, default_agents, main_guard, real,
+                       resolve_env, resolve_policy, run_flags, shared_settings)
+from utils.errors import UsageError
+from utils.naming import SCRIPT_POLICIES, algorithm_of
+
+POLICIES = SCRIPT_POLICIES["ac_main.py"]
+# flags of the replay learners that mean nothing here
+SKIP = ("--similarity", "--dpd_alpha", "--dpd_batch_size", "--kl_div_var", "--buffer_size", "--batch_size",
+        "--cuda_graphs", "--no_cuda_graphs")
+# per algorithm: defaults of the flags whose default differs (the reference codes' values)
+DEFAULTS = {"A2C": dict(lr=7e-4, n_steps=5, max_grad_norm=0.5),  # SB3 / Diff-DAC's A2C
+            "A3C": dict(lr=1e-4, n_steps=20, max_grad_norm=40.0),  # A3C-ACER-PyTorch, ikostrikov/pytorch-a3c
+            "ACER": dict(lr=7e-4, n_steps=20, max_grad_norm=10.0)}  # OpenAI baselines' ACER (k = 20)
+ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms_alpha": ("A2C", "ACER"),
+        "--rms_eps": ("A2C", "ACER")}
+
+
+def parse(argv=None):
+    p = Parser(prog="ac_main.py", description=__doc__)
+    p.add_argument("--policy", type=str, default="A2C", help=f"one of {', '.join(POLICIES)} (default: A2C)")
+    add_common_flags(p, env_default="CartPole-v1", skip=SKIP)
+    p.add_argument("--max_time_steps", type=count, default=1_000_000,
+                   help="environment steps per agent, over all of its environments (default: 1e6)")
+    p.add_argument("--start_time_steps", type=count, default=0,
+                   help="initial steps per agent with uniformly random actions and no updates (default: 0)")
+    p.add_argument("--envs_per_agent", type=count, default=None,
+                   help="A2C, ACER: environments each agent steps in lockstep; --eval_freq and --max_time_steps "
+                        "count all of them and must be multiples (default: 8)")
+    p.add_argument("--num_processes", type=count, default=None,
+                   help="A3C: asynchronous worker processes, each with its own environment (default: the cores here)")
+    p.add_argument("--n_steps", type=count, default=None,
+                   help="rollout length per environment before an update (default: 5 for A2C, 20 for A3C and ACER)")
+    p.add_argument("--lr", type=real, default=None,
+                   help="learning rate: RMSprop for A2C and ACER, shared Adam for A3C (default: 7e-4; 1e-4 for A3C)")
+    p.add_argument("--gamma", type=real, default=0.99, help="discount factor (default: 0.99)")
+    p.add_argument("--gae_lambda", type=real, default=1.0,
+                   help="GAE lambda; 1.0 = plain n-step returns R = r + gamma R, as A3C (default: 1.0; SB3-zoo "
+                        "often 0.95)")
+    p.add_argument("--ent_coef", type=real, default=0.01, help="entropy bonus coefficient (default: 0.01)")
+    p.add_argument("--vf_coef", type=real, default=0.5, help="value loss coefficient (default: 0.5)")
+    p.add_argument("--max_grad_norm", type=real, default=None,
+                   help="clip each agent's gradient to this norm (default: 0.5 for A2C, 40 for A3C, 10 for ACER)")
+    p.add_argument("--rms_alpha", type=real, default=0.99, help="A2C, ACER: RMSprop smoothing (default: 0.99)")
+    p.add_argument("--rms_eps", type=real, default=1e-5, help="A2C, ACER: RMSprop epsilon (default: 1e-5)")
+    p.add_argument("--hidden_size", type=count, default=64,
+                   help="width of the two hidden layers of the policy and value networks (default: 64)")
+    return p.parse_args(argv)
+
+
+def build_config(args):
+    """Turn flags into a RunConfig (checks what the flags alone can tell)."""
+    from utils.run import RunConfig
+
+    check_policy(args.policy, "ac_main.py")
+    policy = resolve_policy(args)
+    algorithm = algorithm_of(policy)
+    for flag, algorithms in ONLY.items():
+        given = getattr(args, flag[2:])
+        if algorithm not in algorithms and given is not None and not (flag.startswith("--rms") and given in
+                                                                      (0.99, 1e-5)):
+            raise UsageError(f"{flag} applies to {' and '.join(algorithms)}, not {algorithm}; drop it")
+    defaults = DEFAULTS[algorithm]
+    lr = args.lr if args.lr is not None else defaults["lr"]
+    n_steps = args.n_steps if args.n_steps is not None else defaults["n_steps"]
+    max_grad_norm = args.max_grad_norm if args.max_grad_norm is not None else defaults["max_grad_norm"]
+    checks = [(lr > 0, f"--lr {lr} must be > 0"), (0.0 <= args.gamma <= 1.0, f"--gamma {args.gamma} must be in [0, 1]"),
+              (0.0 <= args.gae_lambda <= 1.0, f"--gae_lambda {args.gae_lambda} must be in [0, 1]"),
+              (args.ent_coef >= 0 and args.vf_coef >= 0, "--ent_coef and --vf_coef must be >= 0"),
+              (max_grad_norm > 0, f"--max_grad_norm {max_grad_norm} must be > 0"),
+              (n_steps > 0, f"--n_steps must be a positive integer, got {n_steps}"),
+              (args.hidden_size > 0, f"--hidden_size must be a positive integer, got {args.hidden_size}"),
+              (0.0 < args.rms_alpha < 1.0 and args.rms_eps > 0, "--rms_alpha must be in (0, 1) and --rms_eps > 0")]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+    algo = dict(lr=lr, gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
+                max_grad_norm=max_grad_norm, hidden_size=args.hidden_size, n_steps=n_steps)
+    if algorithm == "A3C":
+        workers = args.num_processes if args.num_processes is not None else available_cores()
+        if workers <= 0:
+            raise UsageError(f"--num_processes must be a positive integer, got {workers}")
+        algo.update(num_processes=workers)
+    else:
+        algo.update(envs_per_agent=args.envs_per_agent if args.envs_per_agent is not None else 8,
+                    rms_alpha=args.rms_alpha, rms_eps=args.rms_eps)
+    return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
+                     max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
+                     algo=algo, sharing=shared_settings(args, policy), **run_flags(args))
+
+
+def run(argv=None):
+    from utils.run import notices, train, validate
+
+    cfg = build_config(parse(argv))
+    validate(cfg)
+    if not cfg.quiet:
+        for line in notices(cfg):
+            print(line, file=sys.stderr)
+    return train(cfg, validated=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main_guard(run))

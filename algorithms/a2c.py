@@ -1,0 +1,155 @@
+"""A2C (the synchronous, batched advantage actor-critic of Mnih et al. 2016, as SB3 and Diff-DAC's learners run it)
+for N members at once, each learning from its own K environments.
+
+Per member, from a rollout of n steps of its K environments (obs [N, n, K, ...]):
+
+    delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)       (s'_t: the real next state, so a time-limit
+    A_t     = delta_t + gamma * lambda * (1 - ended_t) * A_{t+1}           truncation bootstraps, a termination not)
+    R_t     = A_t + V(s_t)
+
+(lambda = 1: the plain n-step returns R = r + gamma R of A3C; lambda = 0.95: GAE), and the loss
+
+    L = -mean(log pi(a_t|s_t) * A_t) + vf_coef * mean((R_t - V(s_t))^2) - ent_coef * mean(H(pi(.|s_t)))
+
+minimised by RMSprop (alpha 0.99, eps 1e-5) after clipping each member's gradient to norm ``max_grad_norm``.
+Every member's loss touches only its own slice of the stacked parameters, and RMSprop is element-wise, so one
+optimizer over the stacked parameters is N independent ones (checked against a per-member loop in the tests).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from .base import StackedAgents
+from .distributions import Categorical, DiagGaussian
+from .nets import MLP, BatchedLinear, init_generators
+
+
+class ActorCritic(nn.Module):
+    """Policy head and value of N members: separate tanh MLPs for flat observations (SB3's default for A2C), one
+    shared Nature CNN with two linear heads for stacked image frames (the A3C references' Atari network)."""
+
+    def __init__(self, obs_shape: Sequence[int], act_dim: int, hidden: Sequence[int], gens, discrete: bool):
+        super().__init__()
+        if len(obs_shape) == 1:
+            self.encoder = None
+            self.pi = MLP([obs_shape[0], *hidden, act_dim], gens, activation="tanh")
+            self.v = MLP([obs_shape[0], *hidden, 1], gens, activation="tanh")
+        else:
+            from .cnn import BatchedNatureCNN
+
+            self.encoder = BatchedNatureCNN(obs_shape[0], gens)
+            self.pi = BatchedLinear(self.encoder.features, act_dim, gens)
+            self.v = BatchedLinear(self.encoder.features, 1, gens)
+        self.log_std = None if discrete else nn.Parameter(torch.zeros(len(gens), 1, act_dim))
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.encoder is None else self.encoder(obs)
+
+    def forward(self, obs: torch.Tensor):
+        """obs [N, B, ...] -> (the action distribution, values [N, B])."""
+        x = self.features(obs)
+        return self.distribution(self.pi(x)), self.v(x).squeeze(-1)
+
+    def distribution(self, head: torch.Tensor):
+        return Categorical(head) if self.log_std is None else DiagGaussian(head, self.log_std)
+
+    def policy(self, obs: torch.Tensor):
+        return self.distribution(self.pi(self.features(obs)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.v(self.features(obs)).squeeze(-1)
+
+
+def advantages(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor,
+               ended: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+    """GAE(lambda) advantages along dim 1 (time) of [N, T, K] tensors; ``next_values`` = V(s'_t) of each step's
+    real next state, ``terminated``/``ended`` 0/1 floats (ended: terminated or truncated)."""
+    delta = rewards + gamma * (1.0 - terminated) * next_values - values
+    carry = (gamma * lam) * (1.0 - ended)
+    out = torch.empty_like(delta)
+    a = torch.zeros_like(delta[:, 0])
+    for t in range(delta.shape[1] - 1, -1, -1):
+        a = delta[:, t] + carry[:, t] * a
+        out[:, t] = a
+    return out
+
+
+def clip_per_member(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale each member's gradient (its slice of every parameter) to global norm at most ``max_norm``, as
+    ``torch.nn.utils.clip_grad_norm_`` does for one model; returns the norms before clipping [N]."""
+    norm = torch.stack([p.grad.reshape(p.shape[0], -1).pow(2).sum(1) for p in params]).sum(0).sqrt()
+    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    for p in params:
+        p.grad.mul_(scale.view(-1, *(1,) * (p.dim() - 1)))
+    return norm
+
+
+class A2C(StackedAgents):
+    """N A2C members (see the module's docstring); ``update`` takes one rollout of every member."""
+
+    STATS = ("policy_loss", "value_loss", "entropy")  # what ``update`` reports per member, for the curves' period
+
+    def __init__(self, obs_shape, act_dim: int, low, high, seeds, device, discrete: bool, lr: float = 7e-4,
+                 gamma: float = 0.99, gae_lambda: float = 1.0, ent_coef: float = 0.01, vf_coef: float = 0.5,
+                 max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5):
+        super().__init__(seeds, low, high, device, expl_noise=0.0)
+        self.discrete = discrete
+        self.gamma, self.gae_lambda = float(gamma), float(gae_lambda)
+        self.ent_coef, self.vf_coef, self.max_grad_norm = float(ent_coef), float(vf_coef), float(max_grad_norm)
+        gens = init_generators(self.seeds)
+        self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
+        self.actor = self.model  # evaluation plays a copy of it
+        # foreach (not fused) RMSprop: the same element-wise operations whatever the number of members
+        self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps, foreach=True)
+        self.networks = {"model": self.model}
+
+    def mixed_parameters(self) -> list[nn.Parameter]:
+        return list(self.model.parameters())
+
+    def _obs(self, obs) -> torch.Tensor:
+        obs = torch.as_tensor(obs, device=self.device)
+        return obs if obs.dtype == torch.uint8 else obs.to(torch.float32)
+
+    @torch.no_grad()
+    def sample(self, obs: torch.Tensor) -> torch.Tensor:
+        """Training actions for obs [N, K, ...]: [N, K] (discrete) or [N, K, A] (unclipped Gaussian draws)."""
+        return self.model.policy(obs).sample(self.explore_rng)
+
+    @torch.no_grad()
+    def greedy(self, model: ActorCritic, obs: torch.Tensor) -> torch.Tensor:
+        """Evaluation actions of ``model`` (this model or a snapshot of it): the mode, clipped to the bounds."""
+        a = model.policy(obs).mode()
+        return a if self.discrete else torch.clamp(a, self.low, self.high)
+
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """What the environments get: a Gaussian draw clipped to the bounds (its log-probability stays the draw's)."""
+        return actions if self.discrete else torch.clamp(actions, self.low, self.high)
+
+    def update(self, rollout: dict) -> dict[str, torch.Tensor]:
+        """One gradient step of every member on its rollout: obs, next_obs [N, T, K, ...], actions [N, T, K(, A)],
+        rewards, terminated, ended [N, T, K]. Returns per-member losses [N]."""
+        obs, next_obs = rollout["obs"], rollout["next_obs"]
+        n, t, k = obs.shape[:3]
+        flat = lambda x: x.reshape(n, t * k, *x.shape[3:])  # noqa: E731
+        dist, values = self.model(flat(obs))
+        with torch.no_grad():
+            next_values = self.model.value(flat(next_obs)).view(n, t, k)
+            adv = advantages(rollout["rewards"], values.detach().view(n, t, k), next_values, rollout["terminated"],
+                             rollout["ended"], self.gamma, self.gae_lambda)
+            returns = (adv + values.detach().view(n, t, k)).view(n, t * k)
+        log_prob = dist.log_prob(flat(rollout["actions"]))
+        policy_loss = -(log_prob * adv.view(n, t * k)).mean(1)
+        value_loss = (returns - values).pow(2).mean(1)
+        entropy = dist.entropy().mean(1)
+        loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy
+        params = [p for group in self.opt.param_groups for p in group["params"]]
+        for p, g in zip(params, torch.autograd.grad(loss.sum(), params)):
+            p.grad = g.contiguous()
+        clip_per_member(params, self.max_grad_norm)
+        self.opt.step()
+        self.updates += 1
+        return {"policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach(),
+                "loss": loss.detach()}

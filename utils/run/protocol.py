@@ -1,0 +1,43 @@
+"""The learner protocol: what the loop (loop.py) asks of a learner, whichever family it is.
+
+Two learners speak it: ``Learner`` (learner.py; off-policy: DDPG, TD3, SAC and their sharing methods, one
+environment per member, updates from replay buffers) and ``RolloutLearner`` (rollout.py; on-policy: A2C and
+DIFF_A2C, K environments per member, one update per n-step rollout). The loop is the same for both: it steps
+the environments, feeds the learner, evaluates, checkpoints and resumes. (A3C is not lockstep: its
+asynchronous workers run under their own trainer, utils.run.asynchronous.)
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Protocol
+
+import numpy as np
+
+
+class LearnerProtocol(Protocol):
+    steps_per_iteration: int  # environment steps per member in one loop step (K environments each)
+    agents: object  # the batched agents: agent_state / load_agent_state (--save_model, --load_model), compile
+    scheme: object  # the sharing scheme: writes_weights, writes_consensus, consensus()
+
+    def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], Optional[tuple]]:
+        """Actions for the environments' observations (None: random ones) and what the store needs of them."""
+
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour=None, ended=None) -> None:
+        """What the environments did in the step just taken (ended: terminated or truncated)."""
+
+    def train(self, t: int) -> None:
+        """Called after every step (not in the warm-up); the learner decides whether and how much to update."""
+
+    def snapshot(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The greedy policies now, for an evaluation that may run beside training."""
+
+    def period_stats(self) -> dict[str, np.ndarray]:
+        """Per member, the statistics the algorithm declares, averaged since the last call ('weight' included)."""
+
+    def broken(self) -> list[tuple[int, str]]:
+        """Per member: (first step with a non-finite loss or -1, what broke)."""
+
+    def state_dict(self, seed_index: int) -> dict:
+        """One seed's part of the learner, as a process of that seed alone would hold it."""
+
+    def load_state_dicts(self, states: list[dict]) -> None:
+        """Restore from one ``state_dict`` per seed, in seed order."""

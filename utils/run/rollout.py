@@ -1,0 +1,135 @@
+"""The on-policy learner: every member acts in its own K environments (``--envs_per_agent``), collects n steps of
+them (``--n_steps``), and all members then take one batched update (A2C; DIFF_A2C then averages parameters with
+its graph neighbours, Diff-DAC's Diff-A2C).
+
+It speaks the loop's learner protocol (``utils.run.protocol``), as the off-policy ``Learner`` does: the loop asks
+for actions, hands back what the environments did, and says ``train(t)`` after every step; the learner decides
+when a rollout is complete and updates then.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import numpy as np
+import torch
+
+from algorithms.a2c import A2C
+
+from .sharing import Scheme, SharingSettings, independent
+
+AGENTS = {"A2C": A2C}  # naming.ALGORITHM (family "rollout") -> class
+
+
+class RolloutLearner:
+    """S seeds x N agents of an on-policy algorithm, K environments each, updated every n steps."""
+
+    def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, envs,
+                 device: torch.device, sharing: SharingSettings | None = None):
+        algo = dict(algo)
+        self.n_steps, self.per_member = int(algo.pop("n_steps")), int(algo.pop("envs_per_agent"))
+        self.steps_per_iteration = self.per_member  # environment steps per member and loop step
+        self.agents_per_seed, self.members, self.device = num_agents, len(member_seeds), device
+        self.obs_shape, self.discrete = tuple(envs.obs_shape), envs.discrete
+        self.agents = AGENTS[algorithm](self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device,
+                                        envs.discrete, **algo)
+        self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
+        self.eval_model = copy.deepcopy(self.agents.model).requires_grad_(False)
+        m, t, k = self.members, self.n_steps, self.per_member
+        obs_dtype = torch.uint8 if len(self.obs_shape) > 1 else torch.float32
+        act_shape = () if envs.discrete else (envs.act_dim,)
+        self.rollout = {"obs": torch.zeros((m, t, k, *self.obs_shape), dtype=obs_dtype, device=device),
+                        "next_obs": torch.zeros((m, t, k, *self.obs_shape), dtype=obs_dtype, device=device),
+                        "actions": torch.zeros((m, t, k, *act_shape), dtype=torch.int64 if envs.discrete else
+                                               torch.float32, device=device),
+                        **{key: torch.zeros((m, t, k), device=device) for key in ("rewards", "terminated", "ended")}}
+        self.position = 0  # steps of the current rollout collected so far
+        self.pending: Optional[torch.Tensor] = None  # the actions drawn for the step being taken (unclipped)
+        names = self.agents.STATS
+        self.stat_names = names
+        self.stats = torch.zeros((len(names) + 1, m), dtype=torch.float64, device=device)  # sums, then updates
+        self.first_bad = torch.full((m,), -1, dtype=torch.long, device=device)
+
+    # ---- the protocol ---------------------------------------------------------------------------------
+    def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], None]:
+        """Actions for the environments' current observations [M * K, ...] (None: random, in the warm-up)."""
+        if warmup:
+            return None, None
+        obs_t = self.agents._obs(obs).view(self.members, self.per_member, *self.obs_shape)
+        self.pending = self.agents.sample(obs_t)
+        actions = self.agents.env_actions(self.pending)
+        return actions.reshape(self.members * self.per_member, *actions.shape[2:]).cpu().numpy(), None
+
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour=None, ended=None) -> None:
+        """One step of every environment into the rollout (warm-up steps, taken at random, are not kept)."""
+        if self.pending is None:
+            return
+        m, k, i = self.members, self.per_member, self.position
+        view = lambda x, dtype: torch.as_tensor(np.asarray(x), device=self.device).to(dtype).view(m, k, *self.rollout_shape(x))  # noqa: E731
+        r = self.rollout
+        r["obs"][:, i] = view(obs, r["obs"].dtype)
+        r["next_obs"][:, i] = view(next_obs, r["next_obs"].dtype)
+        r["actions"][:, i] = self.pending
+        r["rewards"][:, i] = view(rewards, torch.float32)
+        r["terminated"][:, i] = view(terminated, torch.float32)
+        r["ended"][:, i] = view(ended, torch.float32)
+        self.position += 1
+        self.pending = None
+
+    def rollout_shape(self, x) -> tuple[int, ...]:
+        return tuple(np.shape(x)[1:])
+
+    def train(self, t: int) -> None:
+        """Update every member once its rollout is complete (every n steps); then diffusion, if any."""
+        if self.position < self.n_steps:
+            return
+        self.position = 0
+        info = self.agents.update(self.rollout)
+        finite = torch.isfinite(info["loss"])
+        self.stats += torch.stack([*(info[name] for name in self.stat_names), torch.ones_like(info["loss"])]).double()
+        finite = self.scheme.after_update(None, finite)
+        self.first_bad.copy_(torch.where((self.first_bad < 0) & ~finite, torch.full_like(self.first_bad, t),
+                                         self.first_bad))
+
+    @torch.no_grad()
+    def snapshot(self):
+        """The policies as they are now, for evaluation: obs [M, E, ...] -> greedy actions [M, E(, A)]."""
+        torch._foreach_copy_(list(self.eval_model.parameters()), list(self.agents.model.parameters()))
+        model, agents = self.eval_model, self.agents
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return agents.greedy(model, agents._obs(obs)).cpu().numpy()
+        return policy
+
+    def period_stats(self) -> dict[str, np.ndarray]:
+        """Per member, the mean of each statistic the algorithm declares over the updates since the last call
+        (NaN where there were none); 'weight' is NaN (nothing is shared by weight)."""
+        s = self.stats.cpu().numpy().copy()
+        self.stats.zero_()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = {name: s[j] / s[-1] for j, name in enumerate(self.stat_names)}
+        out["weight"] = np.full(self.members, np.nan)
+        return out
+
+    def broken(self) -> list[tuple[int, str]]:
+        bad_params = torch.zeros(self.members, dtype=torch.bool, device=self.device)
+        for p in self.agents.model.parameters():
+            bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
+        return [(step, "loss") if step >= 0 else (-1, "parameters" if bad else "") for step, bad in
+                zip(self.first_bad.cpu().tolist(), bad_params.cpu().tolist())]
+
+    # ---- checkpoints ------------------------------------------------------------------------------------
+    def state_dict(self, seed_index: int) -> dict:
+        """One seed's agents, its part of the rollout being collected, and the period's sums."""
+        rows = slice(seed_index * self.agents_per_seed, (seed_index + 1) * self.agents_per_seed)
+        return {"agents": self.agents.state_dict(rows), "period_stats": self.stats[:, rows].cpu().clone(),
+                "rollout": {k: v[rows].cpu().clone() for k, v in self.rollout.items()},
+                "rollout_position": self.position, **self.scheme.state_dict(rows)}
+
+    def load_state_dicts(self, states: list[dict]) -> None:
+        self.agents.load_state_dict([s["agents"] for s in states])
+        self.stats.copy_(torch.cat([s["period_stats"] for s in states], dim=1))
+        for key, value in self.rollout.items():
+            value.copy_(torch.cat([s["rollout"][key] for s in states]).to(self.device))
+        self.position = int(states[0]["rollout_position"])
+        self.scheme.load_state_dicts(states)
