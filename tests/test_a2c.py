@@ -1,0 +1,230 @@
+"""A2C and DIFF_A2C: the distributions, the advantages, the batched update against a per-member loop, seeds in
+one process equal to seeds alone, exact resume after SIGKILL, Diff-A2C's combine, bad inputs, and learning."""
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import ac_main
+from algorithms.a2c import A2C, advantages, clip_per_member
+from algorithms.distributions import Categorical, DiagGaussian
+from algorithms.nets import AgentRNG
+from utils.cli import main_guard
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str) -> int:
+    return main_guard(ac_main.run, list(args))
+
+
+# ---- distributions ----------------------------------------------------------------------------------------
+def test_categorical_matches_torch_and_samples_its_probabilities():
+    logits = torch.randn(3, 5, 4)
+    ours, ref = Categorical(logits), torch.distributions.Categorical(logits=logits)
+    actions = torch.randint(0, 4, (3, 5))
+    torch.testing.assert_close(ours.log_prob(actions), ref.log_prob(actions))
+    torch.testing.assert_close(ours.entropy(), ref.entropy())
+    # sampling: frequencies over many draws follow the probabilities of each row
+    probs = torch.tensor([[0.1, 0.2, 0.3, 0.4]]).log().expand(2, 40000, 4)
+    draws = Categorical(probs).sample(AgentRNG([1, 2]))  # [2, 40000]
+    freq = torch.stack([(draws == a).double().mean() for a in range(4)])
+    torch.testing.assert_close(freq, torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64), atol=0.01, rtol=0)
+
+
+def test_gaussian_matches_torch():
+    mean, log_std = torch.randn(2, 6, 3), torch.randn(2, 1, 3) * 0.3
+    ours = DiagGaussian(mean, log_std)
+    ref = torch.distributions.Independent(torch.distributions.Normal(mean, log_std.exp().expand_as(mean)), 1)
+    a = torch.randn(2, 6, 3)
+    torch.testing.assert_close(ours.log_prob(a), ref.log_prob(a))
+    torch.testing.assert_close(ours.entropy(), ref.entropy())
+    draws = torch.stack([ours.sample(AgentRNG([0, 1])) for _ in range(1)])
+    assert draws.shape == (1, 2, 6, 3)
+
+
+# ---- advantages -------------------------------------------------------------------------------------------
+def test_advantages_by_hand_with_a_termination_and_a_truncation():
+    """gamma 0.5, four steps of one environment: a termination at t = 1 (no bootstrap), a truncation at t = 2
+    (bootstraps with V of its real last state), the rollout cut at t = 3 (bootstraps)."""
+    r = torch.tensor([[[1.0], [2.0], [3.0], [4.0]]])
+    v = torch.tensor([[[0.5], [1.0], [1.5], [2.0]]])
+    next_v = torch.tensor([[[1.0], [9.0], [6.0], [8.0]]])  # V(s'_t); 9 is never used (terminated)
+    term = torch.tensor([[[0.0], [1.0], [0.0], [0.0]]])
+    ended = torch.tensor([[[0.0], [1.0], [1.0], [0.0]]])
+    adv = advantages(r, v, next_v, term, ended, gamma=0.5, lam=1.0)
+    # returns: R3 = 4 + .5*8 = 8; R2 = 3 + .5*6 = 6 (truncation: its own bootstrap, not R3); R1 = 2 (terminal);
+    # R0 = 1 + .5*R1 = 2
+    expected_returns = torch.tensor([2.0, 2.0, 6.0, 8.0])
+    torch.testing.assert_close((adv + v).flatten(), expected_returns)
+    # lambda 0: one-step TD errors
+    td = advantages(r, v, next_v, term, ended, gamma=0.5, lam=0.0).flatten()
+    torch.testing.assert_close(td, torch.tensor([1 + 0.5 * 1.0 - 0.5, 2 - 1.0, 3 + 0.5 * 6 - 1.5, 4 + 0.5 * 8 - 2.0]))
+
+
+def test_gae_matches_a_plain_loop():
+    g = torch.Generator().manual_seed(0)
+    n, t, k = 2, 7, 3
+    r, v, nv = (torch.randn(n, t, k, generator=g) for _ in range(3))
+    term = (torch.rand(n, t, k, generator=g) < 0.2).float()
+    ended = torch.maximum(term, (torch.rand(n, t, k, generator=g) < 0.2).float())
+    adv = advantages(r, v, nv, term, ended, 0.9, 0.95)
+    for i in range(n):
+        for j in range(k):
+            a = 0.0
+            for s in reversed(range(t)):
+                delta = r[i, s, j] + 0.9 * (1 - term[i, s, j]) * nv[i, s, j] - v[i, s, j]
+                a = delta + 0.9 * 0.95 * (1 - ended[i, s, j]) * a
+                assert abs(float(adv[i, s, j]) - float(a)) < 1e-5
+
+
+# ---- the batched update ----------------------------------------------------------------------------------
+def rollout(n, t=5, k=3, obs_dim=4, act=2, discrete=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    actions = torch.randint(0, act, (n, t, k), generator=g) if discrete else torch.randn(n, t, k, act, generator=g)
+    term = (torch.rand(n, t, k, generator=g) < 0.2).float()
+    return {"obs": torch.randn(n, t, k, obs_dim, generator=g), "next_obs": torch.randn(n, t, k, obs_dim, generator=g),
+            "actions": actions, "rewards": torch.randn(n, t, k, generator=g), "terminated": term,
+            "ended": torch.maximum(term, (torch.rand(n, t, k, generator=g) < 0.1).float())}
+
+
+@pytest.fixture
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+@pytest.mark.parametrize("discrete", [True, False])
+def test_batched_update_equals_each_member_alone(discrete, float64):
+    """Three members in one model, updated three times, equal three one-member models (same seeds): stacked
+    parameters, RMSprop and the per-member clipping keep members independent. In float64, so that only the order
+    of summation (batched vs single matrix products) can differ: 1e-9 is far below what a wrong formula moves."""
+    seeds = [3, 17, 40]
+    low, high = (None, None) if discrete else (-np.ones(2), np.ones(2))
+    kw = dict(max_grad_norm=0.05)  # small enough that clipping acts
+    together = A2C((4,), 2, low, high, seeds, "cpu", discrete, **kw)
+    alone = [A2C((4,), 2, low, high, [s], "cpu", discrete, **kw) for s in seeds]
+    for step in range(3):
+        batch = rollout(3, discrete=discrete, seed=step)
+        together.update(batch)
+        for i, agent in enumerate(alone):
+            agent.update({key: v[i:i + 1] for key, v in batch.items()})
+    for i, agent in enumerate(alone):
+        for (name, p), q in zip(together.model.named_parameters(), agent.model.parameters()):
+            torch.testing.assert_close(p[i:i + 1], q, rtol=1e-9, atol=1e-9, msg=name)
+    fresh = A2C((4,), 2, low, high, seeds, "cpu", discrete, **kw)
+    assert not torch.allclose(fresh.model.pi.layers[0].weight, together.model.pi.layers[0].weight)  # it learned
+
+
+def test_clipping_per_member_equals_torch_clip_grad_norm():
+    params = [torch.nn.Parameter(torch.zeros(3, 4, 5)), torch.nn.Parameter(torch.zeros(3, 1, 5))]
+    for p in params:
+        p.grad = torch.randn_like(p) * torch.tensor([0.01, 1.0, 10.0]).view(3, 1, 1)
+    expected = []
+    for i in range(3):
+        single = [torch.nn.Parameter(p.detach()[i].clone()) for p in params]
+        for s, p in zip(single, params):
+            s.grad = p.grad[i].clone()
+        torch.nn.utils.clip_grad_norm_(single, 0.5)
+        expected.append([s.grad for s in single])
+    clip_per_member(params, 0.5)
+    for i in range(3):
+        for p, e in zip(params, expected[i]):
+            torch.testing.assert_close(p.grad[i], e)
+
+
+# ---- whole runs ---------------------------------------------------------------------------------------------
+SHORT = ["--env", "CartPole-v1", "--max_time_steps", "2400", "--eval_freq", "800", "--eval_episodes", "2",
+         "--envs_per_agent", "4", "--threads", "1", "--env_workers", "0", "--quiet"]
+
+
+def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
+    assert run_cli(*SHORT, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")) == 0
+    assert run_cli(*SHORT, "--seed", "1", "--results_dir", str(tmp_path / "one")) == 0
+    a = np.load(tmp_path / "both" / "A2C_CartPole-v1_1.npy")
+    b = np.load(tmp_path / "one" / "A2C_CartPole-v1_1.npy")
+    assert a.shape == (4,)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_env_workers_give_the_same_curves(tmp_path):
+    args = [*SHORT[:-5], "--policy", "DIFF_A2C", "--num_agents", "2", "--threads", "1", "--quiet"]
+    assert run_cli(*args, "--env_workers", "0", "--results_dir", str(tmp_path / "local")) == 0
+    assert run_cli(*args, "--env_workers", "2", "--results_dir", str(tmp_path / "pool")) == 0
+    for i in range(2):
+        name = f"DIFF_A2C_ring_CartPole-v1_0_Agent_{i}.npy"
+        np.testing.assert_array_equal(np.load(tmp_path / "local" / name), np.load(tmp_path / "pool" / name))
+
+
+def test_sigkill_then_resume_gives_identical_curves(tmp_path):
+    args = [sys.executable, str(ROOT / "ac_main.py"), "--env", "CartPole-v1", "--max_time_steps", "24000",
+            "--eval_freq", "2000", "--eval_episodes", "2", "--envs_per_agent", "4", "--checkpoint_freq", "4000",
+            "--threads", "1", "--env_workers", "0", "--quiet"]
+    full = subprocess.run([*args, "--results_dir", str(tmp_path / "full")], cwd=ROOT, capture_output=True, text=True)
+    assert full.returncode == 0, full.stderr
+    ckpt = tmp_path / "cut" / "checkpoints" / "A2C_CartPole-v1_0.pt"
+    proc = subprocess.Popen([*args, "--results_dir", str(tmp_path / "cut")], cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 600
+    while not ckpt.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.2)  # somewhere after the first checkpoint, mid-rollout
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run must really be killed before it finishes"
+    resumed = subprocess.run([*args, "--results_dir", str(tmp_path / "cut"), "--resume"], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    a = np.load(tmp_path / "full" / "A2C_CartPole-v1_0.npy")
+    b = np.load(tmp_path / "cut" / "A2C_CartPole-v1_0.npy")
+    assert a.shape == (13,)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_diffusion_on_a_complete_graph_makes_the_agents_equal(tmp_path):
+    """Two A2C agents on a complete graph with uniform weights average to the same parameters after every update:
+    the consensus file then reads 0 after step 0, while the agents still learn on their own environments."""
+    assert run_cli(*SHORT, "--policy", "DIFF_A2C", "--num_agents", "2", "--topology", "complete",
+                   "--results_dir", str(tmp_path)) == 0
+    consensus = np.load(tmp_path / "DIFF_A2C_CartPole-v1_0_consensus.npy")
+    assert consensus[0] > 0 and np.all(consensus[1:] == 0), consensus
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--envs_per_agent", "0"], "--envs_per_agent must be a positive integer"),
+    (["--eval_freq", "1001"], "multiple of 8"),
+    (["--num_processes", "2"], "--num_processes applies to A3C"),
+    (["--policy", "DASE_A2C"], "unknown policy"),
+    (["--env", "Pendulum-v1", "--policy", "A2C", "--gae_lambda", "2"], "--gae_lambda"),
+])
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, args, words):
+    assert run_cli(*args, "--max_time_steps", "8000", "--results_dir", str(tmp_path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err, err
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_discrete_env_for_td3_is_one_line(tmp_path, capsys):
+    import DASE_main
+
+    assert main_guard(DASE_main.run, ["--policy", "TD3", "--env", "CartPole-v1", "--results_dir", str(tmp_path),
+                                      "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Discrete" in err and "ac_main.py" in err and "\n" not in err, err
+
+
+@pytest.mark.slow
+def test_a2c_solves_cartpole_within_200k_steps(tmp_path):
+    """The issue's bar: a mean of 10 evaluation episodes >= 475 within 200k steps (8 environments, n = 5)."""
+    assert run_cli("--env", "CartPole-v1", "--max_time_steps", "200000", "--eval_freq", "5000", "--eval_episodes",
+                   "10", "--threads", "1", "--env_workers", "0", "--quiet", "--results_dir", str(tmp_path)) == 0
+    curve = np.load(tmp_path / "A2C_CartPole-v1_0.npy")
+    assert curve.max() >= 475, curve
