@@ -1,0 +1,70 @@
+"""Convolutional encoders whose every parameter carries a leading member dimension (see ``nets.py``).
+
+``BatchedNatureCNN`` is N independent copies of the encoder of the Nature DQN (Mnih et al., 2015), for
+84x84 frame stacks. The N convolutions of a layer run as one grouped convolution: the members' channels are laid
+side by side ([B, N*C, H, W]) and group i of the weight only sees member i's channels, so members share no
+weights, no activations and no gradients, as N separate networks would.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from algorithms.nets import BatchedLinear
+
+# (output channels, kernel, stride) of the three convolutions
+NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+
+class BatchedNatureCNN(nn.Module):
+    """N Nature-DQN encoders: [N, B, C, 84, 84] (uint8 pixels, divided by 255, or float) -> [N, B, features].
+
+    conv 32 8x8 /4 -> ReLU -> conv 64 4x4 /2 -> ReLU -> conv 64 3x3 /1 -> ReLU -> flatten (64*7*7) -> linear
+    ``features`` -> ReLU. Convolution weights are stored as [N, out, in, k, k] and biases as [N, out]; the linear
+    layer is a ``BatchedLinear``. Initialisation is torch's default for Conv2d and Linear (weights and biases
+    uniform in +-1/sqrt(fan_in)), member i's drawn from ``gens[i]`` only, layer by layer, so its initial weights
+    do not depend on how many members are built with it.
+    """
+
+    def __init__(self, in_channels: int, gens: Sequence[torch.Generator], features: int = 512, size: int = 84):
+        super().__init__()
+        n = len(gens)
+        self.members, self.in_channels, self.features = n, in_channels, features
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        self.strides: list[int] = []
+        c_in = in_channels
+        for c_out, k, stride in NATURE_CONVS:
+            w = torch.empty(n, c_out, c_in, k, k)
+            b = torch.empty(n, c_out)
+            bound = 1.0 / math.sqrt(c_in * k * k)
+            with torch.no_grad():
+                for i, g in enumerate(gens):
+                    w[i].uniform_(-bound, bound, generator=g)
+                    b[i].uniform_(-bound, bound, generator=g)
+            self.weights.append(nn.Parameter(w))
+            self.biases.append(nn.Parameter(b))
+            self.strides.append(stride)
+            size = (size - k) // stride + 1
+            c_in = c_out
+        self.flat = c_in * size * size  # 64 * 7 * 7 = 3136 for 84x84 frames
+        self.fc = BatchedLinear(self.flat, features, gens)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 5 or x.shape[0] != self.members or x.shape[2] != self.in_channels:
+            raise ValueError(f"expected [{self.members}, B, {self.in_channels}, H, W], got {tuple(x.shape)}")
+        n, b = x.shape[:2]
+        # members side by side along the channels: [B, N*C, H, W] (moved while still uint8: 4x fewer bytes)
+        h = x.transpose(0, 1).reshape(b, n * x.shape[2], *x.shape[3:])
+        scale = h.dtype == torch.uint8
+        h = h.to(self.fc.weight.dtype)
+        if scale:
+            h = h / 255.0
+        for w, bias, stride in zip(self.weights, self.biases, self.strides):
+            h = F.relu(F.conv2d(h, w.flatten(0, 1), bias.flatten(), stride=stride, groups=n))
+        h = h.reshape(b, n, -1).transpose(0, 1)  # [N, B, 64*7*7], each member's features in (c, y, x) order
+        return F.relu(self.fc(h))

@@ -1,0 +1,310 @@
+"""Atari preprocessing (utils/envs/atari.py) and the batched Nature-DQN encoder (algorithms/cnn.py)."""
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from algorithms.cnn import BatchedNatureCNN
+from algorithms.nets import init_generators
+from utils.envs import atari
+
+needs_ale = pytest.mark.skipif(not atari.available(), reason="ale-py is not installed")
+
+
+class CountSteps(gym.Wrapper):
+    """Counts the raw frames stepped since the last reset and keeps the last two observations."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.count, self.frames = 0, []
+
+    def reset(self, **kwargs):
+        self.count, self.frames = 0, []
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.count += 1
+        self.frames = (self.frames + [out[0].copy()])[-2:]
+        return out
+
+
+def raw(env_id="ALE/Pong-v5"):
+    atari.register()
+    return gym.make(env_id, frameskip=1, repeat_action_probability=0.0)
+
+
+# ---------------------------------------------------------------- ids and construction
+
+@needs_ale
+def test_ids():
+    atari.register()
+    atari.register()  # idempotent
+    assert atari.available()
+    assert atari.is_atari("ALE/Pong-v5") and atari.is_atari("ALE/Breakout-v5")
+    assert atari.is_atari("PongNoFrameskip-v4") and atari.is_atari("BreakoutNoFrameskip-v4")
+    assert not atari.is_atari("Pendulum-v1") and not atari.is_atari("HalfCheetah-v5")
+    assert not atari.is_atari("NoSuchGame-v0")
+
+
+@needs_ale
+@pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "PongNoFrameskip-v4"])
+@pytest.mark.parametrize("training", [True, False])
+def test_shapes_and_raw_game(env_id, training):
+    env = atari.make_atari(env_id, training)
+    assert env.observation_space.shape == (4, 84, 84) and env.observation_space.dtype == np.uint8
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    for _ in range(3):
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        assert isinstance(reward, float)
+    assert obs.max() > obs.min()  # a real picture, not a blank frame
+    # the raw game: no frame skip of its own, no sticky actions (v5's default 0.25 turned off)
+    assert env.unwrapped._frameskip == 1
+    assert env.spec.kwargs["frameskip"] == 1 and env.spec.kwargs["repeat_action_probability"] == 0.0
+    assert env.spec.max_episode_steps is None  # the ALE ids register none
+    names = {type(w).__name__ for w in _chain(env)}
+    assert ("EpisodicLife" in names) == training and ("ClipReward" in names) == training
+    assert "FireReset" in names  # Pong's actions include FIRE
+    env.close()
+
+
+def _chain(env):
+    while isinstance(env, gym.Wrapper):
+        yield env
+        env = env.env
+
+
+@needs_ale
+def test_frame_skip_of_the_game_refused():
+    with pytest.raises(ValueError):
+        atari.make_atari("ALE/Pong-v5", True, frameskip=4)
+
+
+@needs_ale
+def test_no_fire_reset_without_fire():
+    # MsPacman's actions have no FIRE
+    env = atari.make_atari("ALE/MsPacman-v5", False)
+    assert "FIRE" not in env.unwrapped.get_action_meanings()
+    assert "FireReset" not in {type(w).__name__ for w in _chain(env)}
+
+
+@needs_ale
+def test_time_limit_in_learner_steps_over_a_whole_game():
+    env = atari.make_atari("ALE/Breakout-v5", True, max_episode_steps=60)
+    assert env.spec.max_episode_steps == 60
+    _, info = env.reset(seed=0)
+    lives, steps, lost = info["lives"], 0, 0
+    while True:
+        _, _, terminated, truncated, info = env.step(0)
+        steps += 1
+        assert steps <= 60
+        if truncated:
+            break
+        if terminated:  # a lost life: the limit goes on counting through the continuing reset
+            lost += 1
+            _, info = env.reset()
+    assert lost >= 1 and info["lives"] > 0
+    # the reset steps (no-op, FIRE, action 2) count too, so fewer than 60 learner steps were taken
+    assert steps < 60
+    _, info = env.reset()
+    assert info["lives"] == lives  # a truncated game is a game over: the next reset restarts it
+
+
+# ---------------------------------------------------------------- no-op reset
+
+@needs_ale
+def test_noop_reset_counts_and_seeding():
+    def reset(seed):
+        counter = CountSteps(raw())
+        env = atari.wrap_atari(counter, training=False)
+        obs, _ = env.reset(seed=seed)
+        noops = env.get_wrapper_attr("noops")
+        # the no-ops, then FIRE and action 2 of FireReset, 4 frames each
+        assert counter.count == noops + 2 * 4
+        assert 1 <= noops <= 30
+        return noops, obs
+
+    counts = {seed: reset(seed)[0] for seed in range(6)}
+    assert len(set(counts.values())) > 1, counts  # the number of no-ops depends on the seed
+    n0, obs0 = reset(3)
+    n1, obs1 = reset(3)
+    assert n0 == n1 == counts[3] and np.array_equal(obs0, obs1)  # a seeded reset is reproducible
+
+
+@needs_ale
+def test_noop_count_redrawn_at_every_reset():
+    env = atari.make_atari("ALE/Pong-v5", False)
+    env.reset(seed=0)
+    drawn = {env.get_wrapper_attr("noops")}
+    for _ in range(5):
+        env.reset()  # unseeded: goes on with the game's own generator
+        drawn.add(env.get_wrapper_attr("noops"))
+    assert len(drawn) > 1
+
+
+# ---------------------------------------------------------------- frame skip and max-pooling
+
+@needs_ale
+def test_frame_skip_max_pools_the_last_two_frames():
+    counter = CountSteps(raw())
+    env = atari.MaxAndSkip(counter, 4)
+    env.reset(seed=0)
+    for action in [0, 2, 3, 2, 2]:
+        obs, *_ = env.step(action)
+        assert counter.count % 4 == 0
+        assert np.array_equal(obs, np.maximum(counter.frames[0], counter.frames[1]))
+
+
+def test_area_resize():
+    m = atari.area_matrix(210, 84)
+    assert m.shape == (84, 210) and np.allclose(m.sum(1), 1.0)  # constants stay constant
+    assert np.allclose(atari.area_matrix(4, 2), [[0.5, 0.5, 0, 0], [0, 0, 0.5, 0.5]])
+    # 210 / 84 = 2.5 input rows per output row: row 0 averages rows 0, 1 and half of 2
+    assert np.allclose(m[0, :3], [0.4, 0.4, 0.2]) and np.allclose(m[1, 2:5], [0.2, 0.4, 0.4])
+
+
+# ---------------------------------------------------------------- episodic life
+
+@needs_ale
+def test_training_life_loss_ends_the_episode_not_the_game():
+    env = atari.make_atari("ALE/Breakout-v5", True)
+    _, info = env.reset(seed=0)
+    assert info["lives"] == 5
+    frame, losses = info["episode_frame_number"], 0
+    for _ in range(2000):
+        _, reward, terminated, truncated, info = env.step(0)
+        assert not truncated
+        if terminated:
+            losses += 1
+            lives_at_end, frame_at_end = info["lives"], info["episode_frame_number"]
+            if lives_at_end == 0:  # the real game over
+                break
+            assert lives_at_end == 5 - losses  # terminated at this life loss
+            obs, info = env.reset()
+            # the same game goes on: one life fewer, frames counted on from the end of the last life
+            assert obs.shape == (4, 84, 84)
+            assert info["lives"] == lives_at_end
+            assert info["episode_frame_number"] > frame_at_end
+    assert losses == 5
+    _, info = env.reset()
+    assert info["lives"] == 5 and info["episode_frame_number"] <= 30 + 8  # a new game
+
+
+@needs_ale
+def test_evaluation_plays_whole_games():
+    env = atari.make_atari("ALE/Breakout-v5", False)
+    _, info = env.reset(seed=0)
+    lives, lost = info["lives"], 0
+    for _ in range(2000):
+        _, _, terminated, truncated, info = env.step(1)  # FIRE: serve again after each lost life
+        if info["lives"] < lives:
+            lost += 1
+            lives = info["lives"]
+            if lives > 0:
+                assert not terminated
+        if terminated or truncated:
+            break
+    assert terminated and info["lives"] == 0 and lost == 5
+
+
+# ---------------------------------------------------------------- rewards
+
+@needs_ale
+def test_rewards_clipped_for_training_raw_for_evaluation():
+    def rewards(training):
+        env = atari.make_atari("ALE/SpaceInvaders-v5", training)
+        env.reset(seed=0)
+        out = []
+        for _ in range(200):  # FIRE until invaders worth 5 to 30 points are hit
+            _, reward, terminated, truncated, info = env.step(1)
+            out.append((reward, info.get("raw_reward")))
+            if sum(r != 0 for r, _ in out) >= 2 or terminated or truncated:
+                break
+        return out
+
+    evaluation = rewards(False)
+    assert max(r for r, _ in evaluation) > 1  # the game's own scores
+    training = rewards(True)
+    assert {r for r, _ in training} <= {-1.0, 0.0, 1.0} and 1.0 in {r for r, _ in training}
+    # the same seed, the same game: training sees the sign of the score evaluation sees
+    assert [raw for _, raw in training] == [r for r, _ in evaluation]
+    assert [r for r, _ in training] == [float(np.sign(r)) for r, _ in evaluation]
+
+
+def test_clip_reward_signs():
+    class Emit(gym.Env):
+        observation_space = gym.spaces.Box(0, 1, (1,))
+        action_space = gym.spaces.Discrete(1)
+
+        def __init__(self):
+            self.rewards = iter([5.0, -3.0, 0.0, 0.5, -0.25])
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(1, np.float32), next(self.rewards), False, False, {}
+
+    env = atari.ClipReward(Emit())
+    env.reset()
+    got = [env.step(0)[1:5:3] for _ in range(5)]
+    assert [r for r, _ in got] == [1.0, -1.0, 0.0, 1.0, -1.0]
+    assert [info["raw_reward"] for _, info in got] == [5.0, -3.0, 0.0, 0.5, -0.25]
+
+
+# ---------------------------------------------------------------- the batched CNN
+
+def _reference(cnn, i, x):
+    """Member i's encoder computed alone, with plain conv2d/linear on its slice of the weights."""
+    h = x.float() / 255.0 if x.dtype == torch.uint8 else x
+    for w, b, stride in zip(cnn.weights, cnn.biases, cnn.strides):
+        h = F.relu(F.conv2d(h, w[i], b[i], stride=stride))
+    h = h.flatten(1)
+    return F.relu(F.linear(h, cnn.fc.weight[i].T, cnn.fc.bias[i, 0]))
+
+
+def test_cnn_shapes_and_layers():
+    cnn = BatchedNatureCNN(4, init_generators([0, 1, 2]))
+    assert cnn.features == 512
+    assert [tuple(w.shape) for w in cnn.weights] == [(3, 32, 4, 8, 8), (3, 64, 32, 4, 4), (3, 64, 64, 3, 3)]
+    assert cnn.strides == [4, 2, 1] and cnn.flat == 64 * 7 * 7
+    x = torch.randint(0, 256, (3, 5, 4, 84, 84), dtype=torch.uint8)
+    out = cnn(x)
+    assert out.shape == (3, 5, 512) and out.dtype == torch.float32 and (out >= 0).all()
+    assert torch.allclose(out, cnn(x.float() / 255.0), atol=1e-6)  # uint8 pixels are divided by 255
+    assert BatchedNatureCNN(2, init_generators([0]), features=64)(torch.zeros(1, 2, 2, 84, 84)).shape == (1, 2, 64)
+    with pytest.raises(ValueError):
+        cnn(torch.zeros(2, 5, 4, 84, 84))
+
+
+def test_cnn_members_equal_independent_networks():
+    cnn = BatchedNatureCNN(4, init_generators([3, 4, 5]))
+    x = torch.randint(0, 256, (3, 6, 4, 84, 84), dtype=torch.uint8)
+    out = cnn(x)
+    for i in range(3):
+        ref = _reference(cnn, i, x[i])
+        assert torch.allclose(out[i], ref, atol=1e-5, rtol=1e-5)
+        assert ref.abs().sum() > 0
+    assert not torch.allclose(out[0], out[1])  # different weights, different outputs
+
+
+def test_cnn_gradients_stay_in_their_member():
+    cnn = BatchedNatureCNN(4, init_generators([0, 1]))
+    x = torch.rand(2, 3, 4, 84, 84)
+    cnn(x)[0].square().sum().backward()
+    for name, p in cnn.named_parameters():
+        assert p.grad[0].abs().sum() > 0, name
+        assert torch.count_nonzero(p.grad[1]) == 0, name
+
+
+def test_cnn_init_depends_only_on_the_members_generator():
+    one = BatchedNatureCNN(4, init_generators([7]))
+    three = BatchedNatureCNN(4, init_generators([7, 8, 9]))
+    again = BatchedNatureCNN(4, init_generators([7, 8, 9]))
+    for (name, p1), p3, pa in zip(one.named_parameters(), three.parameters(), again.parameters()):
+        assert torch.equal(p1[0], p3[0]), name
+        assert torch.equal(p3, pa), name  # deterministic
+        assert not torch.equal(p3[0], p3[1]), name
