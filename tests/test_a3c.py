@@ -133,13 +133,15 @@ def test_settings_are_checked():
 
 
 # ---- runs ---------------------------------------------------------------------------------------------------------
-def test_a_short_run_writes_a_complete_curve_and_its_record(tmp_path):
-    curves = AsyncTrainer(a3c_config(tmp_path)).run()
-    assert len(curves) == 1 and curves[0].shape == (4,)  # steps 0, 1000, 2000, 3000
-    np.testing.assert_array_equal(np.load(tmp_path / f"{STEM}.npy"), curves[0])
-    record = json.loads((tmp_path / f"{STEM}.json").read_text())
-    assert record["finished_at_step"] == 3000 and record["config"]["algo"]["n_steps"] == 20
-    assert record["curves"] == [f"{STEM}.npy"]
+def test_a_short_run_writes_a_complete_curve_and_its_record_per_seed(tmp_path):
+    curves = AsyncTrainer(a3c_config(tmp_path, seeds=[0, 1])).run()  # the seeds one after another
+    assert len(curves) == 2 and all(c.shape == (4,) for c in curves)  # steps 0, 1000, 2000, 3000
+    for seed, curve in zip([0, 1], curves):
+        stem = f"A3C_CartPole-v1_{seed}"
+        np.testing.assert_array_equal(np.load(tmp_path / f"{stem}.npy"), curve)
+        record = json.loads((tmp_path / f"{stem}.json").read_text())
+        assert record["finished_at_step"] == 3000 and record["config"]["algo"]["n_steps"] == 20
+        assert record["curves"] == [f"{stem}.npy"] and record["config"]["seed"] == seed
     assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
 
 
@@ -202,8 +204,9 @@ def test_a_killed_worker_stops_the_run_with_worker_died(tmp_path):
 
 @pytest.mark.slow
 def test_a3c_learns_cartpole(tmp_path):
-    """2 workers reach a mean of 475 over 10 greedy evaluation episodes within 500k total steps (measured: see
-    docs/a3c.md)."""
+    """2 workers reach a mean of 475 over 10 greedy evaluation episodes within 500k total steps, with the default
+    settings (lr 1e-4, n_steps 20, hidden 64). Measured once on 2 shared CPU cores: 480.9 at step 50,000 (curve
+    9.4, 49.0, 405.8, 439.9, 344.5, 480.9), 42 s; the run stops at the first evaluation >= 475."""
     cfg = a3c_config(tmp_path, max_time_steps=500_000, eval_freq=10_000, eval_episodes=10, checkpoint_freq=0)
     start = time.time()
     curve = AsyncTrainer(cfg).run(stop_when=lambda score: score >= 475)[0]

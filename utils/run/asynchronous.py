@@ -28,6 +28,9 @@ once with, and seeds its torch sampling with, ``worker_seed(seed, w, t)`` = seed
 at step 0 (a run resumed at step t > 0 draws a different seed from (seed + 1000 * (w + 1), t), not to replay the
 episodes it began with). A3C is not reproducible bit for bit: the order in which the asynchronous gradients arrive
 decides the run, so neither two runs of one seed nor a resumed run and an uninterrupted one give the same curve.
+
+The worker processes are spawned: a script that runs an AsyncTrainer must do so under ``if __name__ == "__main__":``.
+The JSON record's ``env_workers_used`` is the number of actor-learner processes.
 """
 from __future__ import annotations
 
@@ -70,11 +73,11 @@ def a3c_settings(algo: dict) -> dict:
         s[key] = int(s[key])
     for key in ("lr", "gamma", "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm"):
         s[key] = float(s[key])
-    checks = {"lr": s["lr"] > 0, "gamma": 0 <= s["gamma"] <= 1, "gae_lambda": 0 <= s["gae_lambda"] <= 1,
-              "ent_coef": s["ent_coef"] >= 0, "vf_coef": s["vf_coef"] >= 0, "max_grad_norm": s["max_grad_norm"] > 0}
-    for key, ok in checks.items():
-        if not ok or not np.isfinite(s[key]):
-            want = {"lr": "> 0", "max_grad_norm": "> 0", "gamma": "in [0, 1]", "gae_lambda": "in [0, 1]"}.get(key, ">= 0")
+    ranges = {"lr": ("> 0", lambda x: x > 0), "gamma": ("in [0, 1]", lambda x: 0 <= x <= 1),
+              "gae_lambda": ("in [0, 1]", lambda x: 0 <= x <= 1), "ent_coef": (">= 0", lambda x: x >= 0),
+              "vf_coef": (">= 0", lambda x: x >= 0), "max_grad_norm": ("> 0", lambda x: x > 0)}
+    for key, (want, ok) in ranges.items():
+        if not np.isfinite(s[key]) or not ok(s[key]):
             raise UsageError(f"--{key} must be {want}, got {s[key]!r}")
     return s
 
