@@ -1,0 +1,472 @@
+"""A3C's training run: W asynchronous actor-learner processes on one shared model (Hogwild), evaluated by this one.
+
+Design (``AsyncTrainer``):
+
+* Shared memory. The ``ActorCritic``'s parameters and the ``SharedAdam``'s state (step, moments) are moved to shared
+  memory in this process and handed to W worker processes (torch.multiprocessing, spawn context). Each worker keeps a
+  local copy of the model: before every rollout it pulls the shared weights, plays ``n_steps`` steps in its own
+  environment, computes the rollout's gradient on the local copy (zeroed first: each push carries exactly that
+  rollout's gradient), clips it by norm, hands it to the shared parameters and steps the shared optimizer, without a
+  lock (Hogwild: two workers' steps may interleave, as in the paper). Every worker uses one torch thread.
+* The step counter. ``StepGate`` holds, in shared memory under one lock, the steps claimed by workers, the steps done
+  (the global step counter T: a worker adds its rollout's steps once its gradient is applied) and a limit. A worker
+  claims min(n_steps, limit - claimed) steps before a rollout (a rollout is cut short to land on the limit) and waits
+  while nothing is left. This process sets the limit to the next step where it must see the model as it is: the next
+  evaluation (every ``eval_freq`` steps, from step 0), checkpoint (every ``checkpoint_freq`` steps), the end of the run
+  (``max_time_steps``, the total over all workers). When T reaches the limit every worker is idle, so an evaluation
+  sees the model exactly at a multiple of ``eval_freq`` and a checkpoint holds parameters and optimizer state that no
+  worker is writing. An evaluation plays a snapshot of the model while the workers go on to the next limit.
+* Evaluation: greedy actions (argmax / the Gaussian's mean) in ``eval_episodes`` environments reset with the seeds
+  ``episode_seeds(seed + 100, eval_episodes)``, as the off-policy Trainer evaluates; one curve per seed,
+  ``{stem}.npy``, saved after every evaluation.
+* Files as the Trainer writes them (``RunFiles``): the lock, the JSON record, the curve, the checkpoint (the shared
+  model, the optimizer's state, T and the curve; every ``checkpoint_freq`` steps and on SIGINT/SIGTERM), and
+  ``plan_resume`` deciding every seed's fate before anything is written. Several seeds run one after another.
+
+Seeds: the shared model is initialised after ``torch.manual_seed(seed)``; worker w (0-based) resets its environment
+once with, and seeds its torch sampling with, ``worker_seed(seed, w, t)`` = seed + 1000 * (w + 1) for a run started
+at step 0 (a run resumed at step t > 0 draws a different seed from (seed + 1000 * (w + 1), t), not to replay the
+episodes it began with). A3C is not reproducible bit for bit: the order in which the asynchronous gradients arrive
+decides the run, so neither two runs of one seed nor a resumed run and an uninterrupted one give the same curve.
+
+The worker processes are spawned: a script that runs an AsyncTrainer must do so under ``if __name__ == "__main__":``.
+The JSON record's ``env_workers_used`` is the number of actor-learner processes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import asdict, replace
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from algorithms.a3c import DEFAULTS, ActorCritic, Rollout, SharedAdam, rollout_loss
+from ..envs.registry import make_env
+from ..envs.variants import task_for
+from ..envs.workers import episode_seeds
+from ..errors import Interrupted, NonFinite, UsageError, WorkerDied
+from .checkpoint import FORMAT as CHECKPOINT_FORMAT
+from .config import RunConfig, _check_execution, _check_folders
+from .files import RunFiles, plan_resume
+from .progress import Progress, StopSignals, interrupted_message
+
+ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
+POLL_S = 0.001  # how often an idle worker, and this process while it waits for the workers, look at the counter
+
+
+# ---- settings ----------------------------------------------------------------------------------------------
+def a3c_settings(algo: dict) -> dict:
+    """cfg.algo with every A3C setting filled in from ``algorithms.a3c.DEFAULTS``; a UsageError names a key that
+    A3C does not know or a value out of range."""
+    unknown = sorted(set(algo) - set(DEFAULTS))
+    if unknown:
+        raise UsageError(f"A3C has no setting {unknown[0]!r}; its settings are {', '.join(DEFAULTS)}")
+    s = {**DEFAULTS, **algo}
+    for key in ("n_steps", "num_processes", "hidden_size"):
+        if not isinstance(s[key], (int, np.integer)) or isinstance(s[key], bool) or s[key] <= 0:
+            raise UsageError(f"--{key} must be a positive integer, got {s[key]!r}")
+        s[key] = int(s[key])
+    for key in ("lr", "gamma", "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm"):
+        s[key] = float(s[key])
+    ranges = {"lr": ("> 0", lambda x: x > 0), "gamma": ("in [0, 1]", lambda x: 0 <= x <= 1),
+              "gae_lambda": ("in [0, 1]", lambda x: 0 <= x <= 1), "ent_coef": (">= 0", lambda x: x >= 0),
+              "vf_coef": (">= 0", lambda x: x >= 0), "max_grad_norm": ("> 0", lambda x: x > 0)}
+    for key, (want, ok) in ranges.items():
+        if not np.isfinite(s[key]) or not ok(s[key]):
+            raise UsageError(f"--{key} must be {want}, got {s[key]!r}")
+    return s
+
+
+def check_a3c(cfg: RunConfig) -> None:
+    """What ``validate`` checks that applies to an A3C run (``validate`` itself refuses the policy name until the
+    policy registry in utils.naming lists A3C), plus A3C's own limits."""
+    if cfg.policy != "A3C":
+        raise UsageError(f"AsyncTrainer trains A3C, not {cfg.policy!r}")
+    for name in ("max_time_steps", "eval_freq", "eval_episodes"):
+        if getattr(cfg, name) <= 0:
+            raise UsageError(f"--{name} must be a positive integer, got {getattr(cfg, name)}")
+    if cfg.eval_freq > cfg.max_time_steps:
+        raise UsageError(f"--eval_freq {cfg.eval_freq} is larger than the run ({cfg.max_time_steps} steps): "
+                         "lower --eval_freq or raise --max_time_steps")
+    if cfg.num_agents != 1:
+        raise UsageError(f"--num_agents {cfg.num_agents}: A3C trains one shared model; its actor-learners are "
+                         "--num_processes")
+    if not cfg.device.startswith("cpu"):
+        raise UsageError(f"--device {cfg.device}: A3C's actor-learners run on CPU cores; drop --device")
+    if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
+        raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
+    workers = a3c_settings(cfg.algo)["num_processes"]
+    for seed in cfg.seed_list():
+        if not 0 <= seed or seed + 1000 * workers >= 2**32:
+            raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {1000 * workers})")
+    _check_execution(cfg)
+    _check_folders(cfg)
+
+
+def worker_seed(seed: int, w: int, t: int = 0) -> int:
+    """Worker w's environment and sampling seed in a run of ``seed`` (re)started at step ``t``."""
+    base = seed + 1000 * (w + 1)
+    return base if t == 0 else int(np.random.SeedSequence([base, t]).generate_state(1)[0])
+
+
+# ---- the workers ---------------------------------------------------------------------------------------------
+class StepGate:
+    """The global step counter and the limit workers may not pass, in shared memory under one lock."""
+
+    def __init__(self, ctx, t: int = 0):
+        self.lock = ctx.Lock()
+        self.claimed, self.done, self.limit = (ctx.RawValue("q", t) for _ in range(3))
+        self.stopped = ctx.RawValue("b", 0)
+
+    def claim(self, n_steps: int) -> int:
+        """Steps this worker may play now (0: none left below the limit)."""
+        with self.lock:
+            n = min(n_steps, self.limit.value - self.claimed.value)
+            if n > 0:
+                self.claimed.value += n
+            return max(n, 0)
+
+    def complete(self, n: int) -> None:
+        with self.lock:
+            self.done.value += n
+
+    def open(self, limit: int) -> None:
+        with self.lock:
+            self.limit.value = limit
+
+    def close(self) -> int:
+        """No more claims; returns the step the workers will stop at once their rollouts in flight are done."""
+        with self.lock:
+            self.limit.value = self.claimed.value
+            return self.claimed.value
+
+    @property
+    def t(self) -> int:
+        with self.lock:
+            return self.done.value
+
+    def stop(self) -> None:
+        self.stopped.value = 1
+
+
+class ActorLearner:
+    """One worker's actor-learner: pull the shared weights, play n steps, push the rollout's gradient.
+
+    ``shared``: the shared ``ActorCritic``; ``optimizer``: the optimizer over its parameters (a ``SharedAdam`` in a
+    run; in tests any optimizer); ``settings``: ``a3c_settings``; the environment is reset once with ``seed``."""
+
+    def __init__(self, shared: ActorCritic, optimizer: torch.optim.Optimizer, env, settings: dict, seed: int):
+        self.shared, self.optimizer, self.env, self.s = shared, optimizer, env, settings
+        self.local = ActorCritic(**shared.spec())
+        self.obs, _ = env.reset(seed=int(seed))
+
+    def pull(self) -> None:
+        self.local.load_state_dict(self.shared.state_dict())
+
+    def rollout(self, n: int) -> Rollout:
+        """n steps with the local model's sampled actions; an episode that ends is reset at once."""
+        obs, actions, rewards, term, trunc, next_obs = [], [], [], [], [], []
+        for _ in range(n):
+            o = torch.as_tensor(self.obs, dtype=torch.float32)
+            a, env_action = self.local.act(o)
+            nxt, r, terminated, truncated, _ = self.env.step(int(env_action) if self.local.discrete else env_action)
+            obs.append(o)
+            actions.append(a)
+            rewards.append(float(r))
+            term.append(bool(terminated))
+            trunc.append(bool(truncated))
+            next_obs.append(torch.as_tensor(nxt, dtype=torch.float32))
+            self.obs = self.env.reset()[0] if terminated or truncated else nxt
+        return Rollout(torch.stack(obs), torch.stack(actions), torch.tensor(rewards), torch.tensor(term),
+                       torch.tensor(trunc), torch.stack(next_obs))
+
+    def push(self, rollout: Rollout) -> None:
+        """The rollout's gradient (of the local copy, clipped by norm) onto the shared parameters; one shared step.
+
+        The local gradients are zeroed first. (The reference implementations never zero them: they counted on the
+        shared optimizer's zero_grad clearing the gradient tensors they alias, which torch >= 2.0 sets to None
+        instead, so their k-th push carries the sum of the worker's first k rollouts' gradients.)"""
+        s = self.s
+        self.local.zero_grad(set_to_none=True)
+        loss = rollout_loss(self.local, rollout, s["gamma"], s["gae_lambda"], s["ent_coef"], s["vf_coef"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.local.parameters(), s["max_grad_norm"])
+        for shared, local in zip(self.shared.parameters(), self.local.parameters()):
+            shared.grad = local.grad
+        self.optimizer.step()
+
+    def iteration(self, n: int) -> Rollout:
+        self.pull()
+        rollout = self.rollout(n)
+        self.push(rollout)
+        return rollout
+
+
+def _worker(w: int, shared: ActorCritic, optimizer: SharedAdam, gate: StepGate, env_id: str, task, settings: dict,
+            seed: int, errors) -> None:
+    """A worker process's life: actor-learner iterations while steps are left below the gate's limit."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the trainer decides
+        torch.set_num_threads(1)
+        torch.manual_seed(seed)
+        ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if ids != {id(p) for p in shared.parameters()}:
+            raise RuntimeError("the optimizer does not hold the shared parameters")
+        parent = os.getppid()
+        learner = ActorLearner(shared, optimizer, make_env(env_id, task, actions=ACTIONS, who="A3C"), settings, seed)
+        while not gate.stopped.value:
+            n = gate.claim(settings["n_steps"])
+            if n == 0:
+                if os.getppid() != parent:  # the trainer is gone
+                    return
+                time.sleep(POLL_S)
+                continue
+            learner.iteration(n)
+            gate.complete(n)
+    except BaseException as e:
+        errors.put(f"{type(e).__name__}: {e}".splitlines()[0])
+        sys.exit(1)
+
+
+# ---- evaluation ------------------------------------------------------------------------------------------------
+class GreedyEvaluation:
+    """The evaluation episodes of one seed: ``episodes`` environments reset with ``episode_seeds(seed + 100, ...)``
+    and played with the model's greedy actions; ``__call__`` gives the mean return."""
+
+    def __init__(self, env_id: str, task, seed: int, episodes: int):
+        self.envs = [make_env(env_id, task, actions=ACTIONS, who="A3C") for _ in range(episodes)]
+        self.seeds = episode_seeds(seed + 100, episodes)
+
+    @torch.no_grad()
+    def __call__(self, model: ActorCritic) -> float:
+        obs = np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, self.seeds)])
+        returns, active = np.zeros(len(self.envs)), np.ones(len(self.envs), dtype=bool)
+        while active.any():
+            _, actions = model.act(torch.as_tensor(obs, dtype=torch.float32), greedy=True)
+            for e in np.nonzero(active)[0]:
+                o, r, terminated, truncated, _ = self.envs[e].step(int(actions[e]) if model.discrete else actions[e])
+                obs[e], returns[e] = o, returns[e] + r
+                active[e] = not (terminated or truncated)
+        return float(returns.mean())
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+# ---- the trainer -----------------------------------------------------------------------------------------------
+class AsyncTrainer:
+    """A3C on cfg.env for every seed of cfg (one after another); see the module's docstring.
+
+    ``cfg.algo``: lr 1e-4, gamma 0.99, gae_lambda 1.0, ent_coef 0.01, vf_coef 0.5, max_grad_norm 40, n_steps 20,
+    num_processes 2, hidden_size 64 (``algorithms.a3c.DEFAULTS``; missing keys take these, and the record and
+    checkpoints list them all)."""
+
+    def __init__(self, cfg: RunConfig, validated: bool = False):
+        cfg = replace(cfg, algo=a3c_settings(cfg.algo))
+        if not validated:
+            # utils.run.config.validate refuses "A3C" as long as the policy registry (utils.naming) does not list it:
+            # the checks of its that apply here, and A3C's own
+            check_a3c(cfg)
+        self.cfg, self.s = cfg, cfg.algo
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        probe = make_env(cfg.env, task_for(cfg.env, cfg.seed), actions=ACTIONS, who="A3C")
+        space = probe.action_space
+        self.discrete = not hasattr(space, "low")
+        self.obs_dim = probe.observation_space.shape[0]
+        self.act_dim = int(space.n) if self.discrete else space.shape[0]
+        self.bounds = {} if self.discrete else {"low": space.low.tolist(), "high": space.high.tolist()}
+        probe.close()
+        self.processes: list = []  # the current seed's worker processes
+        self.last_checkpoint: int | None = None
+
+    def run(self, stop_at: int | None = None, stop_when=None) -> list[np.ndarray]:
+        """Train every seed to cfg.max_time_steps; the curves, one per seed (seeds already finished included).
+
+        ``stop_at``: stop each seed at that step after writing a checkpoint (for training in pieces).
+        ``stop_when(score)``: stop a seed, with a checkpoint, after the first evaluation for which it is true."""
+        cfg = self.cfg
+        seeds = cfg.seed_list()
+        files = [RunFiles(cfg.for_seed(s)) for s in seeds]
+        curves = []
+        with ExitStack() as locks:
+            for f in files:
+                f.lock.acquire()
+                locks.callback(f.lock.release)
+            plans = [plan_resume([s], [f]) for s, f in zip(seeds, files)]  # every seed decided before any writes
+            for s, f, plan in zip(seeds, files, plans):
+                if s in plan.finished:
+                    if not cfg.quiet:
+                        print(f"{f.cfg.stem} | already complete ({cfg.max_time_steps} steps): nothing to do")
+                    curves.append(np.asarray(plan.finished[s][0], dtype=np.float64))
+                    continue
+                curve = self.train_seed(f, plan.states.get(s), stop_at, stop_when)
+                curves.append(np.asarray(curve, dtype=np.float64))
+        return curves
+
+    # ---- one seed ------------------------------------------------------------------------------------------------
+    def train_seed(self, files: RunFiles, state: dict | None, stop_at: int | None, stop_when) -> list[float]:
+        cfg, s = files.cfg, self.s
+        task = task_for(cfg.env, cfg.seed)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds).share_memory()
+        self.optimizer = SharedAdam(self.model.parameters(), lr=s["lr"])
+        self.t, self.curve, self.last_checkpoint = 0, [], None
+        progress = Progress(cfg.stem, cfg.max_time_steps, [cfg.seed], lambda k: slice(0, 1), cfg.quiet)
+        if state is not None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.t, self.curve, self.last_checkpoint = int(state["t"]), list(state["curves"][0]), int(state["t"])
+            files.save_curves([self.curve])  # evaluations after the checkpoint are done again
+            progress.say(f"{cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
+        else:
+            if cfg.resume and files.existing():
+                progress.say(f"{cfg.stem} | no checkpoint at {files.checkpoint}: starting from step 0")
+            files.clear()
+        files.write_record(torch.device("cpu"), self.t, [cfg.seed], s["num_processes"], [task])
+        progress.start(self.t)
+        evaluation = GreedyEvaluation(cfg.env, task, cfg.seed, cfg.eval_episodes)
+        ctx = mp.get_context("spawn")
+        gate = StepGate(ctx, self.t)
+        errors = ctx.SimpleQueue()
+        self.processes = [ctx.Process(target=_worker, name=f"A3C-worker-{w}", daemon=True,
+                                      args=(w, self.model, self.optimizer, gate, cfg.env, task, s,
+                                            worker_seed(cfg.seed, w, self.t), errors))
+                          for w in range(s["num_processes"])]
+        try:
+            for p in self.processes:
+                p.start()
+            with StopSignals() as signals:
+                finished = self.loop(files, gate, errors, evaluation, progress, signals, stop_at, stop_when)
+            if finished:
+                files.finish()
+        finally:
+            self.stop_workers(gate)
+            evaluation.close()
+            progress.close()
+        return self.curve
+
+    def loop(self, files, gate, errors, evaluation, progress, signals, stop_at, stop_when) -> bool:
+        """Open the gate limit by limit, evaluating and checkpointing at each; True when the run finished."""
+        cfg = self.cfg
+        pending = self.snapshot() if self.evaluation_due() else None
+        while True:
+            if self.t >= cfg.max_time_steps:
+                self.stop_workers(gate)
+                self.evaluate(pending, evaluation, progress, files)
+                return True
+            target = self.next_limit(stop_at)
+            gate.open(target)
+            if pending is not None:  # the workers train on meanwhile
+                reached = self.evaluate(pending, evaluation, progress, files)
+                pending = None
+                if stop_when is not None and stop_when(reached):
+                    self.t = self.wait(gate, gate.close(), errors, None, files)
+                    self.save_checkpoint(files)
+                    return False
+            self.t = self.wait(gate, target, errors, signals, files)
+            stopping = signals.signum is not None
+            if stopping:  # the rollouts in flight end the run's last steps
+                self.t = self.wait(gate, gate.close(), errors, None, files)
+            pending = self.snapshot() if self.evaluation_due() else None
+            if stopping or self.t == stop_at or self.checkpoint_due():
+                self.evaluate(pending, evaluation, progress, files)  # a checkpoint holds complete curves
+                pending = None
+                self.save_checkpoint(files)
+            if stopping:
+                where = str(files.checkpoint) if cfg.checkpoint_freq else None
+                raise Interrupted(signals.signum, interrupted_message(signals.signum, cfg.stem, self.t, where))
+            if self.t == stop_at:
+                return False
+
+    def next_limit(self, stop_at: int | None) -> int:
+        cfg, t = self.cfg, self.t
+        after = lambda freq: (t // freq + 1) * freq  # noqa: E731
+        limits = [cfg.max_time_steps, after(cfg.eval_freq)]
+        if cfg.checkpoint_freq:
+            limits.append(after(cfg.checkpoint_freq))
+        if stop_at is not None and stop_at > t:
+            limits.append(stop_at)
+        return min(limits)
+
+    def wait(self, gate: StepGate, target: int, errors, signals, files) -> int:
+        """Until the workers have done ``target`` steps (or a stop signal came); the step reached."""
+        while True:
+            t = gate.t
+            if t >= target or (signals is not None and signals.signum is not None):
+                return t
+            for w, p in enumerate(self.processes):
+                if p.exitcode is not None:
+                    self.worker_died(w, p, t, gate, errors, files)
+            time.sleep(POLL_S)
+
+    def worker_died(self, w: int, p, t: int, gate: StepGate, errors, files) -> None:
+        why = errors.get() if not errors.empty() else f"exit code {p.exitcode}"
+        self.stop_workers(gate)
+        kept = (f"the last checkpoint ({files.checkpoint}, step {self.last_checkpoint}) is kept"
+                if self.last_checkpoint is not None else "no checkpoint was written")
+        raise WorkerDied(f"{self.cfg.stem}: A3C worker {w} (pid {p.pid}) died near step {t} ({why}); the other "
+                         f"workers were stopped, {kept}")
+
+    def stop_workers(self, gate: StepGate) -> None:
+        gate.stop()
+        for p in self.processes:
+            if p.pid is not None:
+                p.join(timeout=10)
+                if p.exitcode is None:
+                    p.terminate()
+                    p.join(timeout=5)
+
+    # ---- evaluations and checkpoints --------------------------------------------------------------------------
+    def evaluation_due(self) -> bool:
+        """Step t is a multiple of eval_freq whose evaluation the curve does not hold yet."""
+        return self.t % self.cfg.eval_freq == 0 and len(self.curve) == self.t // self.cfg.eval_freq
+
+    def checkpoint_due(self) -> bool:
+        freq = self.cfg.checkpoint_freq
+        return bool(freq) and self.t % freq == 0 and self.t < self.cfg.max_time_steps
+
+    def snapshot(self) -> tuple[int, ActorCritic]:
+        """(t, a copy of the shared model now): every worker is idle at the gate."""
+        copy = ActorCritic(**self.model.spec())
+        copy.load_state_dict(self.model.state_dict())
+        return self.t, copy
+
+    def evaluate(self, pending, evaluation: GreedyEvaluation, progress: Progress, files: RunFiles) -> float | None:
+        """Play a snapshot's evaluation episodes; the curve gets (and saves) its mean return."""
+        if pending is None:
+            return None
+        t, model = pending
+        if not all(torch.isfinite(p).all() for p in model.parameters()):
+            kept = (f"the last good checkpoint ({files.checkpoint}, step {self.last_checkpoint}) is kept"
+                    if self.last_checkpoint is not None else "no checkpoint was written")
+            raise NonFinite(f"{self.cfg.stem}: non-finite parameters by step {t}; stopped, {kept}. Lower --lr or "
+                            "check the rewards")
+        score = evaluation(model)
+        self.curve.append(score)
+        files.save_curves([self.curve])
+        progress.evaluation(t, np.array([score]), {}, progress.rate(t))
+        return score
+
+    def save_checkpoint(self, files: RunFiles) -> None:
+        """The shared model, the optimizer's state, the step and the curve (the workers are idle at the gate)."""
+        if not self.cfg.checkpoint_freq:
+            return
+        state = {"format": CHECKPOINT_FORMAT, "config": asdict(files.cfg), "t": self.t, "algorithm": "A3C",
+                 "torch_threads": torch.get_num_threads(), "curves": [list(self.curve)],
+                 "model": {k: v.clone() for k, v in self.model.state_dict().items()},
+                 "optimizer": self.optimizer.state_dict()}
+        files.save_checkpoint(state)
+        self.last_checkpoint = self.t
+
+
+def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
+    """Train A3C for every seed of cfg; the curves (one per seed), saved after every evaluation."""
+    return AsyncTrainer(cfg, validated).run()
