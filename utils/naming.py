@@ -181,7 +181,8 @@ def variant_of(settings: dict) -> str:
 
 
 def run_stem(policy: str, env: str, seed: int, variant: str = "") -> str:
-    return f"{policy}{'_' + variant if variant else ''}_{env}_{seed}"
+    """``{policy}[_{variant}]_{env}_{seed}``; a namespaced id's slash becomes a dash (ALE/Pong-v5: ALE-Pong-v5)."""
+    return f"{policy}{'_' + variant if variant else ''}_{env.replace('/', '-')}_{seed}"
 
 
 def curve_names(stem: str, policy: str, num_agents: int) -> list[str]:

@@ -43,8 +43,17 @@ def resolve_env_id(env: str) -> tuple[str, str | None]:
     """Map a user's environment name to a maintained Gymnasium id; returns (id, notice or None).
 
     A bare name ("Hopper") takes the newest version. The paper's MuJoCo -v2/-v3 ids need the dead
-    mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest.
+    mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest. Atari
+    games (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) are taken as given, once ale-py has registered them.
     """
+    if _atari_name(env):
+        from . import atari
+
+        if not atari.available():
+            raise UsageError(f"--env {env}: Atari games need ale-py; run: pip install -r requirements.txt")
+        if env not in gym.registry:
+            raise UsageError(_unknown(env))
+        return env, None
     m = _VERSIONED.match(env)
     if m is None:
         latest = _latest(env)
@@ -73,16 +82,28 @@ def _unknown(env: str) -> str:
 ACTION_KINDS = {"box": "a continuous (Box)", "discrete": "a discrete"}  # what an algorithm may declare it takes
 
 
-def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = ("box",), who: str = "DASE") -> gym.Env:
+def _atari_name(env_id: str) -> bool:
+    return env_id.startswith("ALE/") or "NoFrameskip" in env_id
+
+
+def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = ("box",), who: str = "DASE",
+             training: bool = True) -> gym.Env:
     """Create one environment and check its action space is of a kind the algorithm takes (``actions``: "box",
     a bounded continuous space, and/or "discrete"; ``who`` names the algorithm in the error).
 
     ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
-    its own)."""
+    its own). Atari games get the DeepMind preprocessing (``atari.make_atari``): image observations (4, 84, 84),
+    and with ``training`` one learner episode per life and clipped rewards (evaluation plays whole games)."""
+    atari = _atari_name(env_id)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            env = gym.make(env_id) if task is None else gym.make(env_id, task=task)
+            if atari:
+                from .atari import make_atari
+
+                env = make_atari(env_id, training)
+            else:
+                env = gym.make(env_id) if task is None else gym.make(env_id, task=task)
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
     except Exception as e:  # e.g. a registered id whose module fails to import
@@ -102,7 +123,7 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
     if kind == "box" and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         env.close()
         raise UsageError(f"--env {env_id}: action space is unbounded; a tanh policy needs finite bounds")
-    if len(env.observation_space.shape or ()) != 1:
+    if not atari and len(env.observation_space.shape or ()) != 1:
         env.close()
         raise UsageError(f"--env {env_id}: observations must be flat vectors, got shape {env.observation_space.shape}")
     return env

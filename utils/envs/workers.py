@@ -85,7 +85,7 @@ class LocalEnvs:
         self.episodes = [EpisodeLog(s) for s in self.seeds]
         self.episode_count = [0] * len(self.seeds)
         describe(self, self.envs[0])
-        self.eval_envs = [[make_env(env_id, task, **self.kinds) for task in row for _ in range(episodes)]
+        self.eval_envs = [[make_env(env_id, task, **self.kinds, training=False) for task in row for _ in range(episodes)]
                           for row in eval_tasks]
         self.eval_seeds = [episode_seeds(int(s), episodes) * self.eval_tasks_per_member for s in eval_seeds]
         self.eval_obs = np.zeros((len(eval_seeds), episodes * self.eval_tasks_per_member, *self.obs_shape),

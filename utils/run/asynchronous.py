@@ -83,8 +83,7 @@ def a3c_settings(algo: dict) -> dict:
 
 
 def check_a3c(cfg: RunConfig) -> None:
-    """What ``validate`` checks that applies to an A3C run (``validate`` itself refuses the policy name until the
-    policy registry in utils.naming lists A3C), plus A3C's own limits."""
+    """A3C's own limits (one shared model, CPU worker processes), checked by ``validate`` before its common checks."""
     if cfg.policy != "A3C":
         raise UsageError(f"AsyncTrainer trains A3C, not {cfg.policy!r}")
     for name in ("max_time_steps", "eval_freq", "eval_episodes"):

@@ -119,6 +119,10 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     ``names`` maps RunConfig fields to the flag names of the calling command line.
     """
     flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    if parse_policy(cfg.policy) is not None and cfg.algorithm == "A3C":
+        from .asynchronous import check_a3c  # A3C's own limits (one model, CPU workers), then the common checks
+
+        check_a3c(cfg)
     _check_numbers(cfg, flag)
     _check_tasks(cfg)
     _check_execution(cfg)

@@ -356,5 +356,10 @@ class Trainer:
 
 
 def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
-    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves."""
+    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves.
+    A3C's asynchronous workers have their own trainer (asynchronous.py); every other algorithm runs this loop."""
+    if ALGORITHM[cfg.algorithm].family == "async":
+        from .asynchronous import AsyncTrainer
+
+        return AsyncTrainer(cfg, validated).run()
     return Trainer(cfg, validated).run()
