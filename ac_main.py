@@ -19,7 +19,12 @@ DEFAULTS = {"A2C": dict(lr=7e-4, n_steps=5, max_grad_norm=0.5),  # SB3 / Diff-DA
             "A3C": dict(lr=1e-4, n_steps=20, max_grad_norm=40.0),  # A3C-ACER-PyTorch, ikostrikov/pytorch-a3c
             "ACER": dict(lr=7e-4, n_steps=20, max_grad_norm=10.0)}  # OpenAI baselines' ACER (k = 20)
 ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms_alpha": ("A2C", "ACER"),
-        "--rms_eps": ("A2C", "ACER")}
+        "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
+        "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
+        "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",)}
+# ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
+ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
+                     trust_region_threshold=1.0)
 
 
 def parse(argv=None):
@@ -47,8 +52,22 @@ def parse(argv=None):
     p.add_argument("--vf_coef", type=real, default=0.5, help="value loss coefficient (default: 0.5)")
     p.add_argument("--max_grad_norm", type=real, default=None,
                    help="clip each agent's gradient to this norm (default: 0.5 for A2C, 40 for A3C, 10 for ACER)")
-    p.add_argument("--rms_alpha", type=real, default=0.99, help="A2C, ACER: RMSprop smoothing (default: 0.99)")
-    p.add_argument("--rms_eps", type=real, default=1e-5, help="A2C, ACER: RMSprop epsilon (default: 1e-5)")
+    p.add_argument("--rms_alpha", type=real, default=None, help="A2C, ACER: RMSprop smoothing (default: 0.99)")
+    p.add_argument("--rms_eps", type=real, default=None, help="A2C, ACER: RMSprop epsilon (default: 1e-5)")
+    p.add_argument("--buffer_size", type=count, default=None,
+                   help="ACER: replay capacity per agent in transitions, kept as whole rollouts (default: 1e5)")
+    p.add_argument("--replay_ratio", type=real, default=None,
+                   help="ACER: mean of the Poisson number of replay updates after each on-policy one (default: 4)")
+    p.add_argument("--replay_start", type=count, default=None,
+                   help="ACER: transitions an agent's replay holds before replay updates begin (default: 1000)")
+    p.add_argument("--trace_max", type=real, default=None,
+                   help="ACER: c, the truncation of the importance weights min(c, rho) (default: 10)")
+    p.add_argument("--no_trust_region", action="store_true",
+                   help="ACER: plain truncated importance-sampling updates, without the trust region")
+    p.add_argument("--trust_region_decay", type=real, default=None,
+                   help="ACER: Polyak rate of the average policy network (default: 0.99)")
+    p.add_argument("--trust_region_threshold", type=real, default=None,
+                   help="ACER: delta, the trust region's bound on k^T z (default: 1)")
     p.add_argument("--hidden_size", type=count, default=64,
                    help="width of the two hidden layers of the policy and value networks (default: 64)")
     return p.parse_args(argv)
@@ -62,21 +81,25 @@ def build_config(args):
     policy = resolve_policy(args)
     algorithm = algorithm_of(policy)
     for flag, algorithms in ONLY.items():
-        given = getattr(args, flag[2:])
-        if algorithm not in algorithms and given is not None and not (flag.startswith("--rms") and given in
-                                                                      (0.99, 1e-5)):
+        if algorithm not in algorithms and getattr(args, flag[2:]) is not None:
             raise UsageError(f"{flag} applies to {' and '.join(algorithms)}, not {algorithm}; drop it")
+    if algorithm != "ACER" and args.no_trust_region:
+        raise UsageError(f"--no_trust_region applies to ACER, not {algorithm}; drop it")
+    if algorithm == "ACER" and args.gae_lambda != 1.0:
+        raise UsageError("--gae_lambda: ACER's targets are Retrace's, not GAE; drop it")
     defaults = DEFAULTS[algorithm]
     lr = args.lr if args.lr is not None else defaults["lr"]
     n_steps = args.n_steps if args.n_steps is not None else defaults["n_steps"]
     max_grad_norm = args.max_grad_norm if args.max_grad_norm is not None else defaults["max_grad_norm"]
+    rms_alpha = args.rms_alpha if args.rms_alpha is not None else 0.99
+    rms_eps = args.rms_eps if args.rms_eps is not None else 1e-5
     checks = [(lr > 0, f"--lr {lr} must be > 0"), (0.0 <= args.gamma <= 1.0, f"--gamma {args.gamma} must be in [0, 1]"),
               (0.0 <= args.gae_lambda <= 1.0, f"--gae_lambda {args.gae_lambda} must be in [0, 1]"),
               (args.ent_coef >= 0 and args.vf_coef >= 0, "--ent_coef and --vf_coef must be >= 0"),
               (max_grad_norm > 0, f"--max_grad_norm {max_grad_norm} must be > 0"),
               (n_steps > 0, f"--n_steps must be a positive integer, got {n_steps}"),
               (args.hidden_size > 0, f"--hidden_size must be a positive integer, got {args.hidden_size}"),
-              (0.0 < args.rms_alpha < 1.0 and args.rms_eps > 0, "--rms_alpha must be in (0, 1) and --rms_eps > 0")]
+              (0.0 < rms_alpha < 1.0 and rms_eps > 0, "--rms_alpha must be in (0, 1) and --rms_eps > 0")]
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
@@ -89,7 +112,22 @@ def build_config(args):
         algo.update(num_processes=workers)
     else:
         algo.update(envs_per_agent=args.envs_per_agent if args.envs_per_agent is not None else 8,
-                    rms_alpha=args.rms_alpha, rms_eps=args.rms_eps)
+                    rms_alpha=rms_alpha, rms_eps=rms_eps)
+    if algorithm == "ACER":
+        acer = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in ACER_DEFAULTS.items()}
+        checks = [(acer["replay_ratio"] >= 0, "--replay_ratio must be >= 0"),
+                  (acer["trace_max"] > 0, "--trace_max must be > 0"),
+                  (0.0 <= acer["trust_region_decay"] < 1.0, "--trust_region_decay must be in [0, 1)"),
+                  (acer["trust_region_threshold"] > 0, "--trust_region_threshold must be > 0"),
+                  (acer["buffer_size"] >= n_steps * algo["envs_per_agent"],
+                   f"--buffer_size {acer['buffer_size']} cannot hold one rollout of --n_steps {n_steps} x "
+                   f"--envs_per_agent {algo['envs_per_agent']} transitions")]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message)
+        del algo["gae_lambda"]
+        algo["q_coef"] = algo.pop("vf_coef")
+        algo.update(acer, trust_region=not args.no_trust_region)
     return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
                      algo=algo, sharing=shared_settings(args, policy), **run_flags(args))

@@ -31,18 +31,19 @@ class ActorCritic(nn.Module):
     """Policy head and value of N members: separate tanh MLPs for flat observations (SB3's default for A2C), one
     shared Nature CNN with two linear heads for stacked image frames (the A3C references' Atari network)."""
 
-    def __init__(self, obs_shape: Sequence[int], act_dim: int, hidden: Sequence[int], gens, discrete: bool):
-        super().__init__()
+    def __init__(self, obs_shape: Sequence[int], act_dim: int, hidden: Sequence[int], gens, discrete: bool,
+                 value_outputs: int = 1):
+        super().__init__()  # value_outputs: 1 for V(s); the number of actions for ACER's Q(s, .)
         if len(obs_shape) == 1:
             self.encoder = None
             self.pi = MLP([obs_shape[0], *hidden, act_dim], gens, activation="tanh")
-            self.v = MLP([obs_shape[0], *hidden, 1], gens, activation="tanh")
+            self.v = MLP([obs_shape[0], *hidden, value_outputs], gens, activation="tanh")
         else:
             from .cnn import BatchedNatureCNN
 
             self.encoder = BatchedNatureCNN(obs_shape[0], gens)
             self.pi = BatchedLinear(self.encoder.features, act_dim, gens)
-            self.v = BatchedLinear(self.encoder.features, 1, gens)
+            self.v = BatchedLinear(self.encoder.features, value_outputs, gens)
         self.log_std = None if discrete else nn.Parameter(torch.zeros(len(gens), 1, act_dim))
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
@@ -113,10 +114,13 @@ class A2C(StackedAgents):
         obs = torch.as_tensor(obs, device=self.device)
         return obs if obs.dtype == torch.uint8 else obs.to(torch.float32)
 
+    behaviour_width = 0  # what the rollout keeps of the behaviour policy per step (ACER: its probabilities)
+
     @torch.no_grad()
-    def sample(self, obs: torch.Tensor) -> torch.Tensor:
-        """Training actions for obs [N, K, ...]: [N, K] (discrete) or [N, K, A] (unclipped Gaussian draws)."""
-        return self.model.policy(obs).sample(self.explore_rng)
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Training actions for obs [N, K, ...]: [N, K] (discrete) or [N, K, A] (unclipped Gaussian draws), and
+        what the update needs of the behaviour policy (None for A2C)."""
+        return self.model.policy(obs).sample(self.explore_rng), None
 
     @torch.no_grad()
     def greedy(self, model: ActorCritic, obs: torch.Tensor) -> torch.Tensor:

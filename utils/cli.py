@@ -214,7 +214,7 @@ def run_flags(args) -> dict:
     device = resolve_device(args.device, args.gpu)
     graphs = getattr(args, "cuda_graphs", False)
     graphs = graphs if graphs is not None else (device.startswith("cuda") and not args.compile)
-    replay = dict(batch_size=args.batch_size, buffer_size=args.buffer_size) if hasattr(args, "buffer_size") else {}
+    replay = dict(batch_size=args.batch_size, buffer_size=args.buffer_size) if hasattr(args, "batch_size") else {}
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                 **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,

@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from algorithms.a2c import A2C
+from algorithms.acer import ACER
 
 from .sharing import Scheme, SharingSettings, independent
 
-AGENTS = {"A2C": A2C}  # naming.ALGORITHM (family "rollout") -> class
+AGENTS = {"A2C": A2C, "ACER": ACER}  # naming.ALGORITHM (family "rollout") -> class
 
 
 class RolloutLearner:
@@ -31,8 +32,11 @@ class RolloutLearner:
         self.steps_per_iteration = self.per_member  # environment steps per member and loop step
         self.agents_per_seed, self.members, self.device = num_agents, len(member_seeds), device
         self.obs_shape, self.discrete = tuple(envs.obs_shape), envs.discrete
-        self.agents = AGENTS[algorithm](self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device,
-                                        envs.discrete, **algo)
+        cls = AGENTS[algorithm]
+        if getattr(cls, "REPLAY", False):
+            algo["rollout"] = (self.n_steps, self.per_member)
+        self.agents = cls(self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device, envs.discrete,
+                          **algo)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.eval_model = copy.deepcopy(self.agents.model).requires_grad_(False)
         m, t, k = self.members, self.n_steps, self.per_member
@@ -43,6 +47,8 @@ class RolloutLearner:
                         "actions": torch.zeros((m, t, k, *act_shape), dtype=torch.int64 if envs.discrete else
                                                torch.float32, device=device),
                         **{key: torch.zeros((m, t, k), device=device) for key in ("rewards", "terminated", "ended")}}
+        if self.agents.behaviour_width:  # ACER: the behaviour policy's probabilities, for importance weights
+            self.rollout["mu"] = torch.zeros((m, t, k, self.agents.behaviour_width), device=device)
         self.position = 0  # steps of the current rollout collected so far
         self.pending: Optional[torch.Tensor] = None  # the actions drawn for the step being taken (unclipped)
         names = self.agents.STATS
@@ -56,7 +62,7 @@ class RolloutLearner:
         if warmup:
             return None, None
         obs_t = self.agents._obs(obs).view(self.members, self.per_member, *self.obs_shape)
-        self.pending = self.agents.sample(obs_t)
+        self.pending, self.behaviour = self.agents.sample(obs_t)
         actions = self.agents.env_actions(self.pending)
         return actions.reshape(self.members * self.per_member, *actions.shape[2:]).cpu().numpy(), None
 
@@ -73,6 +79,8 @@ class RolloutLearner:
         r["rewards"][:, i] = view(rewards, torch.float32)
         r["terminated"][:, i] = view(terminated, torch.float32)
         r["ended"][:, i] = view(ended, torch.float32)
+        if "mu" in r:
+            r["mu"][:, i] = self.behaviour
         self.position += 1
         self.pending = None
 
@@ -124,7 +132,8 @@ class RolloutLearner:
         rows = slice(seed_index * self.agents_per_seed, (seed_index + 1) * self.agents_per_seed)
         return {"agents": self.agents.state_dict(rows), "period_stats": self.stats[:, rows].cpu().clone(),
                 "rollout": {k: v[rows].cpu().clone() for k, v in self.rollout.items()},
-                "rollout_position": self.position, **self.scheme.state_dict(rows)}
+                "rollout_position": self.position, **self.scheme.state_dict(rows),
+                **({"replay": self.agents.replay_state(rows)} if hasattr(self.agents, "replay_state") else {})}
 
     def load_state_dicts(self, states: list[dict]) -> None:
         self.agents.load_state_dict([s["agents"] for s in states])
@@ -132,4 +141,6 @@ class RolloutLearner:
         for key, value in self.rollout.items():
             value.copy_(torch.cat([s["rollout"][key] for s in states]).to(self.device))
         self.position = int(states[0]["rollout_position"])
+        if hasattr(self.agents, "replay_state"):
+            self.agents.load_replay_state([s["replay"] for s in states])
         self.scheme.load_state_dicts(states)
