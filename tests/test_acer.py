@@ -1,0 +1,164 @@
+"""ACER as an agent and as a run: members batched with different replay counts equal members alone, a skipped
+replay update leaves a member exactly as it was, the average policy's Polyak step, the trust region in the update,
+seeds batching, exact resume after SIGKILL, bad inputs, and learning CartPole (slow). The formulas themselves
+(Retrace, truncation, bias correction, projection) are tested by hand in tests/test_acer_math.py."""
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import ac_main
+from algorithms.acer import ACER
+from utils.cli import main_guard
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rollout(n, t=4, k=2, obs_dim=3, act=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    term = (torch.rand(n, t, k, generator=g) < 0.2).to(torch.get_default_dtype())
+    mu = torch.softmax(torch.randn(n, t, k, act, generator=g), -1)
+    return {"obs": torch.randn(n, t, k, obs_dim, generator=g), "next_obs": torch.randn(n, t, k, obs_dim, generator=g),
+            "actions": torch.randint(0, act, (n, t, k), generator=g), "rewards": torch.randn(n, t, k, generator=g),
+            "terminated": term, "ended": torch.maximum(term, (torch.rand(n, t, k, generator=g) < 0.1).to(term.dtype)),
+            "mu": mu}
+
+
+def make(seeds, **kw):
+    kw = {"replay_start": 1, "buffer_size": 8 * 4, "rollout": (4, 2), "hidden_size": 16, **kw}
+    return ACER((3,), 3, None, None, seeds, "cpu", True, **kw)
+
+
+@pytest.fixture
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def params(agent):
+    return {f"{name}.{k}": p.detach() for name, net in agent.networks.items() for k, p in net.named_parameters()}
+
+
+def test_members_with_different_replay_counts_equal_members_alone(float64):
+    """Three members batched, each drawing its own Poisson number of replay updates and its own replayed slots,
+    end where three one-member models do: the members that draw fewer updates wait masked, untouched."""
+    seeds = [5, 105, 205]
+    together, alone = make(seeds), [make([s]) for s in seeds]
+    counts = []
+    for step in range(5):
+        batch = rollout(3, seed=step)
+        info = together.update(batch)
+        counts.append(info["replay_updates"].tolist())
+        for i, agent in enumerate(alone):
+            agent.update({key: v[i:i + 1] for key, v in batch.items()})
+    assert any(len(set(c)) > 1 for c in counts), f"the members' replay counts never differed: {counts}"
+    assert sum(map(sum, counts)) > 0
+    for i, agent in enumerate(alone):
+        for k, p in params(agent).items():
+            torch.testing.assert_close(params(together)[k][i:i + 1], p, rtol=1e-9, atol=1e-9, msg=k)
+        for p, q in zip(together.opt.param_groups[0]["params"], agent.opt.param_groups[0]["params"]):
+            torch.testing.assert_close(together.opt.state[p]["square_avg"][i:i + 1], agent.opt.state[q]["square_avg"],
+                                       rtol=1e-9, atol=1e-12)
+
+
+def test_a_masked_member_is_left_exactly_as_it_was():
+    agent = make([1, 2])
+    agent.update(rollout(2, seed=0))  # creates the optimizer state
+    before = {k: v.clone() for k, v in params(agent).items()}
+    state = [agent.opt.state[p]["square_avg"].clone() for p in agent.opt.param_groups[0]["params"]]
+    agent.step(rollout(2, seed=1), mask=torch.tensor([False, True]))
+    after = params(agent)
+    for k in before:
+        assert torch.equal(after[k][0], before[k][0]), k  # member 0: untouched
+    assert any(not torch.equal(after[k][1], before[k][1]) for k in before if k.startswith("model"))
+    for p, s in zip(agent.opt.param_groups[0]["params"], state):
+        assert torch.equal(agent.opt.state[p]["square_avg"][0], s[0])
+
+
+def test_average_policy_follows_by_polyak(float64):
+    agent = make([3], trust_region_decay=0.9, replay_ratio=0.0)
+    avg_before = {k: v.clone() for k, v in agent.average.state_dict().items()}
+    agent.update(rollout(1, seed=2))
+    for k, p in agent.model.state_dict().items():
+        torch.testing.assert_close(agent.average.state_dict()[k], 0.9 * avg_before[k] + 0.1 * p)
+
+
+def test_the_trust_region_changes_the_step_only_when_the_policy_moved_away():
+    """Fresh agent: the average policy is the policy, k^T g is small, and the trust-region step equals the plain
+    one; once the average lags behind a policy that moved (a tiny delta), the projected step differs."""
+    def step(tr, delta=1.0, warm=0):
+        agent = make([7], trust_region=tr, trust_region_threshold=delta, replay_ratio=0.0, lr=1e-2)
+        for s in range(warm):
+            agent.update(rollout(1, seed=100 + s))
+        agent.update(rollout(1, seed=0))
+        return torch.cat([p.detach().flatten() for p in agent.model.parameters()])
+
+    torch.testing.assert_close(step(True), step(False), rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(step(True, delta=1e-4, warm=5), step(False, delta=1e-4, warm=5), atol=1e-6)
+
+
+SHORT = ["--policy", "ACER", "--env", "CartPole-v1", "--max_time_steps", "3200", "--eval_freq", "800",
+         "--eval_episodes", "2", "--envs_per_agent", "4", "--n_steps", "10", "--replay_start", "200",
+         "--hidden_size", "32", "--threads", "1", "--env_workers", "0", "--quiet"]
+
+
+def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
+    assert main_guard(ac_main.run, [*SHORT, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")]) == 0
+    assert main_guard(ac_main.run, [*SHORT, "--seed", "1", "--results_dir", str(tmp_path / "one")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "both" / "ACER_CartPole-v1_1.npy"),
+                                  np.load(tmp_path / "one" / "ACER_CartPole-v1_1.npy"))
+
+
+def test_sigkill_then_resume_gives_identical_curves(tmp_path):
+    args = [sys.executable, str(ROOT / "ac_main.py"), *SHORT[:-5], "--max_time_steps", "9600", "--eval_freq",
+            "1600", "--checkpoint_freq", "2400", "--threads", "1", "--env_workers", "0", "--quiet"]
+    full = subprocess.run([*args, "--results_dir", str(tmp_path / "full")], cwd=ROOT, capture_output=True, text=True)
+    assert full.returncode == 0, full.stderr
+    ckpt = tmp_path / "cut" / "checkpoints" / "ACER_CartPole-v1_0.pt"
+    proc = subprocess.Popen([*args, "--results_dir", str(tmp_path / "cut")], cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 600
+    while not ckpt.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run must really be killed before it finishes"
+    resumed = subprocess.run([*args, "--results_dir", str(tmp_path / "cut"), "--resume"], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = (np.load(tmp_path / d / "ACER_CartPole-v1_0.npy") for d in ("full", "cut"))
+    assert a.shape == (7,)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--policy", "ACER", "--env", "Pendulum-v1"], "ACER needs a discrete action space"),
+    (["--policy", "ACER", "--gae_lambda", "0.95"], "--gae_lambda: ACER"),
+    (["--policy", "A2C", "--replay_ratio", "2"], "--replay_ratio applies to ACER"),
+    (["--policy", "ACER", "--buffer_size", "10"], "cannot hold one rollout"),
+    (["--policy", "ACER", "--trust_region_decay", "1"], "--trust_region_decay"),
+])
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, args, words):
+    assert main_guard(ac_main.run, [*args, "--max_time_steps", "8000", "--results_dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err, err
+    assert not any(p.suffix == ".npy" for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.slow
+def test_acer_learns_cartpole(tmp_path):
+    """The issue's bar: a mean of 10 evaluation episodes >= 475 on CartPole-v1."""
+    assert main_guard(ac_main.run, ["--policy", "ACER", "--env", "CartPole-v1", "--max_time_steps", "200000",
+                                    "--eval_freq", "8000", "--eval_episodes", "10", "--threads", "1",
+                                    "--env_workers", "0", "--quiet", "--results_dir", str(tmp_path)]) == 0
+    curve = np.load(tmp_path / "ACER_CartPole-v1_0.npy")
+    assert curve.max() >= 475, curve
