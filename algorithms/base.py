@@ -30,6 +30,13 @@ class Batch:
     own: torch.Tensor  # [N, B] bool
     behaviour_mean: Optional[torch.Tensor] = None  # Gaussian SAC only (pre-tanh)
     behaviour_std: Optional[torch.Tensor] = None
+    # N-step returns (--n_step > 1): reward is then the discounted sum of the rewards up to the cut, next_obs and
+    # not_done those of the cut's step, and discount [N, B, 1] gamma^(steps); None: one step, the algorithm's gamma
+    discount: Optional[torch.Tensor] = None
+
+    def gamma(self, default: float):
+        """The discount of the bootstrap: per sample for N-step batches, else the algorithm's own."""
+        return default if self.discount is None else self.discount
 
 
 class StackedAgents:

@@ -41,7 +41,7 @@ class DDPG(StackedAgents):
     def target(self, batch: Batch) -> torch.Tensor:
         """r + gamma * not_done * Q'(s', pi'(s'))."""
         q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))
-        return batch.reward + batch.not_done * self.discount * q
+        return batch.reward + batch.not_done * batch.gamma(self.discount) * q
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are means weighted by ``self.weights``."""

@@ -121,7 +121,7 @@ class SAC(StackedAgents):
         next_action, next_log_prob = self.sample(batch.next_obs, self.update_rng.normal(*batch.action.shape[1:]))
         q1, q2 = self.critic_target(batch.next_obs, next_action)
         soft_q = torch.min(q1, q2) - self.temperature() * next_log_prob
-        return self.reward_scale * batch.reward + batch.not_done * self.gamma * soft_q
+        return self.reward_scale * batch.reward + batch.not_done * batch.gamma(self.gamma) * soft_q
 
     def schedule(self) -> tuple:
         return ((self.updates + 1) % self.target_update_interval == 0,)  # the next update moves the targets

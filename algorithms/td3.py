@@ -27,7 +27,7 @@ class TD3(StackedAgents):
         noise = torch.maximum(torch.minimum(noise, self.noise_clip * self.scale), -self.noise_clip * self.scale)
         next_action = torch.clamp(self.actor_target(batch.next_obs) + noise, self.low, self.high)
         q1, q2 = self.critic_target(batch.next_obs, next_action)
-        return batch.reward + batch.not_done * self.discount * torch.min(q1, q2)
+        return batch.reward + batch.not_done * batch.gamma(self.discount) * torch.min(q1, q2)
 
     def schedule(self) -> tuple:
         return ((self.updates + 1) % self.policy_freq == 0,)  # the next update trains the actor too

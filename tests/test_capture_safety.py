@@ -20,7 +20,7 @@ from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_o
 OBS, ACT = 3, 2
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)
 
-# name: (policy, algorithm keywords, sharing settings, agents per seed)
+# name: (policy, algorithm keywords, sharing settings, agents per seed[, Learner keywords])
 POLICIES = {
     "DASE_TD3": ("DASE_TD3", {"hidden": (16, 16)}, {}, 2),
     "DASE_TD3 matched": ("DASE_TD3", {"hidden": (16, 16)}, {"kl_div_var": "matched"}, 2),
@@ -39,15 +39,17 @@ POLICIES = {
                                                            "link_drop": 0.2}, 4),
     "DIFF_DASE_SAC gaussian, link drops": ("DIFF_DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16},
                                            {"topology": "ring", "link_drop": 0.3}, 4),
+    "DASE_TD3 n_step 3": ("DASE_TD3", {"hidden": (16, 16)}, {}, 2, {"n_step": 3}),
+    "DASE_SAC star n_step 5": ("DASE_SAC", {"hidden_size": 16}, {"topology": "star"}, 4, {"n_step": 5}),
 }
 
 
-def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2):
+def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2, **learner):
     member_seeds = [s + 100 * i for s in seeds for i in range(n)]
     settings = SharingSettings.of(policy, n, sharing)
     settings.check()
     learner = Learner(algorithm_of(policy), algo, member_seeds, n, OBS, ACT, LOW, HIGH, buffer_size=500,
-                      batch_size=32, updates_per_step=1, device=torch.device("cpu"), sharing=settings)
+                      batch_size=32, updates_per_step=1, device=torch.device("cpu"), sharing=settings, **learner)
     rng = np.random.default_rng(0)
     m = len(member_seeds)
     for _ in range(60):
@@ -60,8 +62,8 @@ def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2):
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_update_and_exploration_hold_no_capture_unsafe_op(policy):
-    name, algo, sharing, n = POLICIES[policy]
-    learner = filled_learner(name, algo, sharing, n=n)
+    name, algo, sharing, n, *learner_kwargs = POLICIES[policy]
+    learner = filled_learner(name, algo, sharing, n=n, **(learner_kwargs[0] if learner_kwargs else {}))
     optimizers_as_on_cuda(learner.agents)
     for _ in range(3):  # optimizer state exists before a capture (UpdateGraphs waits for it too)
         learner.update_once()

@@ -162,6 +162,9 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
     add("--buffer_size", type=count, default=1_000_000,
         help="replay capacity in transitions: the one buffer all agents share (DASE_, baselines), or each "
              "learner's own (DPD_); at least --batch_size (default: 1e6)")
+    add("--n_step", type=count, default=1,
+        help="N-step returns: each target sums the rewards of up to N steps of the sample's writer and bootstraps "
+             "with gamma^N, cut where an episode ended (a time limit still bootstraps) (default: 1)")
     add("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
     add("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
     add("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
@@ -215,6 +218,8 @@ def run_flags(args) -> dict:
     graphs = getattr(args, "cuda_graphs", False)
     graphs = graphs if graphs is not None else (device.startswith("cuda") and not args.compile)
     replay = dict(batch_size=args.batch_size, buffer_size=args.buffer_size) if hasattr(args, "batch_size") else {}
+    if hasattr(args, "n_step"):
+        replay["n_step"] = args.n_step
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                 **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,

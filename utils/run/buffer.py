@@ -3,6 +3,15 @@
 A DASE run has one group (its N agents share one buffer); S seeds in one process are S groups
 stored as one [S, capacity, ...] array, so seed s's buffer is exactly the buffer of running seed s
 alone; DPD gives every learner a group of its own.
+
+N-step returns (``n_step`` > 1): a group's rows are whole steps (writer w of step k at row k * writers + w, the
+capacity a multiple of ``writers``), so the next transition of the same writer is ``writers`` rows on, across the
+ring's wrap-around. A sampled row i then gives
+
+    reward = sum_{k <= j} gamma^k r_{i+k}, next_obs = s'_{i+j}, not_done = 1 - terminated_{i+j}, discount = gamma^(j+1)
+
+where j < n_step stops at the first step that ended its episode (terminated: no bootstrap; truncated by a time
+limit: bootstraps from its real last state) or at the newest stored step.
 """
 from __future__ import annotations
 
@@ -25,12 +34,15 @@ class SharedReplayBuffer:
     ``sample(..., groups=peer)`` lets a member read another group (DPD distils on a peer's states).
     """
 
-    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "writer", "behaviour_mean", "behaviour_std")
+    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "ended", "writer", "behaviour_mean", "behaviour_std")
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int,
-                 device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1):
+                 device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1,
+                 n_step: int = 1, gamma: float = 0.99):
         if capacity < writers:
             raise ValueError(f"capacity {capacity} is smaller than one step of {writers} agents")
+        if n_step > 1 and capacity % writers:
+            raise ValueError(f"N-step sampling needs whole steps: capacity {capacity} is not a multiple of {writers}")
         self.capacity, self.writers, self.groups = int(capacity), int(writers), int(groups)
         self.device = torch.device(device)
         g, c = self.groups, self.capacity
@@ -40,6 +52,7 @@ class SharedReplayBuffer:
         self.reward = torch.zeros((g, c, 1), **f32)
         self.next_obs = torch.zeros((g, c, obs_dim), **f32)
         self.not_done = torch.zeros((g, c, 1), **f32)
+        self.ended = torch.zeros((g, c, 1), **f32)  # 1: the episode ended here (terminated or truncated)
         self.writer = torch.zeros((g, c), dtype=torch.int16, device=self.device)
         self.behaviour_mean = torch.zeros((g, c, act_dim), **f32) if gaussian_behaviour else None
         self.behaviour_std = torch.ones((g, c, act_dim), **f32) if gaussian_behaviour else None
@@ -47,6 +60,10 @@ class SharedReplayBuffer:
         self.size = 0
         # the size on the device too: sampling reads it there, so it needs no host value (CUDA graphs)
         self.filled = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.n_step = int(n_step)
+        # the first row of the newest step, on the device (N-step sampling reads it; no host value)
+        self.newest = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.powers = torch.tensor([float(gamma) ** k for k in range(self.n_step + 1)], **f32)  # gamma^k
         self._pinned: torch.Tensor | None = None  # GPU: the host side of the per-step copy
         members = g * self.writers
         self.member_group = torch.arange(members, device=self.device) // self.writers  # [M]
@@ -55,13 +72,16 @@ class SharedReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None) -> None:
-        """Append one transition per member; arrays [M, ...]. Only ``terminated`` stops bootstrapping."""
+    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None,
+            ended=None) -> None:
+        """Append one transition per member; arrays [M, ...]. Only ``terminated`` stops bootstrapping; ``ended``
+        (terminated or truncated; default: terminated) cuts N-step returns."""
         rows = (self.ptr + torch.arange(self.writers, device=self.device)) % self.capacity
         g, n = self.groups, self.writers
 
-        fields = [self.obs, self.action, self.reward, self.next_obs, self.not_done]
-        values = [obs, action, reward, next_obs, 1.0 - np.asarray(terminated, dtype=np.float32)]
+        fields = [self.obs, self.action, self.reward, self.next_obs, self.not_done, self.ended]
+        values = [obs, action, reward, next_obs, 1.0 - np.asarray(terminated, dtype=np.float32),
+                  np.asarray(terminated if ended is None else ended, dtype=np.float32)]
         if self.behaviour_mean is not None and behaviour is not None:
             fields += [self.behaviour_mean, self.behaviour_std]
             values += list(behaviour)
@@ -76,6 +96,7 @@ class SharedReplayBuffer:
             # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
             self.behaviour_mean[:, rows] = 0.0
             self.behaviour_std[:, rows] = 1.0
+        self.newest.fill_(self.ptr)
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.filled.fill_(self.size)
@@ -128,8 +149,29 @@ class SharedReplayBuffer:
         """The rows ``idx`` [M, B] of groups ``g`` [M, 1] as a batch."""
         beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
             else (None, None)
+        if self.n_step > 1:
+            reward, next_obs, not_done, discount = self._n_step(g, idx)
+            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh, discount)
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
                      self.not_done[g, idx], own, *beh)
+
+    def _n_step(self, g: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The N-step reward, next state, not_done and discount of rows ``idx`` [M, B] (see the module's
+        docstring); element-wise ops and gathers of fixed shapes only (no host value: CUDA graphs)."""
+        n, w, c = self.n_step, self.writers, self.capacity
+        k = torch.arange(n, device=self.device)
+        rows = (idx.unsqueeze(-1) + k * w) % c  # [M, B, n]: the writer's next n rows
+        g3 = g.unsqueeze(-1)
+        # steps stored after the sampled one: the sequence may not run past the newest step
+        after = torch.remainder(self.newest - (idx - idx % w), c) // w  # [M, B]
+        stored = (k <= after.unsqueeze(-1)).to(torch.float32)
+        ended = self.ended[g3, rows].squeeze(-1)  # [M, B, n]
+        alive = torch.cumprod(torch.cat([torch.ones_like(ended[..., :1]), 1.0 - ended[..., :-1]], dim=-1), dim=-1)
+        used = alive * torch.cumprod(stored, dim=-1)  # 1 for the steps the return sums
+        reward = (used * self.powers[:n] * self.reward[g3, rows].squeeze(-1)).sum(-1, keepdim=True)
+        last = used.sum(-1).long() - 1  # j: the step whose next state bootstraps
+        end = rows.gather(-1, last.unsqueeze(-1)).squeeze(-1)
+        return reward, self.next_obs[g, end], self.not_done[g, end], self.powers[last + 1].unsqueeze(-1)
 
     def state_dict(self, groups: slice = slice(None)) -> dict:
         """Some groups' stored rows (only the filled part, [G, size, ...]) and the write pointer, on the CPU."""
@@ -148,8 +190,8 @@ class SharedReplayBuffer:
 
     @staticmethod
     def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False) -> int:
-        """Memory one group of this shape holds: float32 s, a, r, s', not_done (+ mean, std), int16 writer."""
-        floats = 2 * obs_dim + act_dim + 2 + (2 * act_dim if gaussian_behaviour else 0)
+        """Memory one group of this shape holds: float32 s, a, r, s', not_done, ended (+ mean, std), int16 writer."""
+        floats = 2 * obs_dim + act_dim + 3 + (2 * act_dim if gaussian_behaviour else 0)
         return capacity * (4 * floats + 2)
 
     def nbytes(self) -> int:

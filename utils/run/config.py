@@ -47,6 +47,7 @@ class RunConfig:
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
     eval_tasks: str = "own"  # task variants: "all" also evaluates each agent on every agent's task of its seed
     overwrite: bool = False
+    n_step: int = 1  # N-step returns of the replay learners (1: one-step targets)
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -154,6 +155,8 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
         cfg.sharing_settings().check()
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if cfg.n_step <= 0:
+        raise UsageError(f"--n_step must be a positive integer, got {cfg.n_step}")
     k = cfg.envs_per_agent
     if k <= 0:
         raise UsageError(f"--envs_per_agent must be a positive integer, got {k}")
@@ -257,6 +260,9 @@ def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
     if cfg.sharing_settings().samples_by_writer and cfg.buffer_size % n:
         out.append(f"note: --buffer_size {cfg.buffer_size} holds {cfg.buffer_size - cfg.buffer_size % n} transitions: "
                    f"sampling by neighbour keeps whole steps of the {n} agents")
+    elif cfg.n_step > 1 and cfg.is_dase and cfg.buffer_size % n:
+        out.append(f"note: --buffer_size {cfg.buffer_size} holds {cfg.buffer_size - cfg.buffer_size % n} transitions: "
+                   f"N-step returns keep whole steps of the {n} agents")
     if cfg.max_time_steps % cfg.eval_freq:
         out.append(f"note: the last {cfg.max_time_steps % cfg.eval_freq} steps are not evaluated "
                    f"({flag('max_time_steps')} is not a multiple of --eval_freq {cfg.eval_freq})")

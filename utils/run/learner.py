@@ -30,14 +30,17 @@ class Learner:
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
-                 device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False):
+                 device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False,
+                 n_step: int = 1):
         self.agents_per_seed, self.members = num_agents, len(member_seeds)
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.groups_per_seed = self.scheme.groups // self.scheme.seeds
-        self.buffer = SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size), self.scheme.writers,
-                                         device, self.agents.gaussian_behaviour, groups=self.scheme.groups)
+        gamma = algo.get("discount", algo.get("gamma", 0.99))
+        self.buffer = SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size, n_step),
+                                         self.scheme.writers, device, self.agents.gaussian_behaviour,
+                                         groups=self.scheme.groups, n_step=n_step, gamma=gamma)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
@@ -70,8 +73,9 @@ class Learner:
         return self.agents.explore(obs)
 
     def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
-        """One transition per member into the buffers (``ended``: not stored; a time-limit cut bootstraps)."""
-        self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour)
+        """One transition per member into the buffers (``ended``: terminated or truncated, where N-step returns
+        stop; only a termination stops bootstrapping)."""
+        self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended)
 
     def train(self, t: int) -> None:
         """The updates of environment step ``t`` (``updates_per_step`` batched gradient steps)."""

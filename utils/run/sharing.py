@@ -143,9 +143,9 @@ class Scheme:
         # what diffusion averages: the online actor and critic (targets follow by their Polyak update)
         self.mixed = agents.mixed_parameters()
 
-    def capacity(self, buffer_size: int) -> int:
-        """Rows per buffer group: sampling by writer needs a whole number of steps (a multiple of N)."""
-        return buffer_size - buffer_size % self.writers if self.by_writer else buffer_size
+    def capacity(self, buffer_size: int, n_step: int = 1) -> int:
+        """Rows per buffer group: sampling by writer and N-step returns need whole steps (a multiple of N)."""
+        return buffer_size - buffer_size % self.writers if self.by_writer or n_step > 1 else buffer_size
 
     def sample(self, buffer, batch_size: int, sampler: AgentRNG) -> Batch:
         """Each learner's batch: from all of its group, or only from its own and its neighbours' rows."""
