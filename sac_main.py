@@ -33,6 +33,12 @@ def parse(argv=None):
     p.add_argument("--tau", type=real, default=0.005, help="target critic update rate (default: 0.005)")
     p.add_argument("--lr", type=real, default=3e-4, help="Adam learning rate of every network (default: 3e-4)")
     p.add_argument("--hidden_size", type=int, default=256, help="width of the two hidden layers (default: 256)")
+    p.add_argument("--vtrace", action="store_true",
+                   help="V-trace corrections of the N-step targets (needs --n_step > 1 and --policy_type Gaussian: "
+                        "the stored behaviour Gaussian gives the importance ratios)")
+    p.add_argument("--vtrace_rho", type=real, default=1.0, help="--vtrace: rho_bar, the clip of rho (default: 1)")
+    p.add_argument("--vtrace_c", type=real, default=1.0, help="--vtrace: c_bar, the clip of the traces (default: 1)")
+    p.add_argument("--vtrace_lambda", type=real, default=1.0, help="--vtrace: lambda of the traces (default: 1)")
     return p.parse_args(argv)
 
 
@@ -55,9 +61,21 @@ def build_config(args):
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+    vtrace = (args.vtrace_rho, args.vtrace_c, args.vtrace_lambda)
+    if not args.vtrace and vtrace != (1.0, 1.0, 1.0):
+        raise UsageError("--vtrace_rho/--vtrace_c/--vtrace_lambda apply with --vtrace; add it or drop them")
+    if args.vtrace:
+        if args.n_step < 2:
+            raise UsageError("--vtrace corrects N-step targets: add --n_step N with N >= 2")
+        if args.policy_type != "Gaussian":
+            raise UsageError("--vtrace needs action probabilities: use --policy_type Gaussian")
+        if min(vtrace) <= 0 or args.vtrace_lambda > 1:
+            raise UsageError("--vtrace_rho and --vtrace_c must be > 0, --vtrace_lambda in (0, 1]")
     algo = dict(policy_type=args.policy_type, gamma=args.gamma, tau=args.tau, lr=args.lr, alpha=args.alpha,
                 automatic_entropy_tuning=args.automatic_entropy_tuning, reward_scale=reward_scale,
                 hidden_size=args.hidden_size, target_update_interval=args.target_update_interval)
+    if args.vtrace:  # only then: runs without it keep the settings (and checkpoints) they always had
+        algo["vtrace"] = list(vtrace)
     return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy), sharing=shared_settings(args, policy),
                      max_time_steps=args.num_steps, start_time_steps=args.start_steps,
                      updates_per_step=args.updates_per_step,

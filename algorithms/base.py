@@ -33,6 +33,9 @@ class Batch:
     # N-step returns (--n_step > 1): reward is then the discounted sum of the rewards up to the cut, next_obs and
     # not_done those of the cut's step, and discount [N, B, 1] gamma^(steps); None: one step, the algorithm's gamma
     discount: Optional[torch.Tensor] = None
+    # V-trace (--vtrace): the N steps themselves, every field [N, B, n, ...] (obs, action, reward, next_obs,
+    # not_done, used = 1 for the steps the return sums, behaviour_mean, behaviour_std)
+    sequence: Optional[dict] = None
 
     def gamma(self, default: float):
         """The discount of the bootstrap: per sample for N-step batches, else the algorithm's own."""

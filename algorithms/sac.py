@@ -67,7 +67,7 @@ class SAC(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, policy_type="Deterministic",
                  gamma=0.99, tau=0.005, lr=3e-4, alpha=0.2, automatic_entropy_tuning=False, reward_scale=5.0,
-                 hidden_size=256, target_update_interval=1):
+                 hidden_size=256, target_update_interval=1, vtrace=None):
         super().__init__(seeds, low, high, device, expl_noise=DETERMINISTIC_NOISE)
         gens = init_generators(self.seeds)
         self.gaussian = policy_type == "Gaussian"
@@ -90,6 +90,10 @@ class SAC(StackedAgents):
                          "temperature": self.temperature}
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
+        # V-trace corrections of N-step targets: None, or (rho_bar, c_bar, lambda); needs the Gaussian policy
+        self.vtrace = tuple(float(x) for x in vtrace) if vtrace else None
+        if self.vtrace and not self.gaussian:
+            raise ValueError("V-trace needs action probabilities: the Gaussian policy")
 
     def exploration_variance(self) -> torch.Tensor:
         """The deterministic policy's clipped Gaussian noise (``sample``), per action dimension, in action units."""
@@ -118,10 +122,60 @@ class SAC(StackedAgents):
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:
         """scale * r + gamma * not_done * (min_j Q'_j(s', a') - alpha * log pi(a'|s')), a' ~ pi(s')."""
+        if self.vtrace is not None and batch.sequence is not None:
+            return self.vtrace_target(batch)
         next_action, next_log_prob = self.sample(batch.next_obs, self.update_rng.normal(*batch.action.shape[1:]))
         q1, q2 = self.critic_target(batch.next_obs, next_action)
         soft_q = torch.min(q1, q2) - self.temperature() * next_log_prob
         return self.reward_scale * batch.reward + batch.not_done * batch.gamma(self.gamma) * soft_q
+
+    @torch.no_grad()
+    def soft_values(self, states: torch.Tensor) -> torch.Tensor:
+        """V(s) = min_j Q'_j(s, a) - alpha log pi(a|s), one a ~ pi(s) each: states [N, B, n, obs] -> [N, B, n].
+        The noise is drawn as n draws of a batch's shape (the random stream's blocks serve them all)."""
+        m, b, n = states.shape[:3]
+        eps = torch.stack([self.update_rng.normal(b, int(self.low.shape[-1])) for _ in range(n)], dim=2)
+        states = states.reshape(m, b * n, -1)
+        action, log_prob = self.sample(states, eps.view(m, b * n, -1))
+        q1, q2 = self.critic_target(states, action)
+        return (torch.min(q1, q2) - self.temperature() * log_prob).view(m, b, n)
+
+    def log_prob_of(self, mean: torch.Tensor, std: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """log density of a stored (squashed) action under the Gaussian (mean, std) before tanh, without the tanh
+        Jacobian (the same for every policy, so it cancels in importance ratios): [..., A] -> [...]."""
+        y = ((action - self.actor.offset) / self.actor.scale).clamp(-1 + 1e-6, 1 - 1e-6)
+        z = (torch.atanh(y) - mean) / std
+        return (-0.5 * z.pow(2) - torch.log(std)).sum(-1)
+
+    @torch.no_grad()
+    def vtrace_target(self, batch: Batch) -> torch.Tensor:
+        """The N-step target with V-trace corrections (Espeholt et al. 2018, as Advanced-Soft-Actor-Critic's
+        n-step importance sampling), for the sample's first action a_0 (taken, so not corrected):
+
+            y   = scale r_0 + gamma not_done_0 v_1,
+            v_1 = V(s_1) + sum_{t=1}^{j} gamma^(t-1) lambda^(t-1) (prod_{1<=i<t} c_i) rho_t delta_t,
+            delta_t = scale r_t + gamma not_done_t V(s_{t+1}) - V(s_t),
+
+        rho_t = min(pi(a_t|s_t) / mu(a_t|s_t), rho_bar), c_i = min(pi / mu, c_bar), mu the stored behaviour
+        Gaussian, V the soft value ``soft_values``, j the last step the N-step return uses. With pi = mu and
+        rho_bar = c_bar = lambda = 1 it is the plain N-step target."""
+        rho_bar, c_bar, lam = self.vtrace
+        seq = batch.sequence
+        m, b, n = seq["reward"].shape
+        v_next = self.soft_values(seq["next_obs"])  # V(s'_t) = V(s_{t+1}) [M, B, n]
+        mean, std = self.actor.gaussian(seq["obs"][:, :, 1:].reshape(m, b * (n - 1), -1))
+        act = seq["action"][:, :, 1:]
+        log_pi = self.log_prob_of(mean.view(act.shape), std.view(act.shape), act)
+        log_mu = self.log_prob_of(seq["behaviour_mean"][:, :, 1:], seq["behaviour_std"][:, :, 1:], act)
+        ratio = torch.exp(log_pi - log_mu)  # [M, B, n-1]: steps 1..n-1
+        rho, c = ratio.clamp(max=rho_bar), ratio.clamp(max=c_bar)
+        scale, gamma = self.reward_scale, self.gamma
+        delta = scale * seq["reward"][:, :, 1:] + gamma * seq["not_done"][:, :, 1:] * v_next[:, :, 1:] \
+            - v_next[:, :, :-1]
+        traces = torch.cumprod(torch.cat([torch.ones_like(c[..., :1]), c[..., :-1]], dim=-1), dim=-1)
+        powers = (gamma * lam) ** torch.arange(n - 1, device=c.device, dtype=c.dtype)
+        v1 = v_next[:, :, 0] + (seq["used"][:, :, 1:] * powers * traces * rho * delta).sum(-1)
+        return (scale * seq["reward"][:, :, 0] + gamma * seq["not_done"][:, :, 0] * v1).unsqueeze(-1)
 
     def schedule(self) -> tuple:
         return ((self.updates + 1) % self.target_update_interval == 0,)  # the next update moves the targets

@@ -38,7 +38,7 @@ class SharedReplayBuffer:
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int,
                  device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1,
-                 n_step: int = 1, gamma: float = 0.99):
+                 n_step: int = 1, gamma: float = 0.99, sequences: bool = False):
         if capacity < writers:
             raise ValueError(f"capacity {capacity} is smaller than one step of {writers} agents")
         if n_step > 1 and capacity % writers:
@@ -61,6 +61,7 @@ class SharedReplayBuffer:
         # the size on the device too: sampling reads it there, so it needs no host value (CUDA graphs)
         self.filled = torch.zeros((), dtype=torch.int64, device=self.device)
         self.n_step = int(n_step)
+        self.sequences = bool(sequences)  # V-trace: batches carry their N steps too (Batch.sequence)
         # the first row of the newest step, on the device (N-step sampling reads it; no host value)
         self.newest = torch.zeros((), dtype=torch.int64, device=self.device)
         self.powers = torch.tensor([float(gamma) ** k for k in range(self.n_step + 1)], **f32)  # gamma^k
@@ -150,14 +151,16 @@ class SharedReplayBuffer:
         beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
             else (None, None)
         if self.n_step > 1:
-            reward, next_obs, not_done, discount = self._n_step(g, idx)
-            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh, discount)
+            reward, next_obs, not_done, discount, sequence = self._n_step(g, idx)
+            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh, discount,
+                         sequence)
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
                      self.not_done[g, idx], own, *beh)
 
-    def _n_step(self, g: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def _n_step(self, g: torch.Tensor, idx: torch.Tensor) -> tuple:
         """The N-step reward, next state, not_done and discount of rows ``idx`` [M, B] (see the module's
-        docstring); element-wise ops and gathers of fixed shapes only (no host value: CUDA graphs)."""
+        docstring), and the steps themselves when the buffer keeps sequences (else None); element-wise ops and
+        gathers of fixed shapes only (no host value: CUDA graphs)."""
         n, w, c = self.n_step, self.writers, self.capacity
         k = torch.arange(n, device=self.device)
         rows = (idx.unsqueeze(-1) + k * w) % c  # [M, B, n]: the writer's next n rows
@@ -171,7 +174,14 @@ class SharedReplayBuffer:
         reward = (used * self.powers[:n] * self.reward[g3, rows].squeeze(-1)).sum(-1, keepdim=True)
         last = used.sum(-1).long() - 1  # j: the step whose next state bootstraps
         end = rows.gather(-1, last.unsqueeze(-1)).squeeze(-1)
-        return reward, self.next_obs[g, end], self.not_done[g, end], self.powers[last + 1].unsqueeze(-1)
+        sequence = None
+        if self.sequences:
+            sequence = {"obs": self.obs[g3, rows], "action": self.action[g3, rows],
+                        "reward": self.reward[g3, rows].squeeze(-1), "next_obs": self.next_obs[g3, rows],
+                        "not_done": self.not_done[g3, rows].squeeze(-1), "used": used}
+            if self.behaviour_mean is not None:
+                sequence.update(behaviour_mean=self.behaviour_mean[g3, rows], behaviour_std=self.behaviour_std[g3, rows])
+        return reward, self.next_obs[g, end], self.not_done[g, end], self.powers[last + 1].unsqueeze(-1), sequence
 
     def state_dict(self, groups: slice = slice(None)) -> dict:
         """Some groups' stored rows (only the filled part, [G, size, ...]) and the write pointer, on the CPU."""

@@ -40,7 +40,8 @@ class Learner:
         gamma = algo.get("discount", algo.get("gamma", 0.99))
         self.buffer = SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size, n_step),
                                          self.scheme.writers, device, self.agents.gaussian_behaviour,
-                                         groups=self.scheme.groups, n_step=n_step, gamma=gamma)
+                                         groups=self.scheme.groups, n_step=n_step, gamma=gamma,
+                                         sequences=bool(algo.get("vtrace")))
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
