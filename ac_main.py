@@ -13,7 +13,8 @@ from utils.naming import SCRIPT_POLICIES, algorithm_of
 POLICIES = SCRIPT_POLICIES["ac_main.py"]
 # flags of the replay learners that mean nothing here
 SKIP = ("--similarity", "--dpd_alpha", "--dpd_batch_size", "--kl_div_var", "--buffer_size", "--batch_size",
-        "--cuda_graphs", "--no_cuda_graphs", "--n_step")
+        "--cuda_graphs", "--no_cuda_graphs", "--n_step", "--prioritized", "--per_alpha", "--per_beta",
+        "--per_beta_steps", "--per_eps")
 # per algorithm: defaults of the flags whose default differs (the reference codes' values)
 DEFAULTS = {"A2C": dict(lr=7e-4, n_steps=5, max_grad_norm=0.5),  # SB3 / Diff-DAC's A2C
             "A3C": dict(lr=1e-4, n_steps=20, max_grad_norm=40.0),  # A3C-ACER-PyTorch, ikostrikov/pytorch-a3c

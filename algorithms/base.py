@@ -37,6 +37,22 @@ class Batch:
     # not_done, used = 1 for the steps the return sums, behaviour_mean, behaviour_std)
     sequence: Optional[dict] = None
 
+    # prioritized replay (--prioritized): the rows sampled [N, B] (their priorities are updated after the step) and
+    # the importance weights [N, B, 1] multiplied into the sharing weights of the losses
+    index: Optional[torch.Tensor] = None
+    importance: Optional[torch.Tensor] = None
+
+    def loss_weights(self, w: torch.Tensor) -> torch.Tensor:
+        """The per-sample weights of the losses: the sharing weights ``w``, times the importance weights of
+        prioritized replay (the losses are weighted means, so the importance correction is self-normalised)."""
+        return w if self.importance is None else w * self.importance
+
+    def td_error(self, *errors: torch.Tensor) -> torch.Tensor | None:
+        """|TD error| per sample [N, B, 1] (the mean over twin critics) for prioritized replay; None otherwise."""
+        if self.index is None:
+            return None
+        return sum(e.detach().abs() for e in errors) / len(errors)
+
     def gamma(self, default: float):
         """The discount of the bootstrap: per sample for N-step batches, else the algorithm's own."""
         return default if self.discount is None else self.discount

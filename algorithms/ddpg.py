@@ -48,14 +48,17 @@ class DDPG(StackedAgents):
         self.updates += 1
         pi = self.actor(batch.obs)  # the actor changes only below: reuse pi
         w = self.weights(batch, pi)
+        lw = batch.loss_weights(w)
         target = self.target(batch)
 
-        critic_loss = weighted_mean((self.critic(batch.obs, batch.action) - target).pow(2), w)
+        error = self.critic(batch.obs, batch.action) - target
+        critic_loss = weighted_mean(error.pow(2), lw)
         minimise(self.critic_opt, critic_loss.sum())
 
-        actor_loss = weighted_mean(-self.critic(batch.obs, pi), w)
+        actor_loss = weighted_mean(-self.critic(batch.obs, pi), lw)
         minimise(self.actor_opt, actor_loss.sum())
 
         soft_update(self.critic_target, self.critic, self.tau)
         soft_update(self.actor_target, self.actor, self.tau)
-        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach()}
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach(),
+                "td_error": batch.td_error(error)}

@@ -183,22 +183,24 @@ class SAC(StackedAgents):
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
         w = self.weights(batch)
+        lw = batch.loss_weights(w)
         target = self.target(batch)
 
         q1, q2 = self.critic(batch.obs, batch.action)
-        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
+        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), lw)
         minimise(self.critic_opt, critic_loss.sum())
 
         action, log_prob = self.sample(batch.obs, self.update_rng.normal(*batch.action.shape[1:]))
         q1_pi, q2_pi = self.critic(batch.obs, action)
         alpha = self.temperature().detach()
-        actor_loss = weighted_mean(alpha * log_prob - torch.min(q1_pi, q2_pi), w)
+        actor_loss = weighted_mean(alpha * log_prob - torch.min(q1_pi, q2_pi), lw)
         minimise(self.actor_opt, actor_loss.sum())
-        info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach()}
+        info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach(),
+                "td_error": batch.td_error(q1 - target, q2 - target)}
 
         if self.auto_alpha:
             log_alpha = self.temperature.log_alpha.view(-1, 1, 1)
-            alpha_loss = weighted_mean(-log_alpha * (log_prob.detach() + self.target_entropy), w)
+            alpha_loss = weighted_mean(-log_alpha * (log_prob.detach() + self.target_entropy), lw)
             minimise(self.alpha_opt, alpha_loss.sum())
             info["alpha"] = self.temperature.log_alpha.detach().exp()
 

@@ -38,15 +38,17 @@ class TD3(StackedAgents):
         actor_step = self.updates % self.policy_freq == 0
         pi = self.actor(batch.obs) if actor_step else None  # the actor changes only below: reuse pi
         w = self.weights(batch, pi)
+        lw = batch.loss_weights(w)
         target = self.target(batch)
 
         q1, q2 = self.critic(batch.obs, batch.action)
-        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
+        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), lw)
         minimise(self.critic_opt, critic_loss.sum())  # summed over agents: each gets its own loss's gradient
-        info = {"critic_loss": critic_loss.detach(), "weights": w.detach()}
+        info = {"critic_loss": critic_loss.detach(), "weights": w.detach(), "td_error": batch.td_error(q1 - target,
+                                                                                                      q2 - target)}
 
         if actor_step:
-            actor_loss = weighted_mean(-self.critic.q1(batch.obs, pi), w)
+            actor_loss = weighted_mean(-self.critic.q1(batch.obs, pi), lw)
             minimise(self.actor_opt, actor_loss.sum())
             soft_update(self.critic_target, self.critic, self.tau)
             soft_update(self.actor_target, self.actor, self.tau)

@@ -47,7 +47,7 @@ def test_capacity_is_shared_by_all_agents():
     buf = SharedReplayBuffer(2, 1, capacity=10, writers=2)
     fill(buf, 50, 2)
     assert len(buf) == 10  # not 10 per agent
-    assert buf.nbytes() == 10 * (2 + 1 + 1 + 2 + 1) * 4 + 10 * 2 == SharedReplayBuffer.bytes_for(2, 1, 10)
+    assert buf.nbytes() == 10 * (2 + 1 + 1 + 2 + 1 + 1) * 4 + 10 * 2 == SharedReplayBuffer.bytes_for(2, 1, 10)
     big = SharedReplayBuffer(7, 3, capacity=50, writers=2, gaussian_behaviour=True)
     assert big.nbytes() == SharedReplayBuffer.bytes_for(7, 3, 50, gaussian_behaviour=True)
 

@@ -121,10 +121,10 @@ def test_learners_update_on_their_own_buffers_and_distil_on_the_peers(tmp_path):
     distillation = learner.scheme.distillation
     store, update, distill = learner.store, trainer.agents.update, distillation.distill
 
-    def recording_store(obs, *rest):
+    def recording_store(obs, *rest, **kw):
         for m in range(4):
             written[m].add(tuple(np.asarray(obs[m], dtype=np.float32)))
-        return store(obs, *rest)
+        return store(obs, *rest, **kw)
 
     def recording_update(batch):
         assert batch.own.all()  # nothing external: every RL sample is the learner's own

@@ -165,6 +165,15 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
     add("--n_step", type=count, default=1,
         help="N-step returns: each target sums the rewards of up to N steps of the sample's writer and bootstraps "
              "with gamma^N, cut where an episode ended (a time limit still bootstraps) (default: 1)")
+    add("--prioritized", action="store_true",
+        help="prioritized replay (Schaul et al. 2016): each agent samples rows with probability p^alpha / sum, "
+             "p = |TD error| + eps, new rows at the highest priority; importance weights multiply the sharing weights")
+    add("--per_alpha", type=real, default=0.6, help="--prioritized: priority exponent alpha (default: 0.6)")
+    add("--per_beta", type=real, default=0.4,
+        help="--prioritized: importance-weight exponent beta at the start, annealed linearly to 1 (default: 0.4)")
+    add("--per_beta_steps", type=count, default=None,
+        help="--prioritized: steps over which beta reaches 1 (default: the run's length)")
+    add("--per_eps", type=real, default=1e-6, help="--prioritized: eps added to |TD error| (default: 1e-6)")
     add("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
     add("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
     add("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
@@ -220,6 +229,14 @@ def run_flags(args) -> dict:
     replay = dict(batch_size=args.batch_size, buffer_size=args.buffer_size) if hasattr(args, "batch_size") else {}
     if hasattr(args, "n_step"):
         replay["n_step"] = args.n_step
+    if getattr(args, "prioritized", False):
+        steps = args.per_beta_steps if args.per_beta_steps is not None else \
+            getattr(args, "max_time_steps", getattr(args, "num_steps", 1))
+        replay["per"] = dict(alpha=args.per_alpha, beta=args.per_beta, beta_steps=steps, eps=args.per_eps)
+    elif hasattr(args, "per_alpha") and (args.per_alpha, args.per_beta, args.per_beta_steps, args.per_eps) != \
+            (0.6, 0.4, None, 1e-6):
+        raise UsageError("--per_alpha/--per_beta/--per_beta_steps/--per_eps apply with --prioritized; add it or drop "
+                         "them")
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
                 **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,

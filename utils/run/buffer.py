@@ -38,7 +38,7 @@ class SharedReplayBuffer:
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int,
                  device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1,
-                 n_step: int = 1, gamma: float = 0.99, sequences: bool = False):
+                 n_step: int = 1, gamma: float = 0.99, sequences: bool = False, prioritized: dict | None = None):
         if capacity < writers:
             raise ValueError(f"capacity {capacity} is smaller than one step of {writers} agents")
         if n_step > 1 and capacity % writers:
@@ -69,6 +69,15 @@ class SharedReplayBuffer:
         members = g * self.writers
         self.member_group = torch.arange(members, device=self.device) // self.writers  # [M]
         self.member_id = (torch.arange(members, device=self.device) % self.writers).to(torch.int16)  # [M]
+        # prioritized replay: each member's priorities over its group's rows (utils/run/priority.py), beta annealed
+        # from ``beta`` to 1 over ``beta_steps`` environment steps
+        self.priorities = self.per = None
+        if prioritized:
+            from .priority import Priorities
+
+            self.per = dict(prioritized)
+            self.priorities = Priorities(members, self.capacity, self.device, alpha=self.per["alpha"],
+                                         eps=self.per["eps"])
 
     def __len__(self) -> int:
         return self.size
@@ -97,6 +106,8 @@ class SharedReplayBuffer:
             # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
             self.behaviour_mean[:, rows] = 0.0
             self.behaviour_std[:, rows] = 1.0
+        if self.priorities is not None:
+            self.priorities.add(rows)  # new rows at each member's highest priority so far
         self.newest.fill_(self.ptr)
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
@@ -118,11 +129,19 @@ class SharedReplayBuffer:
         self._copied.record()
         return self._staged
 
-    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None) -> Batch:
-        """Each member draws its own ``batch_size`` indices from its group (or from ``groups[m]``).
+    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None,
+               step: Optional[torch.Tensor] = None) -> Batch:
+        """Each member draws its own ``batch_size`` indices from its group (or from ``groups[m]``): uniformly, or
+        by its priorities (prioritized replay, own group only; ``step``: the environment step, for beta).
 
         Fields come back [M, B, ...]; ``own`` marks rows the sampling member wrote itself.
         """
+        if self.priorities is not None and groups is None:
+            idx = self.priorities.sample(rng, batch_size, self.filled)
+            g = self.member_group.view(-1, 1)
+            batch = self._gather(g, idx, self.writer[g, idx] == self.member_id.view(-1, 1))
+            batch.index, batch.importance = idx, self.priorities.weights(idx, self.filled, self.beta(step))
+            return batch
         idx = rng.randint(self.filled, batch_size)  # [M, B]
         reading_own_group = groups is None
         g = (self.member_group if reading_own_group else groups).view(-1, 1)
@@ -130,6 +149,17 @@ class SharedReplayBuffer:
         if not reading_own_group:
             own = own & (g == self.member_group.view(-1, 1))
         return self._gather(g, idx, own)
+
+    def beta(self, step: Optional[torch.Tensor]) -> torch.Tensor:
+        """Prioritized replay's importance exponent at ``step`` (a device tensor): beta0 -> 1 linearly."""
+        b0, steps = float(self.per["beta"]), max(1, int(self.per["beta_steps"]))
+        if step is None:
+            return torch.tensor(b0, device=self.device)
+        return (b0 + (1.0 - b0) * step.to(torch.float32) / steps).clamp(max=1.0)
+
+    def update_priorities(self, batch: Batch, td_error: torch.Tensor) -> None:
+        """Prioritized replay: the sampled rows' priorities from their |TD errors|."""
+        self.priorities.update(batch.index, td_error.squeeze(-1))
 
     def sample_writers(self, batch_size: int, rng: AgentRNG, choices: torch.Tensor,
                        counts: Optional[torch.Tensor]) -> Batch:
@@ -187,7 +217,16 @@ class SharedReplayBuffer:
         """Some groups' stored rows (only the filled part, [G, size, ...]) and the write pointer, on the CPU."""
         arrays = {k: getattr(self, k)[groups, : self.size].cpu().clone() for k in self.FIELDS
                   if getattr(self, k) is not None}
-        return {"arrays": arrays, "ptr": self.ptr, "size": self.size, "capacity": self.capacity}
+        state = {"arrays": arrays, "ptr": self.ptr, "size": self.size, "capacity": self.capacity}
+        if self.priorities is not None:
+            state["priorities"] = self.priorities.state_dict(self._members(groups))
+        return state
+
+    def _members(self, groups: slice) -> slice:
+        """The members of the groups ``groups``."""
+        start = 0 if groups.start is None else groups.start * self.writers
+        stop = None if groups.stop is None else groups.stop * self.writers
+        return slice(start, stop)
 
     def load_state_dict(self, state: dict, groups: slice = slice(None)) -> None:
         """Restore groups from ``state_dict``; all groups of a buffer share pointer and size."""
@@ -197,6 +236,9 @@ class SharedReplayBuffer:
             getattr(self, k)[groups, : state["size"]] = v.to(self.device)
         self.ptr, self.size = int(state["ptr"]), int(state["size"])
         self.filled.fill_(self.size)
+        self.newest.fill_((self.ptr - self.writers) % self.capacity)
+        if self.priorities is not None:
+            self.priorities.load_state_dict(state["priorities"], self._members(groups))
 
     @staticmethod
     def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False) -> int:

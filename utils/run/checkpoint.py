@@ -15,8 +15,8 @@ from ..errors import UsageError
 FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
 # RunConfig fields that must agree between a checkpoint and the run that resumes it
 COMPATIBLE = ("policy", "env", "seed", "num_agents", "start_time_steps", "eval_freq", "eval_episodes",
-              "batch_size", "buffer_size", "updates_per_step", "algo", "sharing", "eval_tasks", "n_step")
-DEFAULTS = {"eval_tasks": "own", "n_step": 1}  # fields newer than some checkpoints and records: what those meant
+              "batch_size", "buffer_size", "updates_per_step", "algo", "sharing", "eval_tasks", "n_step", "per")
+DEFAULTS = {"eval_tasks": "own", "n_step": 1, "per": {}}  # fields newer than some checkpoints and records: what those meant
 
 
 def read_checkpoint(path: Path) -> dict:

@@ -48,6 +48,7 @@ class RunConfig:
     eval_tasks: str = "own"  # task variants: "all" also evaluates each agent on every agent's task of its seed
     overwrite: bool = False
     n_step: int = 1  # N-step returns of the replay learners (1: one-step targets)
+    per: dict = field(default_factory=dict)  # prioritized replay: alpha, beta, beta_steps, eps ({}: uniform replay)
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -157,6 +158,17 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
         raise UsageError(str(e)) from None
     if cfg.n_step <= 0:
         raise UsageError(f"--n_step must be a positive integer, got {cfg.n_step}")
+    if cfg.per:
+        p = cfg.per
+        for ok, message in [(p["alpha"] >= 0, f"--per_alpha {p['alpha']} must be >= 0"),
+                            (0.0 <= p["beta"] <= 1.0, f"--per_beta {p['beta']} must be in [0, 1]"),
+                            (p["beta_steps"] > 0, f"--per_beta_steps must be a positive integer, got {p['beta_steps']}"),
+                            (p["eps"] > 0, f"--per_eps {p['eps']} must be > 0")]:
+            if not ok:
+                raise UsageError(message)
+        if cfg.sharing_settings().samples_by_writer:
+            raise UsageError("--prioritized: learners that sample only their neighbours' rows (DASE on a graph that "
+                             "is not complete) are not prioritized here; drop --prioritized or use --topology complete")
     k = cfg.envs_per_agent
     if k <= 0:
         raise UsageError(f"--envs_per_agent must be a positive integer, got {k}")

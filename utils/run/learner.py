@@ -31,7 +31,7 @@ class Learner:
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
                  device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False,
-                 n_step: int = 1):
+                 n_step: int = 1, prioritized: dict | None = None):
         self.agents_per_seed, self.members = num_agents, len(member_seeds)
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
@@ -41,7 +41,7 @@ class Learner:
         self.buffer = SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size, n_step),
                                          self.scheme.writers, device, self.agents.gaussian_behaviour,
                                          groups=self.scheme.groups, n_step=n_step, gamma=gamma,
-                                         sequences=bool(algo.get("vtrace")))
+                                         sequences=bool(algo.get("vtrace")), prioritized=prioritized)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
@@ -93,8 +93,10 @@ class Learner:
 
         It reads no host value that changes from step to step and writes its state in place, so a CUDA
         graph of it, replayed, does what calling it does."""
-        batch = self.scheme.sample(self.buffer, self.batch_size, self.sampler)
+        batch = self.scheme.sample(self.buffer, self.batch_size, self.sampler, self.step_t)
         info = self.agents.update(batch)
+        if batch.index is not None:  # prioritized replay: the sampled rows' new priorities
+            self.buffer.update_priorities(batch, info["td_error"])
         finite = torch.isfinite(info["critic_loss"])
         if "actor_loss" in info:
             finite = finite & torch.isfinite(info["actor_loss"])

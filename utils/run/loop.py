@@ -115,7 +115,7 @@ class Trainer:
         else:
             self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low,
                                    c.high, cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
-                                   cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step)
+                                   cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step, cfg.per or None)
         if cfg.load_model:
             for k, seed_cfg in enumerate(self.seed_cfgs):
                 load_models(self.learner.agents, seed_cfg, k * n)

@@ -147,11 +147,12 @@ class Scheme:
         """Rows per buffer group: sampling by writer and N-step returns need whole steps (a multiple of N)."""
         return buffer_size - buffer_size % self.writers if self.by_writer or n_step > 1 else buffer_size
 
-    def sample(self, buffer, batch_size: int, sampler: AgentRNG) -> Batch:
-        """Each learner's batch: from all of its group, or only from its own and its neighbours' rows."""
+    def sample(self, buffer, batch_size: int, sampler: AgentRNG, step: torch.Tensor | None = None) -> Batch:
+        """Each learner's batch: from all of its group, or only from its own and its neighbours' rows (``step``:
+        the environment step, for prioritized replay's annealing)."""
         if self.by_writer:
             return buffer.sample_writers(batch_size, sampler, self.choices, self.choice_count)
-        return buffer.sample(batch_size, sampler)
+        return buffer.sample(batch_size, sampler, step=step)
 
     def after_update(self, buffer, finite: torch.Tensor) -> torch.Tensor:
         """DPD's distillation steps (one per neighbour, in turn), then the diffusion's combine."""
