@@ -41,6 +41,10 @@ POLICIES = {
                                            {"topology": "ring", "link_drop": 0.3}, 4),
     "DASE_TD3 n_step 3": ("DASE_TD3", {"hidden": (16, 16)}, {}, 2, {"n_step": 3}),
     "DASE_SAC star n_step 5": ("DASE_SAC", {"hidden_size": 16}, {"topology": "star"}, 4, {"n_step": 5}),
+    "DASE_TD3 prioritized, n_step 3": ("DASE_TD3", {"hidden": (16, 16)}, {}, 2,
+                                       {"n_step": 3, "prioritized": dict(alpha=0.6, beta=0.4, beta_steps=100, eps=1e-6)}),
+    "DPD_SAC gaussian prioritized": ("DPD_SAC", {"policy_type": "Gaussian", "hidden_size": 16}, {"dpd_batch_size": 16},
+                                     2, {"prioritized": dict(alpha=0.6, beta=0.4, beta_steps=100, eps=1e-6)}),
     "DASE_SAC gaussian n_step 3 vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16,
                                                        "vtrace": [1.0, 1.0, 0.9]}, {}, 2, {"n_step": 3}),
 }

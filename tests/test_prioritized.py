@@ -1,0 +1,99 @@
+"""Prioritized replay in the training loop (--prioritized; the sampler itself: tests/test_priority.py): each
+member samples by its own priorities, its importance weights reach the losses, the sampled rows' priorities follow
+the TD errors, and runs stay exact across --seeds batching and --resume."""
+import numpy as np
+import pytest
+import torch
+
+import DASE_main
+from utils.cli import main_guard
+from utils.run.learner import Learner
+from utils.run.sharing import SharingSettings
+
+PER = dict(alpha=0.6, beta=0.4, beta_steps=1000, eps=1e-6)
+
+
+def filled(policy="DASE_TD3", n=2, **kw):
+    learner = Learner("TD3", {"hidden": (16, 16)}, [100 * i for i in range(n)], n, 3, 1, [-2.0], [2.0], 400, 32, 1,
+                      torch.device("cpu"),
+                      SharingSettings.of(policy, n, {}), prioritized=PER, **kw)
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        learner.store(rng.standard_normal((n, 3)), rng.uniform(-2, 2, (n, 1)), rng.standard_normal(n),
+                      rng.standard_normal((n, 3)), rng.random(n) < 0.02, None)
+    return learner
+
+
+def test_an_update_sets_the_priorities_of_exactly_the_sampled_rows_from_its_td_errors():
+    learner = filled()
+    learner.update_once()  # the optimizers' state exists
+    before = learner.buffer.priorities.priorities.clone()
+    seen = {}
+    update = learner.agents.update
+
+    def spy(batch):
+        info = update(batch)
+        seen.update(index=batch.index.clone(), td=info["td_error"].clone(), importance=batch.importance.clone())
+        return info
+    learner.agents.update = spy
+    learner.update_once()
+    after = learner.buffer.priorities.priorities
+    changed = (after != before)
+    for m in range(2):
+        rows = set(seen["index"][m].tolist())
+        assert set(torch.nonzero(changed[m]).flatten().tolist()) <= rows
+        for b, row in enumerate(seen["index"][m].tolist()):
+            expected = (float(seen["td"][m, b]) + PER["eps"]) ** PER["alpha"]
+            dup = [bb for bb, r in enumerate(seen["index"][m].tolist()) if r == row]
+            values = [(float(seen["td"][m, bb]) + PER["eps"]) ** PER["alpha"] for bb in dup]
+            assert any(abs(float(after[m, row]) - v) <= 1e-5 * max(1.0, v) for v in values), (m, b, expected)
+    assert float(seen["importance"].max()) == 1.0 and float(seen["importance"].min()) < 1.0
+
+
+def test_importance_weights_multiply_the_sharing_weights_in_the_losses():
+    learner = filled()
+    batch = learner.scheme.sample(learner.buffer, 32, learner.sampler, learner.step_t)
+    w = learner.agents.weights(batch)
+    torch.testing.assert_close(batch.loss_weights(w), w * batch.importance)
+    assert batch.td_error(torch.ones(2, 32, 1), -3 * torch.ones(2, 32, 1)).eq(2).all()
+
+
+def test_beta_anneals_to_one():
+    buf = filled().buffer
+    assert float(buf.beta(torch.tensor(0))) == pytest.approx(0.4)
+    assert float(buf.beta(torch.tensor(500))) == pytest.approx(0.7)
+    assert float(buf.beta(torch.tensor(5000))) == 1.0
+
+
+ARGS = ["--policy", "DASE_TD3", "--env", "Pendulum-v1", "--prioritized", "--n_step", "2", "--max_time_steps", "900",
+        "--start_time_steps", "300", "--eval_freq", "300", "--eval_episodes", "2", "--batch_size", "32",
+        "--threads", "1", "--env_workers", "0", "--quiet"]
+
+
+def test_prioritized_runs_equal_across_seed_batching_and_resume(tmp_path):
+    from utils.run import Trainer
+
+    assert main_guard(DASE_main.run, [*ARGS, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")]) == 0
+    assert main_guard(DASE_main.run, [*ARGS, "--seed", "1", "--results_dir", str(tmp_path / "one")]) == 0
+    cfg = DASE_main.build_config(DASE_main.parse([*ARGS, "--seed", "1", "--checkpoint_freq", "450",
+                                                  "--results_dir", str(tmp_path / "cut")]))
+    Trainer(cfg).run(stop_at=450)
+    assert main_guard(DASE_main.run, [*ARGS, "--seed", "1", "--checkpoint_freq", "450", "--resume",
+                                      "--results_dir", str(tmp_path / "cut")]) == 0
+    for i in range(2):
+        name = f"DASE_TD3_Pendulum-v1_1_Agent_{i}.npy"
+        a = np.load(tmp_path / "one" / name)
+        assert a.shape == (4,)
+        np.testing.assert_array_equal(a, np.load(tmp_path / "both" / name))
+        np.testing.assert_array_equal(a, np.load(tmp_path / "cut" / name))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--per_alpha", "0.7"], "apply with --prioritized"),
+    (["--prioritized", "--per_beta", "1.5"], "--per_beta 1.5 must be in [0, 1]"),
+    (["--prioritized", "--policy", "DASE_TD3", "--num_agents", "4", "--topology", "ring"], "--prioritized: learners"),
+])
+def test_bad_prioritized_flags_are_one_line(tmp_path, capsys, args, words):
+    assert main_guard(DASE_main.run, [*args, "--env", "Pendulum-v1", "--results_dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err, err
