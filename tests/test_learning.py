@@ -33,6 +33,9 @@ RUNS = {
     "DASE_TD3": ("DASE_TD3", 2, 10_000, {"hidden": (128, 128)}, PENDULUM, {}),
     "SAC": ("SAC", 1, 10_000, {"hidden_size": 128}, PENDULUM, {}),
     "TD3": ("TD3", 1, 10_000, {"hidden": (128, 128)}, PENDULUM, {}),
+    # issue 25's bar: N-step returns with prioritized replay learn within the same budget as TD3
+    "TD3 --n_step 3 --prioritized": ("TD3", 1, 10_000, {"hidden": (128, 128)}, PENDULUM, {},
+                                     {"n_step": 3, "per": dict(alpha=0.6, beta=0.4, beta_steps=10_000, eps=1e-6)}),
 }
 
 
@@ -42,10 +45,10 @@ def learned(curve: np.ndarray) -> bool:
 
 
 def run(name: str, folder: str) -> list[np.ndarray]:
-    policy, agents, steps, algo, env, sharing = RUNS[name]
+    policy, agents, steps, algo, env, sharing, *replay = RUNS[name]
     return train(RunConfig(policy=policy, env=env, seed=0, num_agents=agents, max_time_steps=steps,
                            start_time_steps=1000, eval_freq=1000, results_dir=folder, quiet=True, threads=1,
-                           algo=dict(algo), sharing=dict(sharing)))
+                           algo=dict(algo), sharing=dict(sharing), **(replay[0] if replay else {})))
 
 
 @pytest.fixture(scope="module")
