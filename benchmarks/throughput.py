@@ -10,6 +10,18 @@ For every (seeds S, agents N) pair, S x N members in one batched model:
     for --max_time_steps steps: env steps/s of all members' training, and the projected hours for
     1M steps of every member at that speed.
 (b) and (c) only for the agent counts in --loop_agents.
+
+The on-policy A2C and DIFF_A2C (ac_main.py) update from the rollout they have just collected, so for them every
+(S, N) pair times the training loop itself, as ac_main.py builds and runs it (``Trainer.step``), with no
+evaluation at all (not even the one a run makes at step 0): after --warmup untimed updates, --updates timed
+rollouts, each --n_steps loop steps of --envs_per_agent environments per member and then one batched update.
+Reported: environment steps of all members per second (S x N x K x n_steps x updates / seconds), and how that
+wall time splits: the update (the ``RolloutLearner.train`` calls that update, DIFF_A2C's combine included, which
+is also timed alone), acting (drawing the actions), the environments' steps, storing into the rollout, and the
+loop's own rest. A2C is one agent per run: its N agents are N independent members (seeds 0..S x N - 1) of one
+batched model, as a run of --seeds makes them.
+
+    python -m benchmarks.throughput --policy A2C --env CartPole-v1 --agents 1 4 --threads 1
 """
 from __future__ import annotations
 
@@ -25,7 +37,7 @@ import torch
 
 from utils.cli import resolve_device
 from utils.envs.registry import make_env, resolve_env_id
-from utils.naming import algorithm_of
+from utils.naming import ALGORITHM, algorithm_of, parse_policy
 from utils.run import RunConfig, Trainer
 from utils.run.buffer import SharedReplayBuffer
 from utils.run.learner import Learner
@@ -123,6 +135,127 @@ def time_loop(cfg: RunConfig) -> float:
     return time.perf_counter() - start
 
 
+# ---- the on-policy family (ac_main.py's A2C, DIFF_A2C) ----------------------------------------------------------
+ROLLOUT_PARTS = ("update", "act", "env", "store")
+
+
+def rollout_config(policy: str, env_id: str, n: int, seeds: int, device: torch.device, envs_per_agent: int,
+                   n_steps: int, rollouts: int, workers: int | None, tmp: str, topology: str | None,
+                   diffusion_weights: str) -> RunConfig:
+    """The RunConfig ac_main.py makes of these flags (its defaults: learning rate, clipping, network width)."""
+    import ac_main
+
+    steps = envs_per_agent * n_steps * rollouts  # per member: --max_time_steps counts all of its environments
+    argv = ["--policy", policy, "--env", env_id, "--max_time_steps", str(steps), "--eval_freq", str(steps),
+            "--envs_per_agent", str(envs_per_agent), "--n_steps", str(n_steps), "--results_dir", tmp,
+            "--checkpoint_freq", "0", "--device", str(device), "--quiet"]
+    if parse_policy(policy)[0].multi_agent:
+        argv += ["--num_agents", str(n), "--seeds", f"0-{seeds - 1}"]
+        argv += ["--topology", topology] if topology else []
+        argv += ["--diffusion_weights", diffusion_weights]
+    else:  # one agent per run: N agents are N more seeds' members of the batched model
+        argv += ["--seeds", f"0-{seeds * n - 1}"]
+    argv += ["--env_workers", str(workers)] if workers is not None else []
+    return ac_main.build_config(ac_main.parse(argv))
+
+
+def time_rollouts(cfg: RunConfig, rollouts: int, warmup: int) -> dict:
+    """Wall seconds of ``rollouts`` rollouts-and-updates of the training loop (after ``warmup`` untimed ones), and
+    the seconds spent in each part of it (``ROLLOUT_PARTS``; 'combine': DIFF_A2C's parameter averaging alone)."""
+    trainer = Trainer(cfg)
+    try:
+        learner, device = trainer.learner, trainer.device
+        spent = dict.fromkeys((*ROLLOUT_PARTS, "combine"), 0.0)
+        calls = dict.fromkeys(spent, 0)
+
+        def timed(part: str, fn, counts=lambda: True):
+            def call(*args, **kwargs):
+                sync(device)
+                start = time.perf_counter()
+                out = fn(*args, **kwargs)
+                sync(device)
+                if counts():
+                    spent[part] += time.perf_counter() - start
+                    calls[part] += 1
+                return out
+            return call
+
+        # the loop finds these on the instances; train counts only when its rollout is complete (it updates)
+        learner.train = timed("update", learner.train, lambda: learner.position == 0)
+        learner.act = timed("act", learner.act)
+        learner.store = timed("store", learner.store)
+        trainer.envs.step = timed("env", trainer.envs.step)
+        diffusion = learner.scheme.diffusion
+        if diffusion is not None:
+            diffusion.combine = timed("combine", diffusion.combine)
+        per_rollout = learner.n_steps
+        for _ in range(warmup * per_rollout):
+            trainer.step()
+        for part in spent:
+            spent[part], calls[part] = 0.0, 0
+        t0 = trainer.t
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(rollouts * per_rollout):
+            trainer.step()
+        sync(device)
+        seconds = time.perf_counter() - start
+        return {"seconds": seconds, "env_steps": learner.members * (trainer.t - t0), "members": learner.members,
+                "workers": trainer.workers, "spent": spent, "updates": calls["update"]}
+    finally:
+        trainer.close()
+
+
+def rollout_main(args, env_id: str, device: torch.device) -> int:
+    """--policy A2C / DIFF_A2C: the loop's throughput and where its time goes, per (seeds, agents)."""
+    method, algorithm = parse_policy(args.policy)
+    if algorithm != "A2C":
+        raise SystemExit(f"benchmarks.throughput: {args.policy} is not covered; on-policy: A2C, DIFF_A2C")
+    if method.multi_agent and min(args.agents) < 2:
+        raise SystemExit(f"benchmarks.throughput: {args.policy} averages over a graph of at least 2 agents; "
+                         f"--agents {' '.join(map(str, args.agents))}")
+    k = args.envs_per_agent if args.envs_per_agent is not None else 8
+    n_steps = args.n_steps if args.n_steps is not None else 5
+    results = []
+    for seeds in args.seeds:
+        for n in args.agents:
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = rollout_config(args.policy, env_id, n, seeds, device, k, n_steps, args.warmup + args.updates,
+                                     args.env_workers, tmp, args.topology, args.diffusion_weights)
+                timed = time_rollouts(cfg, args.updates, args.warmup)
+            sec, spent, updates = timed["seconds"], timed["spent"], timed["updates"]
+            row = {"seeds": seeds, "agents": n, "members": timed["members"], "envs_per_agent": k, "n_steps": n_steps,
+                   "env_workers": timed["workers"], "seconds": sec, "env_steps": timed["env_steps"],
+                   "updates": updates, "train_env_steps_per_s": timed["env_steps"] / sec,
+                   "ms_per_update": 1000 * spent["update"] / updates,
+                   **{f"{part}_share": spent[part] / sec for part in ROLLOUT_PARTS},
+                   "other_share": 1 - sum(spent[part] for part in ROLLOUT_PARTS) / sec,
+                   "ms_combine": 1000 * spent["combine"] / updates if method.diffuses else None,
+                   "combine_share_of_update": spent["combine"] / spent["update"] if method.diffuses else None}
+            results.append(row)
+            mixing = (f"; combine {row['ms_combine']:.3f} ms = {100 * row['combine_share_of_update']:.1f} % of it"
+                      if method.diffuses else "")
+            print(f"seeds {seeds:>2} x agents {n:>3} = {row['members']:>3} members x {k} envs | "
+                  f"{row['train_env_steps_per_s']:9.1f} env steps/s | update {100 * row['update_share']:4.1f} % "
+                  f"({row['ms_per_update']:.2f} ms each{mixing}) | act {100 * row['act_share']:4.1f} % | env "
+                  f"{100 * row['env_share']:4.1f} % | store {100 * row['store_share']:4.1f} % | rest "
+                  f"{100 * row['other_share']:4.1f} %", flush=True)
+    report = {
+        "results": results, "policy": args.policy, "env": env_id, "family": "rollout",
+        "loop": {"envs_per_agent": k, "n_steps": n_steps, "timed_updates": args.updates, "warmup_updates": args.warmup,
+                 "evaluation": "none", "env_workers": args.env_workers,
+                 "topology": args.topology if method.diffuses else None,
+                 "diffusion_weights": args.diffusion_weights if method.diffuses else None},
+        "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+        else (platform.processor() or platform.machine()),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__.split("\n\n")[0])
     p.add_argument("--policy", type=str, default="DASE_TD3",
@@ -153,6 +286,10 @@ def main(argv=None) -> int:
     p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
                    help="(b), (c): eager updates on a GPU")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
+    p.add_argument("--envs_per_agent", type=int, default=None,
+                   help="A2C, DIFF_A2C: environments per member (default: 8); there --updates and --warmup count "
+                        "rollouts, each followed by one update")
+    p.add_argument("--n_steps", type=int, default=None, help="A2C, DIFF_A2C: rollout length (default: 5)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -160,6 +297,11 @@ def main(argv=None) -> int:
     device = torch.device(resolve_device(args.device, 0))
     if args.cuda_graphs is None:
         args.cuda_graphs = device.type == "cuda"
+    parsed = parse_policy(args.policy)
+    if parsed is not None and ALGORITHM[parsed[1]].family != "replay":
+        return rollout_main(args, env_id, device)
+    if args.envs_per_agent is not None or args.n_steps is not None:
+        p.error("--envs_per_agent and --n_steps apply to A2C and DIFF_A2C only")
 
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]

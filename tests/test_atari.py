@@ -166,6 +166,38 @@ def test_area_resize():
     assert np.allclose(m[0, :3], [0.4, 0.4, 0.2]) and np.allclose(m[1, 2:5], [0.2, 0.4, 0.4])
 
 
+class Screen(gym.Env):
+    """A stand-in game: only its RGB observation space matters to GrayResize."""
+
+    def __init__(self, h, w):
+        self.observation_space = gym.spaces.Box(0, 255, (h, w, 3), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+
+
+@pytest.mark.parametrize("shape", [(210, 160), (250, 160), (84, 84), (97, 300)])
+def test_gray_resize_is_the_area_matrix_product(shape):
+    """The taps give the product rows @ gray @ cols of the area matrices, up to float rounding (a pixel at an exact
+    half may round the other way)."""
+    env = atari.GrayResize(Screen(*shape))
+    index, weight = atari.area_taps(shape[0], 84)
+    m = atari.area_matrix(shape[0], 84)
+    rebuilt = np.zeros_like(m)
+    for k in range(len(index)):
+        rebuilt[np.arange(84), index[k]] += weight[k]
+    np.testing.assert_array_equal(rebuilt, m)  # the taps are the matrix, every nonzero entry once
+    rng = np.random.default_rng(0)
+    differ = 0
+    for _ in range(20):
+        frame = rng.integers(0, 256, (*shape, 3), dtype=np.uint8)
+        gray = frame.astype(np.float64) @ env.LUMA.astype(np.float64)
+        exact = np.clip(np.rint(env.rows.astype(np.float64) @ gray @ env.cols.astype(np.float64)), 0, 255)
+        out = env.observation(frame)
+        assert out.dtype == np.uint8 and out.shape == (84, 84)
+        assert np.abs(out - exact).max() <= 1
+        differ += int((out != exact).sum())
+    assert differ <= 20 * 84 * 84 // 1000
+
+
 # ---------------------------------------------------------------- episodic life
 
 @needs_ale

@@ -228,8 +228,24 @@ def area_matrix(n_in: int, n_out: int) -> np.ndarray:
     return (overlap / s).astype(np.float32)
 
 
+def area_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """``area_matrix`` as taps: the input indices [K, n_out] and weights [K, n_out] of each output's K (at most)
+    nonzero entries, padded with weight 0 (K = 3 for 210 or 160 -> 84)."""
+    m = area_matrix(n_in, n_out)
+    k = int((m > 0).sum(1).max())
+    index, weight = np.zeros((k, n_out), dtype=np.intp), np.zeros((k, n_out), dtype=np.float32)
+    for o in range(n_out):
+        nonzero = np.flatnonzero(m[o])
+        index[:len(nonzero), o], weight[:len(nonzero), o] = nonzero, m[o, nonzero]
+    return index, weight
+
+
 class GrayResize(gym.ObservationWrapper):
-    """RGB frames [H, W, 3] to luminance (0.299 R + 0.587 G + 0.114 B), area-averaged to [size, size] uint8."""
+    """RGB frames [H, W, 3] to luminance (0.299 R + 0.587 G + 0.114 B), area-averaged to [size, size] uint8.
+
+    Elementwise products over the few taps of each output pixel (``area_taps``), not matrix products: numpy hands
+    those to its BLAS, whose own thread pool (as many threads as cores, whatever --threads says) stalls when the
+    cores are busy (measured on 2 cores beside other jobs: 63 ms a frame instead of 0.3 ms)."""
 
     LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
@@ -239,11 +255,19 @@ class GrayResize(gym.ObservationWrapper):
         if c != 3:
             raise ValueError(f"GrayResize needs RGB frames, got shape {env.observation_space.shape}")
         self.rows, self.cols = area_matrix(h, size), area_matrix(w, size).T
+        (self.row_index, row_weight), (self.col_index, self.col_weight) = area_taps(h, size), area_taps(w, size)
+        self.row_weight = row_weight[..., None]  # [K, size, 1]: one weight per output row
         self.observation_space = spaces.Box(0, 255, (size, size), np.uint8)
 
     def observation(self, obs: np.ndarray) -> np.ndarray:
-        gray = obs.astype(np.float32) @ self.LUMA
-        small = self.rows @ gray @ self.cols
+        rgb = obs.astype(np.float32)
+        gray = rgb[..., 0] * self.LUMA[0] + rgb[..., 1] * self.LUMA[1] + rgb[..., 2] * self.LUMA[2]  # [H, W]
+        tall = gray[self.row_index[0]] * self.row_weight[0]  # [size, W]: the rows averaged, tap by tap
+        for index, weight in zip(self.row_index[1:], self.row_weight[1:]):
+            tall += gray[index] * weight
+        small = tall[:, self.col_index[0]] * self.col_weight[0]  # [size, size]: then the columns
+        for index, weight in zip(self.col_index[1:], self.col_weight[1:]):
+            small += tall[:, index] * weight
         return np.clip(np.rint(small), 0, 255).astype(np.uint8)
 
 
