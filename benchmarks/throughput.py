@@ -53,8 +53,11 @@ def algo_kwargs(policy: str, sac_policy_type: str) -> dict:
     return {"policy_type": sac_policy_type} if policy.endswith("SAC") else {}
 
 
+PER = dict(alpha=0.6, beta=0.4, beta_steps=1_000_000, eps=1e-6)  # --prioritized: the command lines' defaults
+
+
 def filled_learner(policy: str, env_id: str, n: int, device: torch.device, batch_size: int, sac_policy_type: str,
-                   seeds: int = 1, sharing: dict | None = None) -> Learner:
+                   seeds: int = 1, sharing: dict | None = None, replay: dict | None = None) -> Learner:
     """A learner of ``seeds`` groups of n agents (its sharing scheme included) on 20,000 random transitions."""
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
@@ -63,8 +66,10 @@ def filled_learner(policy: str, env_id: str, n: int, device: torch.device, batch
     m = seeds * n
     member_seeds = [s + 100 * i for s in range(seeds) for i in range(n)]
     settings = SharingSettings.of(policy, n, sharing or {})
+    replay = replay or {}
     learner = Learner(algorithm_of(policy), algo_kwargs(policy, sac_policy_type), member_seeds, n, obs_dim, act_dim,
-                      low, high, 20_000, batch_size, 1, device, settings)
+                      low, high, 20_000, batch_size, 1, device, settings, n_step=replay.get("n_step", 1),
+                      prioritized=replay.get("per") or None)
     rng = np.random.default_rng(0)
     gaussian = learner.agents.gaussian_behaviour
     for _ in range(20_000 // n):
@@ -86,11 +91,12 @@ def seconds_per_call(fn, device: torch.device, calls: int, warmup: int) -> float
 
 
 def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates: int, warmup: int,
-                 batch_size: int, sac_policy_type: str, seeds: int = 1, sharing: dict | None = None) -> dict:
+                 batch_size: int, sac_policy_type: str, seeds: int = 1, sharing: dict | None = None,
+                 replay: dict | None = None) -> dict:
     """Seconds per batched update (``Learner.update_once``: sampling, the update with its sharing weights, what the
     scheme runs after it, the diagnostics) of ``seeds`` groups of n agents; for a diffusing method also the
     seconds of its combine step alone, on the same parameters."""
-    learner = filled_learner(policy, env_id, n, device, batch_size, sac_policy_type, seeds, sharing)
+    learner = filled_learner(policy, env_id, n, device, batch_size, sac_policy_type, seeds, sharing, replay)
     out = {"update": seconds_per_call(learner.update_once, device, updates, warmup), "diffusion": None}
     diffusion = learner.scheme.diffusion
     if diffusion is not None and diffusion.edges:
@@ -101,12 +107,12 @@ def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates
 
 def loop_config(policy: str, env_id: str, n: int, seeds: int, device: torch.device, start_steps: int, max_steps: int,
                 eval_freq: int, eval_episodes: int, sac_policy_type: str, workers: int | None, tmp: str,
-                cuda_graphs: bool = False, sharing: dict | None = None) -> RunConfig:
+                cuda_graphs: bool = False, sharing: dict | None = None, replay: dict | None = None) -> RunConfig:
     return RunConfig(policy=policy, env=env_id, seed=0, seeds=list(range(seeds)) if seeds > 1 else None, num_agents=n,
                      max_time_steps=max_steps, start_time_steps=start_steps, eval_freq=eval_freq,
                      eval_episodes=eval_episodes, device=str(device), results_dir=tmp, checkpoint_freq=0, quiet=True,
                      env_workers=workers, cuda_graphs=cuda_graphs, algo=algo_kwargs(policy, sac_policy_type),
-                     sharing=dict(sharing or {}))
+                     sharing=dict(sharing or {}), **(replay or {}))
 
 
 def time_training(cfg: RunConfig, steps: int) -> float:
@@ -286,6 +292,9 @@ def main(argv=None) -> int:
     p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
                    help="(b), (c): eager updates on a GPU")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
+    p.add_argument("--n_step", type=int, default=1, help="replay learners: N-step returns (default: 1)")
+    p.add_argument("--prioritized", action="store_true",
+                   help="replay learners: prioritized replay with the command lines' defaults")
     p.add_argument("--envs_per_agent", type=int, default=None,
                    help="A2C, DIFF_A2C: environments per member (default: 8); there --updates and --warmup count "
                         "rollouts, each followed by one update")
@@ -308,13 +317,14 @@ def main(argv=None) -> int:
     env.close()
     sharing = {k: v for k, v in (("topology", args.topology), ("diffusion_weights", args.diffusion_weights))
                if v not in (None, "uniform")}
+    replay = {"n_step": args.n_step, **({"per": dict(PER)} if args.prioritized else {})}
     results = []
     base = {}
     for seeds in args.seeds:
         for n in args.agents:
             m = seeds * n
             timed = time_updates(args.policy, env_id, n, device, args.updates, args.warmup, args.batch_size,
-                                 args.policy_type, seeds, sharing)
+                                 args.policy_type, seeds, sharing, replay)
             sec = timed["update"]
             base.setdefault(seeds, sec if n == 1 else None)
             share = timed["diffusion"] / sec if timed["diffusion"] is not None else None
@@ -327,7 +337,7 @@ def main(argv=None) -> int:
                 with tempfile.TemporaryDirectory() as tmp:
                     cfg = loop_config(args.policy, env_id, n, seeds, device, args.start_time_steps,
                                       args.max_time_steps, args.eval_freq, args.eval_episodes, args.policy_type,
-                                      args.env_workers, tmp, args.cuda_graphs, sharing)
+                                      args.env_workers, tmp, args.cuda_graphs, sharing, replay)
                     step = time_training(cfg, args.train_steps)
                     loop = time_loop(cfg)
                 row["train_env_steps_per_s"] = m / step
@@ -347,7 +357,7 @@ def main(argv=None) -> int:
                   + loops, flush=True)
     gaussian = args.policy.endswith("SAC") and args.policy_type == "Gaussian"
     report = {
-        "results": results, "policy": args.policy, "env": env_id, "batch_size": args.batch_size,
+        "results": results, "policy": args.policy, "env": env_id, "batch_size": args.batch_size, "replay": replay,
         "loop": {"start_time_steps": args.start_time_steps, "max_time_steps": args.max_time_steps,
                  "eval_freq": args.eval_freq, "eval_episodes": args.eval_episodes, "train_steps": args.train_steps,
                  "env_workers": args.env_workers, "cuda_graphs": args.cuda_graphs},
