@@ -76,8 +76,10 @@ class SharedReplayBuffer:
             from .priority import Priorities
 
             self.per = dict(prioritized)
+            # blocks of 256 rows: for 1e6 rows about half the cost of 1024 (measured: 3.5 vs 7.3 ms per sample,
+            # weights and update of 2 agents, B = 256, one CPU thread); for 2e4 rows the same (2.5 vs 2.7 ms)
             self.priorities = Priorities(members, self.capacity, self.device, alpha=self.per["alpha"],
-                                         eps=self.per["eps"])
+                                         eps=self.per["eps"], block=256)
 
     def __len__(self) -> int:
         return self.size
