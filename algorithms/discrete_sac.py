@@ -142,7 +142,7 @@ class DiscreteSAC(StackedAgents):
             neg_entropy = (p * log_p).sum(-1, keepdim=True).detach()
             alpha_loss = weighted_mean(-log_alpha * (neg_entropy + self.target_entropy), w)
             minimise(self.alpha_opt, alpha_loss.sum())
-            info["alpha"] = self.temperature.log_alpha.detach().exp()
+            info["alpha_loss"], info["alpha"] = alpha_loss.detach(), self.temperature.log_alpha.detach().exp()
 
         self.updates += 1
         if self.updates % self.target_update_interval == 0:
