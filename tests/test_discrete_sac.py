@@ -232,6 +232,23 @@ def test_every_policy_trains_on_discrete_actions(policy, env, tmp_path):
             assert np.isnan(w[:2]).all() and 0 < w[2] <= 1, w
 
 
+def test_worker_processes_and_saved_models_give_the_same_policies(tmp_path):
+    """Environments in worker processes (integer actions through shared memory) give the files of one process;
+    saved models, loaded by a run that does not train, evaluate to the saved run's last score."""
+    assert cartpole_cli("DASE_SAC", tmp_path / "local", "--env_workers", "0", "--save_model", "--models_dir",
+                        str(tmp_path / "models")) == 0
+    assert cartpole_cli("DASE_SAC", tmp_path / "pool", "--env_workers", "2") == 0
+    names = sorted(p.name for p in (tmp_path / "local").glob("*.npy"))
+    assert len(names) == 4  # two curves, two weight curves
+    for name in names:
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "pool" / name).read_bytes(), name
+    assert cartpole_cli("DASE_SAC", tmp_path / "loaded", "--num_steps", "200", "--start_steps", "1000",
+                        "--models_dir", str(tmp_path / "models"), "--load_model", "default") == 0
+    for i in range(2):
+        saved = np.load(tmp_path / "local" / f"DASE_SAC_CartPole-v1_2_Agent_{i}.npy")
+        assert np.load(tmp_path / "loaded" / f"DASE_SAC_CartPole-v1_2_Agent_{i}.npy")[0] == saved[-1]
+
+
 def test_alpha_stays_fixed_without_tuning(tmp_path):
     args = sac_main.parse(["--policy", "SAC", "--env", "CartPole-v1", "--no_automatic_entropy_tuning",
                            "--alpha", "0.05", "--target_entropy_scale", "0.6", "--quiet"])
