@@ -30,6 +30,7 @@ class Batch:
     own: torch.Tensor  # [N, B] bool
     behaviour_mean: Optional[torch.Tensor] = None  # Gaussian SAC only (pre-tanh)
     behaviour_std: Optional[torch.Tensor] = None
+    behaviour_probs: Optional[torch.Tensor] = None  # discrete SAC only: [N, B, A], the writer's probabilities
     # N-step returns (--n_step > 1): reward is then the discounted sum of the rewards up to the cut, next_obs and
     # not_done those of the cut's step, and discount [N, B, 1] gamma^(steps); None: one step, the algorithm's gamma
     discount: Optional[torch.Tensor] = None
@@ -66,6 +67,7 @@ class StackedAgents:
     """
 
     gaussian_behaviour = False  # True when transitions must carry the behaviour Gaussian
+    behaviour_width = 0  # A when transitions must carry the behaviour's action probabilities (discrete SAC)
 
     def __init__(self, seeds, low, high, device, expl_noise: float):
         self.members = len(seeds)  # every agent of every seed this batched model holds
@@ -128,7 +130,8 @@ class StackedAgents:
 
     @torch.no_grad()
     def explore_device(self, obs: torch.Tensor) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, torch.Tensor]]]:
-        """``explore`` on the device: actions [N, act_dim] and, for Gaussian SAC, the behaviour (mean, std)."""
+        """``explore`` on the device: actions [N, act_dim] and, for Gaussian SAC, the behaviour (mean, std) (discrete
+        SAC: actions [N] and its probabilities, (probs,))."""
         a = self.actor(obs.unsqueeze(1)).squeeze(1)
         noise = self.explore_rng.normal(a.shape[-1]) * (self.expl_noise * self.scale)
         return torch.clamp(a + noise, self.low, self.high), None

@@ -12,6 +12,10 @@ gives the external samples weight 0.
 Per-sample rule (Gaussian SAC): w_k = exp(-mean_dims (KL(b_k||p_k) + KL(p_k||b_k)) / 2)
 between the stored behaviour Gaussian b_k and the learner's current Gaussian p_k.
 
+Per-sample rule (discrete SAC): w_k = exp(-(KL(b_k||p_k) + KL(p_k||b_k)) / 2) between the stored behaviour
+probabilities b_k (what the writer acted with; uniform for warm-up actions) and the learner's current categorical
+policy p_k at s_k. "kl" uses KL(b_k||p_k) alone in both per-sample rules.
+
 An algorithm asks its ``Weighting`` for the weights of a batch and knows nothing of peers: independent learners
 weigh every sample 1; the sharing scheme (utils.run.sharing) hands DASE learners one of the rules above.
 """
@@ -150,6 +154,37 @@ def gaussian_policy_weights(
     return torch.where(own.unsqueeze(-1), ones, w)
 
 
+def categorical_kl(p: torch.Tensor, log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) = sum_a p_a (log p_a - log q_a) over the last dimension, keepdim; a zero p_a adds nothing, a zero
+    q_a where p_a > 0 gives inf. Element-wise only (no masks): capture-safe."""
+    return torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p)).sum(-1, keepdim=True)
+
+
+def categorical_policy_weights(
+    behaviour_probs: torch.Tensor,
+    policy_log_probs: torch.Tensor,
+    own: torch.Tensor,
+    similarity: str = "js",
+) -> torch.Tensor:
+    """Per-sample weights for discrete SAC: behaviour_probs [N, B, A] (stored), policy_log_probs [N, B, A] (the
+    learner's log pi(.|s) now), own [N, B]. "js" averages both KL directions, "kl" uses KL(behaviour || policy),
+    "none" gives ones. A divergence that is not finite (the learner puts mass where the behaviour had none)
+    gives weight 0."""
+    ones = torch.ones(own.shape + (1,), dtype=policy_log_probs.dtype, device=policy_log_probs.device)
+    if similarity == "none":
+        return ones
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"unknown similarity {similarity!r}")
+    b = behaviour_probs.to(policy_log_probs.dtype)
+    log_b = torch.log(b)
+    div = categorical_kl(b, log_b, policy_log_probs)
+    if similarity == "js":
+        div = 0.5 * (div + categorical_kl(policy_log_probs.exp(), policy_log_probs, log_b))
+    w = torch.exp(-div)
+    w = torch.where(torch.isfinite(w), w, torch.zeros_like(w))
+    return torch.where(own.unsqueeze(-1), ones, w)
+
+
 class Weighting:
     """Independent learners: every sample of the batch counts fully (weight 1)."""
 
@@ -184,11 +219,29 @@ class PerSampleGaussian(Weighting):
         return gaussian_policy_weights(batch.behaviour_mean, batch.behaviour_std, mean, std, batch.own, self.similarity)
 
 
+class PerSampleCategorical(Weighting):
+    """The per-sample rule of discrete SAC between the stored behaviour probabilities and the learner's policy."""
+
+    def __init__(self, similarity: str):
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"unknown similarity {similarity!r}")
+        self.similarity = similarity
+
+    def __call__(self, agents, batch, policy_actions=None) -> torch.Tensor:
+        return categorical_policy_weights(batch.behaviour_probs, agents.actor.log_probs(batch.obs), batch.own,
+                                          self.similarity)
+
+
 def dase_weighting(agents, similarity: str, kl_div_var) -> Weighting:
-    """The DASE rule for these agents: per sample for a Gaussian policy, per batch otherwise (reference variance
-    ``kl_div_var``, or the agents' exploration-noise variance with ``matched``)."""
+    """The DASE rule for these agents: per sample for a Gaussian or a categorical policy, per batch otherwise
+    (reference variance ``kl_div_var``, or the agents' exploration-noise variance with ``matched``)."""
     if similarity == "none":
         return Weighting()
+    if getattr(agents, "discrete", False):
+        if kl_div_var == MATCHED:
+            raise ValueError("--kl_div_var matched has no meaning for discrete actions (their weights compare action "
+                             "probabilities per sample, with no reference variance)")
+        return PerSampleCategorical(similarity)
     if getattr(agents, "gaussian", False):
         if kl_div_var == MATCHED:
             raise ValueError("--kl_div_var matched has no meaning for a Gaussian policy (its weights compare "

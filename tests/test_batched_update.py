@@ -7,6 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from algorithms import DDPG, SAC, TD3, Batch
+from algorithms.discrete_sac import DiscreteSAC
 from algorithms.nets import MLP, BatchedLinear, adam, init_generators, minimise
 from algorithms.sharing import batch_weights, dase_weighting
 
@@ -103,6 +104,40 @@ def test_stacked_agents_equal_separate_agents(case, default_dtype):
         fresh = params(cls(OBS, ACT, LOW, HIGH, seeds, "cpu", **kw))[k]
         moved |= not torch.allclose(p, fresh)
     assert moved, "the updates changed nothing"
+
+
+def random_discrete_batch(n: int, gen: torch.Generator, actions: int) -> Batch:
+    """Discrete SAC's batch: action indices as floats [N, B, 1], the behaviour's probabilities [N, B, A]."""
+    batch = random_batch(n, gen, False)
+    batch.action = torch.randint(0, actions, (n, B, 1), generator=gen).to(batch.obs.dtype)
+    batch.behaviour_probs = torch.softmax(2.0 * torch.randn(n, B, actions, generator=gen), -1)
+    return batch
+
+
+@pytest.mark.parametrize("default_dtype", [torch.float64, torch.float32], indirect=True, ids=["float64", "float32"])
+@pytest.mark.parametrize("tuning", [True, False], ids=["tuned", "fixed alpha"])
+def test_discrete_sac_stacked_agents_equal_separate_agents(tuning, default_dtype):
+    """Discrete SAC with DASE's per-sample categorical weights: members stacked == members built alone."""
+    n, seeds, actions = 3, [4, 104, 204], 4
+    kw = {"hidden_size": 32, "automatic_entropy_tuning": tuning, "target_entropy_scale": 0.7}
+    stacked = dase(DiscreteSAC(OBS, actions, None, None, seeds, "cpu", **kw))
+    singles = [dase(DiscreteSAC(OBS, actions, None, None, [s], "cpu", **kw)) for s in seeds]
+    for i, single in enumerate(singles):
+        for k, p in params(single).items():
+            assert torch.equal(params(stacked)[k][i : i + 1], p), k
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(UPDATES):
+        batch = random_discrete_batch(n, gen, actions)
+        stacked.update(batch)
+        for i, single in enumerate(singles):
+            single.update(agent_slice(batch, i))
+    for i, single in enumerate(singles):
+        for k, p in params(single).items():
+            assert_params_match(params(stacked)[k][i : i + 1], p, default_dtype, f"agent {i} {k}")
+    fresh = params(DiscreteSAC(OBS, actions, None, None, seeds, "cpu", **kw))
+    online = [k for k in fresh if k.startswith(("actor.", "critic."))]
+    assert all(not torch.allclose(params(stacked)[k], fresh[k]) for k in online)  # every online layer learned
+    assert tuning != torch.allclose(stacked.temperature.log_alpha, fresh["temperature.log_alpha"])
 
 
 def test_batched_linear_is_n_plain_linear_layers():

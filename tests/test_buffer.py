@@ -59,3 +59,25 @@ def test_gaussian_behaviour_is_stored():
     buf.add(np.zeros((2, 1)), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool))  # random phase
     np.testing.assert_allclose(buf.behaviour_mean[0, :4].numpy(), [[0.5, 0.5]] * 2 + [[0, 0]] * 2)
     np.testing.assert_allclose(buf.behaviour_std[0, :4].numpy(), [[0.2, 0.2]] * 2 + [[1, 1]] * 2)
+
+
+def test_discrete_actions_and_behaviour_probabilities_are_stored():
+    """Discrete SAC: the action index in a width-1 action column, the writer's probabilities beside it (uniform for
+    the warm-up's random actions), sampled row for row."""
+    buf = SharedReplayBuffer(1, 1, capacity=10, writers=2, behaviour_width=3)
+    buf.add(np.array([[0.0], [1.0]]), np.array([2, 0]), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool),
+            behaviour=(np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]]),))
+    buf.add(np.array([[2.0], [3.0]]), np.array([1, 1]), np.zeros(2), np.zeros((2, 1)), np.zeros(2, bool))
+    np.testing.assert_array_equal(buf.action[0, :4, 0].numpy(), [2, 0, 1, 1])
+    stored = [[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]] + [[1 / 3] * 3] * 2
+    np.testing.assert_allclose(buf.behaviour_probs[0, :4].numpy(), stored, rtol=1e-6)
+    batch = buf.sample(64, AgentRNG([0, 100]))
+    assert batch.behaviour_mean is None and batch.behaviour_probs.shape == (2, 64, 3)
+    rows = batch.obs[..., 0].long()  # row k holds obs k
+    torch.testing.assert_close(batch.behaviour_probs, buf.behaviour_probs[0, rows])
+    torch.testing.assert_close(batch.action[..., 0], buf.action[0, rows, 0])
+    assert buf.nbytes() == SharedReplayBuffer.bytes_for(1, 1, 10, behaviour_width=3)
+    state = buf.state_dict()
+    again = SharedReplayBuffer(1, 1, capacity=10, writers=2, behaviour_width=3)
+    again.load_state_dict(state)
+    assert torch.equal(again.behaviour_probs[:, :4], buf.behaviour_probs[:, :4])

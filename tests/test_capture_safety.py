@@ -48,28 +48,43 @@ POLICIES = {
     "DASE_SAC gaussian n_step 3 vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16,
                                                        "vtrace": [1.0, 1.0, 0.9]}, {}, 2, {"n_step": 3}),
 }
+# discrete SAC (a discrete action space of DISCRETE_ACTIONS actions): its sampling, categorical weights, distillation
+DISCRETE_ACTIONS = 3
+DISCRETE = {
+    "DASE_SAC discrete": ("DASE_SAC", {"hidden_size": 16}, {}, 2),
+    "DASE_SAC discrete kl, fixed alpha": ("DASE_SAC", {"hidden_size": 16, "automatic_entropy_tuning": False},
+                                          {"similarity": "kl"}, 2),
+    "DPD_SAC discrete": ("DPD_SAC", {"hidden_size": 16}, {"dpd_batch_size": 16}, 2),
+    "DIFF_DASE_SAC discrete, link drops": ("DIFF_DASE_SAC", {"hidden_size": 16}, {"topology": "ring", "link_drop": 0.3},
+                                           4),
+}
 
 
-def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2, **learner):
+def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2, discrete=False, **kwargs):
     member_seeds = [s + 100 * i for s in seeds for i in range(n)]
     settings = SharingSettings.of(policy, n, sharing)
     settings.check()
-    learner = Learner(algorithm_of(policy), algo, member_seeds, n, OBS, ACT, LOW, HIGH, buffer_size=500,
-                      batch_size=32, updates_per_step=1, device=torch.device("cpu"), sharing=settings, **learner)
+    act, low, high = (DISCRETE_ACTIONS, None, None) if discrete else (ACT, LOW, HIGH)
+    learner = Learner(algorithm_of(policy), algo, member_seeds, n, OBS, act, low, high, buffer_size=500,
+                      batch_size=32, updates_per_step=1, device=torch.device("cpu"), sharing=settings, **kwargs)
     rng = np.random.default_rng(0)
     m = len(member_seeds)
-    for _ in range(60):
+    for step in range(60):
         behaviour = (rng.standard_normal((m, ACT)), rng.uniform(0.2, 1.0, (m, ACT))) \
             if learner.agents.gaussian_behaviour else None
-        learner.store(rng.standard_normal((m, OBS)), rng.uniform(-2, 2, (m, ACT)), rng.standard_normal(m),
+        if discrete and step % 2:  # exploring steps (with their probabilities) between random ones
+            behaviour = (rng.dirichlet(np.ones(act), m),)
+        actions = rng.integers(0, act, m) if discrete else rng.uniform(-2, 2, (m, ACT))
+        learner.store(rng.standard_normal((m, OBS)), actions, rng.standard_normal(m),
                       rng.standard_normal((m, OBS)), rng.random(m) < 0.05, behaviour)
     return learner
 
 
-@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("policy", list(POLICIES) + list(DISCRETE))
 def test_update_and_exploration_hold_no_capture_unsafe_op(policy):
-    name, algo, sharing, n, *learner_kwargs = POLICIES[policy]
-    learner = filled_learner(name, algo, sharing, n=n, **(learner_kwargs[0] if learner_kwargs else {}))
+    discrete = policy in DISCRETE
+    name, algo, sharing, n, *learner_kwargs = (DISCRETE if discrete else POLICIES)[policy]
+    learner = filled_learner(name, algo, sharing, n=n, discrete=discrete, **(learner_kwargs[0] if learner_kwargs else {}))
     optimizers_as_on_cuda(learner.agents)
     for _ in range(3):  # optimizer state exists before a capture (UpdateGraphs waits for it too)
         learner.update_once()

@@ -11,6 +11,7 @@ import torch
 import DASE_main
 import sac_main
 from utils.cli import main_guard
+from utils.envs import atari
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--env", "Pendulum-v1", "--seed", "5", "--eval_freq", "200", "--eval_episodes", "2", "--batch_size", "32"]
@@ -118,12 +119,25 @@ ERRORS = [
     (sac_main, ["--results_dir", ""], "--results_dir '': an empty path"),
     (DASE_main, ["--checkpoint_dir", ""], "--checkpoint_dir '': an empty path"),
     (sac_main, ["--models_dir", "", "--save_model"], "--models_dir '': an empty path"),
+    # discrete actions: SAC becomes discrete SAC, with its own settings
+    (sac_main, ["--env", "CartPole-v1", "--policy_type", "Gaussian"], "--policy_type Gaussian: CartPole-v1 has"),
+    (sac_main, ["--env", "CartPole-v1", "--policy_type", "Deterministic"], "drop --policy_type"),
+    (sac_main, ["--env", "CartPole-v1", "--target_entropy_scale", "0"], "--target_entropy_scale 0.0 must be in (0, 1]"),
+    (sac_main, ["--env", "Acrobot-v1", "--target_entropy_scale", "1.5"], "--target_entropy_scale 1.5 must be in"),
+    (sac_main, ["--env", "CartPole-v1", "--target_entropy_scale", "-0.2"], "--target_entropy_scale -0.2 must be in"),
+    (sac_main, ["--env", "CartPole-v1", "--target_entropy_scale", "nan"], "--target_entropy_scale"),
+    (sac_main, ["--target_entropy_scale", "0.5"], "applies to discrete action spaces"),
+    (sac_main, ["--env", "CartPole-v1", "--kl_div_var", "matched"], "--kl_div_var matched: CartPole-v1 has discrete"),
+    (sac_main, ["--env", "CartPole-v1", "--alpha", "0"], "--no_automatic_entropy_tuning"),
+    (sac_main, ["--env", "CarRacing-v3"], "observations must be flat vectors"),
     # the other command line's spelling of a flag points to this one's
     (sac_main, ["--max_time_steps", "100"], "sac_main.py calls it --num_steps"),
     (sac_main, ["--start_time_steps=100"], "sac_main.py calls it --start_steps"),
     (DASE_main, ["--num_steps", "100"], "DASE_main.py calls it --max_time_steps"),
     (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
 ]
+if atari.available():  # the replay learners take flat observations only
+    ERRORS.append((sac_main, ["--env", "ALE/Pong-v5"], "Atari games have image observations"))
 if not torch.cuda.is_available():
     ERRORS.append((DASE_main, ["--device", "cuda"], "no CUDA GPU"))
     ERRORS.append((sac_main, ["--device", "cuda:1"], "no CUDA GPU"))

@@ -24,6 +24,8 @@ POLICIES = {
     "DASE_TD3 star": dict(policy="DASE_TD3", num_agents=3, algo={"hidden": (32, 32)}, sharing={"topology": "star"}),
     "DIFF_TD3 ring, drops": dict(policy="DIFF_TD3", num_agents=4, algo={"hidden": (32, 32)},
                                  sharing={"topology": "ring", "link_drop": 0.25}),
+    # discrete SAC: categorical exploration from the agents' own streams, behaviour probabilities in the buffer
+    "DASE_SAC CartPole": dict(policy="DASE_SAC", env="CartPole-v1", num_agents=2, algo={"hidden_size": 32}),
 }
 
 
@@ -75,7 +77,7 @@ def test_seeds_in_one_process_equal_separate_runs(policy, tmp_path):
     assert not np.array_equal(together[0], together[n])  # different seeds, different runs
 
 
-@pytest.mark.parametrize("policy", ["DASE_TD3", "DPD_TD3", "DIFF_TD3 ring, drops"])
+@pytest.mark.parametrize("policy", ["DASE_TD3", "DPD_TD3", "DIFF_TD3 ring, drops", "DASE_SAC CartPole"])
 def test_checkpoints_of_seeds_together_are_those_of_seeds_alone_and_resume_either_way(policy, tmp_path):
     full = {s: train(config(policy, tmp_path / f"full{s}", seed=s)) for s in (1, 2)}
     ckpt = dict(checkpoint_freq=100, max_time_steps=600)

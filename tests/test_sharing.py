@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch.distributions import MultivariateNormal, Normal, kl_divergence
+from torch.distributions import Categorical, MultivariateNormal, Normal, kl_divergence
 
-from algorithms.sharing import batch_weights, gaussian_policy_weights, kl_to_isotropic
+from algorithms.sharing import batch_weights, categorical_policy_weights, gaussian_policy_weights, kl_to_isotropic
 
 torch.set_default_dtype(torch.float32)
 
@@ -150,3 +150,29 @@ def test_gaussian_sac_weights_match_torch_distributions(similarity):
     # identical Gaussians: weight exactly 1
     same = gaussian_policy_weights(bm, bs, bm, bs, own, similarity)
     torch.testing.assert_close(same, torch.ones_like(same))
+
+
+@pytest.mark.parametrize("similarity", ["js", "kl"])
+def test_categorical_sac_weights_match_torch_distributions(similarity):
+    """Discrete SAC's per-sample rule: D = (KL(b||p) + KL(p||b)) / 2 ("js": both directions summed, halved as in
+    the Gaussian rule) or KL(b||p) ("kl"), between the stored behaviour probabilities b and the learner's policy p."""
+    gen = torch.Generator().manual_seed(12)
+    n, b, a = 2, 40, 4
+    f64 = dict(generator=gen, dtype=torch.float64)
+    behaviour = torch.softmax(2.0 * torch.randn(n, b, a, **f64), -1)
+    logits = 2.0 * torch.randn(n, b, a, **f64)
+    behaviour[0, :5] = torch.tensor([0.5, 0.5, 0.0, 0.0], dtype=torch.float64)  # actions the writer never takes
+    behaviour[0, 5:8] = torch.softmax(logits[0, 5:8], -1)  # a writer that acted as the learner does now
+    own = torch.rand(n, b, generator=gen) > 0.5
+    own[0, :8] = False
+    w = categorical_policy_weights(behaviour, torch.log_softmax(logits, -1), own, similarity)
+    beh, pol = Categorical(probs=behaviour), Categorical(logits=logits)
+    fwd = kl_divergence(beh, pol)
+    div = fwd if similarity == "kl" else (fwd + kl_divergence(pol, beh)) / 2
+    expected = torch.where(own, torch.ones(n, b, dtype=torch.float64), torch.exp(-div)).unsqueeze(-1)
+    torch.testing.assert_close(w, expected, rtol=1e-12, atol=1e-14)
+    assert torch.isfinite(w).all() and torch.all(w[own] == 1.0)
+    # zero behaviour probabilities: the reverse divergence is infinite (weight 0), the forward one is not
+    assert torch.all(w[0, :5] == 0.0) if similarity == "js" else torch.all(w[0, :5] > 0.0)
+    torch.testing.assert_close(w[0, 5:8], torch.ones(3, 1, dtype=torch.float64))
+    assert torch.all(categorical_policy_weights(behaviour, torch.log_softmax(logits, -1), own, "none") == 1.0)

@@ -122,7 +122,7 @@ def test_a_heavier_longer_pendulum_steps_differently_and_the_nominal_task_does_n
                                          ("RandomNormalAcrobot-v1", "Acrobot-v1"),
                                          ("RandomNormalCartPole-v1", "CartPole-v1")])
 def test_discrete_variants_construct_step_and_differ(env_id, base):
-    with pytest.raises(UsageError, match="Discrete"):  # the off-policy trainers refuse them
+    with pytest.raises(UsageError, match="Discrete"):  # DDPG and TD3 refuse them (make_env's default: "box")
         make_env(env_id)
     env, plain = gym.make(env_id, task=task_for(env_id, 11)), gym.make(base)
     o1, info = env.reset(seed=2)

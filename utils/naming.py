@@ -67,7 +67,7 @@ class Algorithm:
 ALGORITHM_SPECS = (
     Algorithm("TD3", "DASE_main.py", "replay"),
     Algorithm("DDPG", "DASE_main.py", "replay"),
-    Algorithm("SAC", "sac_main.py", "replay"),
+    Algorithm("SAC", "sac_main.py", "replay", actions=("box", "discrete")),  # discrete: Christodoulou's SAC
     Algorithm("A2C", "ac_main.py", "rollout", methods=("", "DIFF"), actions=("discrete", "box")),
     Algorithm("A3C", "ac_main.py", "async", methods=("",), actions=("discrete", "box")),
     Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete",)),

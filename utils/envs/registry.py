@@ -116,8 +116,8 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
         wanted = " or ".join(ACTION_KINDS[k] for k in actions)
         hint = {"box": "e.g. Pendulum-v1 or LunarLanderContinuous-v3",
                 "discrete": "e.g. CartPole-v1 or LunarLander-v3"}[actions[0]]
-        other = (" (A2C and ACER on ac_main.py take discrete actions)" if "discrete" not in actions else
-                 " (TD3, DDPG and SAC take continuous ones)" if "box" not in actions else "")
+        other = (" (SAC on sac_main.py, A2C and ACER on ac_main.py take discrete actions)" if "discrete" not in actions
+                 else " (TD3, DDPG and SAC take continuous ones)" if "box" not in actions else "")
         raise UsageError(f"--env {env_id}: action space is {type(space).__name__}, {who} needs {wanted} action "
                          f"space; pick {hint}{other}")
     if kind == "box" and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
@@ -127,6 +127,19 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
         env.close()
         raise UsageError(f"--env {env_id}: observations must be flat vectors, got shape {env.observation_space.shape}")
     return env
+
+
+def action_kind(env_id: str, who: str) -> str:
+    """"box" or "discrete": the action space of ``env_id``, for a learner of flat observations that takes both
+    (sac_main.py asks before it builds a run). The environment is made and closed; anything ``make_env`` refuses,
+    and Atari games (image observations), is a UsageError."""
+    if _atari_name(env_id):
+        raise UsageError(f"--env {env_id}: Atari games have image observations, {who} needs flat ones; A2C, A3C and "
+                         "ACER on ac_main.py play Atari")
+    env = make_env(env_id, actions=("box", "discrete"), who=who)
+    kind = "discrete" if isinstance(env.action_space, gym.spaces.Discrete) else "box"
+    env.close()
+    return kind
 
 
 def seeded_envs(env_id: str, seeds, tasks=None, **kinds) -> tuple[list[gym.Env], np.ndarray]:

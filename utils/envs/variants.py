@@ -26,8 +26,8 @@ Ids and what they change (factors multiply the Gymnasium defaults; one factor pe
 ``AirWindMassHopper-v5``, ``...HalfCheetah-v5`` air medium, wind and masses together
 ==============================================  ====================================================
 
-Acrobot and CartPole have discrete actions: the off-policy trainers refuse them (``make_env``), but they
-exist for the on-policy family.
+Acrobot and CartPole have discrete actions: discrete SAC (sac_main.py) and the on-policy family train on them,
+DDPG and TD3 refuse them (``make_env``).
 """
 from __future__ import annotations
 

@@ -34,11 +34,13 @@ class SharedReplayBuffer:
     ``sample(..., groups=peer)`` lets a member read another group (DPD distils on a peer's states).
     """
 
-    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "ended", "writer", "behaviour_mean", "behaviour_std")
+    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "ended", "writer", "behaviour_mean", "behaviour_std",
+              "behaviour_probs")
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int,
                  device: torch.device | str = "cpu", gaussian_behaviour: bool = False, groups: int = 1,
-                 n_step: int = 1, gamma: float = 0.99, sequences: bool = False, prioritized: dict | None = None):
+                 behaviour_width: int = 0, n_step: int = 1, gamma: float = 0.99, sequences: bool = False,
+                 prioritized: dict | None = None):
         if capacity < writers:
             raise ValueError(f"capacity {capacity} is smaller than one step of {writers} agents")
         if n_step > 1 and capacity % writers:
@@ -56,6 +58,9 @@ class SharedReplayBuffer:
         self.writer = torch.zeros((g, c), dtype=torch.int16, device=self.device)
         self.behaviour_mean = torch.zeros((g, c, act_dim), **f32) if gaussian_behaviour else None
         self.behaviour_std = torch.ones((g, c, act_dim), **f32) if gaussian_behaviour else None
+        # discrete actions (stored as their index in a width-1 action column): the probabilities the writer acted with
+        self.behaviour_probs = torch.full((g, c, behaviour_width), 1.0 / behaviour_width, **f32) if behaviour_width \
+            else None
         self.ptr = 0
         self.size = 0
         # the size on the device too: sampling reads it there, so it needs no host value (CUDA graphs)
@@ -97,6 +102,9 @@ class SharedReplayBuffer:
         if self.behaviour_mean is not None and behaviour is not None:
             fields += [self.behaviour_mean, self.behaviour_std]
             values += list(behaviour)
+        if self.behaviour_probs is not None and behaviour is not None:
+            fields.append(self.behaviour_probs)
+            values += list(behaviour)
         columns = [np.asarray(v, dtype=np.float32).reshape(g * n, -1) for v in values]
         staged = self._to_device(columns)
         col = 0
@@ -108,6 +116,8 @@ class SharedReplayBuffer:
             # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
             self.behaviour_mean[:, rows] = 0.0
             self.behaviour_std[:, rows] = 1.0
+        if self.behaviour_probs is not None and behaviour is None:
+            self.behaviour_probs[:, rows] = 1.0 / self.behaviour_probs.shape[-1]  # uniform random actions
         if self.priorities is not None:
             self.priorities.add(rows)  # new rows at each member's highest priority so far
         self.newest.fill_(self.ptr)
@@ -182,12 +192,13 @@ class SharedReplayBuffer:
         """The rows ``idx`` [M, B] of groups ``g`` [M, 1] as a batch."""
         beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
             else (None, None)
+        probs = self.behaviour_probs[g, idx] if self.behaviour_probs is not None else None
         if self.n_step > 1:
             reward, next_obs, not_done, discount, sequence = self._n_step(g, idx)
-            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh, discount,
-                         sequence)
+            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh,
+                         behaviour_probs=probs, discount=discount, sequence=sequence)
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
-                     self.not_done[g, idx], own, *beh)
+                     self.not_done[g, idx], own, *beh, behaviour_probs=probs)
 
     def _n_step(self, g: torch.Tensor, idx: torch.Tensor) -> tuple:
         """The N-step reward, next state, not_done and discount of rows ``idx`` [M, B] (see the module's
@@ -243,9 +254,11 @@ class SharedReplayBuffer:
             self.priorities.load_state_dict(state["priorities"], self._members(groups))
 
     @staticmethod
-    def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False) -> int:
-        """Memory one group of this shape holds: float32 s, a, r, s', not_done, ended (+ mean, std), int16 writer."""
-        floats = 2 * obs_dim + act_dim + 3 + (2 * act_dim if gaussian_behaviour else 0)
+    def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False,
+                  behaviour_width: int = 0) -> int:
+        """Memory one group of this shape holds: float32 s, a, r, s', not_done, ended (+ mean, std; + probabilities),
+        int16 writer."""
+        floats = 2 * obs_dim + act_dim + 3 + (2 * act_dim if gaussian_behaviour else 0) + behaviour_width
         return capacity * (4 * floats + 2)
 
     def nbytes(self) -> int:

@@ -15,6 +15,7 @@ import torch
 
 from algorithms import DDPG, SAC, TD3
 from algorithms.base import stream_seed
+from algorithms.discrete_sac import DiscreteSAC
 from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
@@ -22,6 +23,7 @@ from .cuda_graphs import UpdateGraphs
 from .sharing import Scheme, SharingSettings, independent
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}  # naming.ALGORITHMS -> class
+DISCRETE = {"SAC": DiscreteSAC}  # the class for a discrete action space (naming: actions include "discrete")
 STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "actor_updates")
 
 
@@ -34,14 +36,19 @@ class Learner:
                  n_step: int = 1, prioritized: dict | None = None):
         self.agents_per_seed, self.members = num_agents, len(member_seeds)
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
-        self.agents = ALGORITHMS[algorithm](obs_dim, act_dim, low, high, member_seeds, device, **algo)
+        # a discrete action space (act_dim actions, no bounds: low and high None) takes the algorithm's discrete form
+        discrete = low is None
+        self.agents = (DISCRETE if discrete else ALGORITHMS)[algorithm](obs_dim, act_dim, low, high, member_seeds,
+                                                                        device, **algo)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.groups_per_seed = self.scheme.groups // self.scheme.seeds
         gamma = algo.get("discount", algo.get("gamma", 0.99))
-        self.buffer = SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size, n_step),
+        # a discrete action is stored as its index, in an action column of width 1
+        self.buffer = SharedReplayBuffer(obs_dim, 1 if discrete else act_dim, self.scheme.capacity(buffer_size, n_step),
                                          self.scheme.writers, device, self.agents.gaussian_behaviour,
-                                         groups=self.scheme.groups, n_step=n_step, gamma=gamma,
-                                         sequences=bool(algo.get("vtrace")), prioritized=prioritized)
+                                         groups=self.scheme.groups, behaviour_width=self.agents.behaviour_width,
+                                         n_step=n_step, gamma=gamma, sequences=bool(algo.get("vtrace")),
+                                         prioritized=prioritized)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
@@ -55,7 +62,8 @@ class Learner:
 
     @torch.no_grad()
     def snapshot(self):
-        """The actors as they are now, as a policy for evaluation ([M, E, obs_dim] -> [M, E, act_dim])."""
+        """The actors as they are now, as a policy for evaluation ([M, E, obs_dim] -> [M, E, act_dim]; discrete:
+        the greedy actions, int64 [M, E])."""
         torch._foreach_copy_(list(self.eval_actor.parameters()), list(self.agents.actor.parameters()))
         actor, device = self.eval_actor, self.device
 
@@ -67,7 +75,8 @@ class Learner:
     steps_per_iteration = 1  # environment steps per member and loop step
 
     def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], Optional[tuple]]:
-        """Exploration actions (and the behaviour Gaussian, for DASE_SAC); None in the warm-up: random actions."""
+        """Exploration actions (and the behaviour: Gaussian SAC's Gaussian, discrete SAC's probabilities); None in
+        the warm-up: random actions."""
         return (None, None) if warmup else self.agents.explore(obs)
 
     def explore(self, obs: np.ndarray) -> tuple[np.ndarray, Optional[tuple]]:

@@ -109,6 +109,9 @@ class Trainer:
         self.envs = c = make_envs(cfg.env, env_seeds, [s + 100 for s in seeds for _ in range(n)],
                                   cfg.eval_episodes, self.workers, [x for x in self.tasks for _ in range(k)],
                                   eval_tasks, spec.actions, cfg.algorithm)
+        if spec.family == "replay" and len(c.obs_shape) != 1:  # make_env lets Atari's images through (ac_main.py)
+            c.close()
+            raise UsageError(f"--env {cfg.env}: observations of shape {c.obs_shape}; {cfg.algorithm} needs flat ones")
         if spec.family == "rollout":
             self.learner = RolloutLearner(cfg.algorithm, cfg.algo, self.member_seeds, n, c, self.device,
                                           cfg.sharing_settings())
