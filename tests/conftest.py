@@ -13,3 +13,12 @@ def _reset_torch_seed():
     """Tests must not depend on each other's global torch RNG state."""
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def float64():
+    """Numerical checks in float64, so they hold on any x86-64 CPU (float32 rounding differs with the vector width)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)

@@ -93,14 +93,6 @@ def rollout(n, t=5, k=3, obs_dim=4, act=2, discrete=True, seed=0):
             "ended": torch.maximum(term, (torch.rand(n, t, k, generator=g) < 0.1).float())}
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 @pytest.mark.parametrize("discrete", [True, False])
 def test_batched_update_equals_each_member_alone(discrete, float64):
     """Three members in one model, updated three times, equal three one-member models (same seeds): stacked

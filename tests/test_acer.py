@@ -34,14 +34,6 @@ def make(seeds, **kw):
     return ACER((3,), 3, None, None, seeds, "cpu", True, **kw)
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def params(agent):
     return {f"{name}.{k}": p.detach() for name, net in agent.networks.items() for k, p in net.named_parameters()}
 

@@ -26,14 +26,6 @@ from utils.run.sharing import Scheme, SharingSettings
 OBS, ACT, B = 5, 3, 40
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def random_batch(n: int, gen: torch.Generator, b: int = B) -> Batch:
     writer = torch.randint(0, n, (n, b), generator=gen)
     return Batch(obs=torch.randn(n, b, OBS, generator=gen),

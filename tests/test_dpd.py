@@ -29,14 +29,6 @@ def one_member(x: torch.Tensor, m: int, members: int) -> torch.Tensor:
     return out
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 @pytest.mark.parametrize("cls,kw", [(TD3, {"hidden": (16, 16)}),
                                     (SAC, {"policy_type": "Gaussian", "hidden_size": 16})])
 def test_weights_and_loss_equal_a_per_sample_computation(cls, kw, float64):

@@ -14,14 +14,6 @@ from utils.cli import main_guard
 M, B, N, OBS, ACT = 2, 5, 3, 3, 2
 
 
-@pytest.fixture
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def agent(vtrace):
     return SAC(OBS, ACT, [-2.0] * ACT, [2.0] * ACT, [1, 2], "cpu", policy_type="Gaussian", hidden_size=16,
                gamma=0.9, reward_scale=2.0, vtrace=vtrace)
