@@ -37,7 +37,7 @@ import torch
 
 from utils.cli import resolve_device
 from utils.envs.registry import make_env, resolve_env_id
-from utils.naming import ALGORITHM, algorithm_of, parse_policy
+from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
 from utils.run import RunConfig, Trainer
 from utils.run.buffer import SharedReplayBuffer
 from utils.run.learner import Learner
@@ -311,6 +311,9 @@ def main(argv=None) -> int:
         return rollout_main(args, env_id, device)
     if args.envs_per_agent is not None or args.n_steps is not None:
         p.error("--envs_per_agent and --n_steps apply to A2C and DIFF_A2C only")
+    if not is_multi_agent(args.policy) and max(args.agents) > 1:
+        p.error(f"--agents {' '.join(map(str, args.agents))}: {args.policy} is a single agent; time it with --agents 1 "
+                f"(--seeds S batches S of it), or time DASE_{args.policy} for several agents")
 
     env = make_env(env_id)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]

@@ -52,3 +52,11 @@ def test_on_policy_flags_and_counts_are_checked():
         throughput.main(["--policy", "DIFF_A2C", "--env", "CartPole-v1", "--agents", "1", "4"])
     with pytest.raises(SystemExit, match="not covered"):
         throughput.main(["--policy", "A3C", "--env", "CartPole-v1"])
+
+
+def test_a_single_agent_policy_with_several_agents_is_a_usage_error(capsys):
+    """TD3 is one agent: --agents 1 2 was a traceback from inside the timed loop; it is a usage error up front."""
+    with pytest.raises(SystemExit) as e:
+        throughput.main(["--policy", "TD3", "--env", "Pendulum-v1", "--agents", "1", "2"])
+    assert e.value.code == 2
+    assert "TD3 is a single agent" in capsys.readouterr().err
