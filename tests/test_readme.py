@@ -181,3 +181,19 @@ def test_figures_hold_data_and_pictures_only():
     """Tables are made by the tools (utils.plot, utils.plot.windows, utils.weight_map), not by scripts kept
     beside the pictures."""
     assert not sorted((ROOT / "Figures").rglob("*.py"))
+
+
+def test_the_replay_table_in_the_docs_is_the_committed_curves(capsys):
+    """docs/replay.md's LunarLander table (N-step and prioritized replay vs plain) is what experiments/replay_table.py
+    computes from the curves committed under 'Learning Curves/CPU 100k': every finished run's row, number for number."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("replay_table", ROOT / "experiments" / "replay_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    assert table.main() == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| TD3") or line.startswith("| DASE")]
+    assert len(rows) >= 3  # the plain runs and TD3 --n_step 3 are committed
+    page = (ROOT / "docs" / "replay.md").read_text()
+    for row in rows:
+        assert row in page, f"docs/replay.md lacks or misquotes: {row}"
