@@ -31,3 +31,60 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+@pytest.fixture
+def full_and_killed_runs():
+    """run(args, stem, full, cut, settle): the command line ``args`` (a script and its flags, checkpointing) run to
+    the end into ``full``, and again into ``cut``, SIGKILLed ``settle`` seconds after its first checkpoint appears
+    (no chance to clean up) and then continued with --resume. The two runs' exit codes are checked; compare the
+    folders' files."""
+    import signal
+    import subprocess
+    import time
+
+    def run(args: list[str], stem: str, full: Path, cut: Path, settle: float) -> None:
+        done = subprocess.run([*args, "--results_dir", str(full)], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        ckpt = cut / "checkpoints" / f"{stem}.pt"
+        proc = subprocess.Popen([*args, "--results_dir", str(cut)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 600
+        while not ckpt.exists():
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(settle)  # somewhere after the first checkpoint
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait() == -signal.SIGKILL, "the run must really be killed before it finishes"
+        resumed = subprocess.run([*args, "--results_dir", str(cut), "--resume"], cwd=ROOT, capture_output=True,
+                                 text=True)
+        assert resumed.returncode == 0, resumed.stderr
+
+    return run
+
+
+@pytest.fixture
+def seed_one_three_ways():
+    """check(script, args, stop, folder, names): seed 1 of ``args`` (a script module's flags, no seed) trained
+    batched with seed 0, alone, and stopped at step ``stop`` (a checkpoint there) then resumed, all in this
+    process; each curve ``names`` of the three runs must be bit for bit the same. Returns seed 1's curves alone."""
+    from utils.cli import main_guard
+    from utils.run import Trainer
+
+    def check(script, args: list[str], stop: int, folder: Path, names: list[str]) -> list:
+        import numpy as np
+
+        assert main_guard(script.run, [*args, "--seeds", "0", "1", "--results_dir", str(folder / "both")]) == 0
+        assert main_guard(script.run, [*args, "--seed", "1", "--results_dir", str(folder / "one")]) == 0
+        cut = [*args, "--seed", "1", "--checkpoint_freq", str(stop), "--results_dir", str(folder / "cut")]
+        Trainer(script.build_config(script.parse(cut))).run(stop_at=stop)
+        assert main_guard(script.run, [*cut, "--resume"]) == 0
+        alone = []
+        for name in names:
+            a = np.load(folder / "one" / name)
+            np.testing.assert_array_equal(a, np.load(folder / "both" / name))
+            np.testing.assert_array_equal(a, np.load(folder / "cut" / name))
+            alone.append(a)
+        return alone
+
+    return check

@@ -1,9 +1,6 @@
 """A2C and DIFF_A2C: the distributions, the advantages, the batched update against a per-member loop, seeds in
 one process equal to seeds alone, exact resume after SIGKILL, Diff-A2C's combine, bad inputs, and learning."""
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -155,28 +152,12 @@ def test_env_workers_give_the_same_curves(tmp_path):
         np.testing.assert_array_equal(np.load(tmp_path / "local" / name), np.load(tmp_path / "pool" / name))
 
 
-def test_sigkill_then_resume_gives_identical_curves(tmp_path):
+def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_runs):
     args = [sys.executable, str(ROOT / "ac_main.py"), "--env", "CartPole-v1", "--max_time_steps", "24000",
             "--eval_freq", "2000", "--eval_episodes", "2", "--envs_per_agent", "4", "--checkpoint_freq", "4000",
             "--threads", "1", "--env_workers", "0", "--quiet"]
-    full = subprocess.run([*args, "--results_dir", str(tmp_path / "full")], cwd=ROOT, capture_output=True, text=True)
-    assert full.returncode == 0, full.stderr
-    ckpt = tmp_path / "cut" / "checkpoints" / "A2C_CartPole-v1_0.pt"
-    proc = subprocess.Popen([*args, "--results_dir", str(tmp_path / "cut")], cwd=ROOT, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 600
-    while not ckpt.exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.2)  # somewhere after the first checkpoint, mid-rollout
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run must really be killed before it finishes"
-    resumed = subprocess.run([*args, "--results_dir", str(tmp_path / "cut"), "--resume"], cwd=ROOT,
-                             capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
-    a = np.load(tmp_path / "full" / "A2C_CartPole-v1_0.npy")
-    b = np.load(tmp_path / "cut" / "A2C_CartPole-v1_0.npy")
+    full_and_killed_runs(args, "A2C_CartPole-v1_0", tmp_path / "full", tmp_path / "cut", 0.2)  # mid-rollout
+    a, b = (np.load(tmp_path / d / "A2C_CartPole-v1_0.npy") for d in ("full", "cut"))
     assert a.shape == (13,)
     np.testing.assert_array_equal(a, b)
 

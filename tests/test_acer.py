@@ -2,10 +2,7 @@
 replay update leaves a member exactly as it was, the average policy's Polyak step, the trust region in the update,
 seeds batching, exact resume after SIGKILL, bad inputs, and learning CartPole (slow). The formulas themselves
 (Retrace, truncation, bias correction, projection) are tested by hand in tests/test_acer_math.py."""
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -108,25 +105,10 @@ def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
                                   np.load(tmp_path / "one" / "ACER_CartPole-v1_1.npy"))
 
 
-def test_sigkill_then_resume_gives_identical_curves(tmp_path):
+def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_runs):
     args = [sys.executable, str(ROOT / "ac_main.py"), *SHORT[:-5], "--max_time_steps", "9600", "--eval_freq",
             "1600", "--checkpoint_freq", "2400", "--threads", "1", "--env_workers", "0", "--quiet"]
-    full = subprocess.run([*args, "--results_dir", str(tmp_path / "full")], cwd=ROOT, capture_output=True, text=True)
-    assert full.returncode == 0, full.stderr
-    ckpt = tmp_path / "cut" / "checkpoints" / "ACER_CartPole-v1_0.pt"
-    proc = subprocess.Popen([*args, "--results_dir", str(tmp_path / "cut")], cwd=ROOT, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 600
-    while not ckpt.exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run must really be killed before it finishes"
-    resumed = subprocess.run([*args, "--results_dir", str(tmp_path / "cut"), "--resume"], cwd=ROOT,
-                             capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
+    full_and_killed_runs(args, "ACER_CartPole-v1_0", tmp_path / "full", tmp_path / "cut", 0.3)
     a, b = (np.load(tmp_path / d / "ACER_CartPole-v1_0.npy") for d in ("full", "cut"))
     assert a.shape == (7,)
     np.testing.assert_array_equal(a, b)

@@ -70,22 +70,10 @@ ARGS = ["--policy", "DASE_TD3", "--env", "Pendulum-v1", "--prioritized", "--n_st
         "--threads", "1", "--env_workers", "0", "--quiet"]
 
 
-def test_prioritized_runs_equal_across_seed_batching_and_resume(tmp_path):
-    from utils.run import Trainer
-
-    assert main_guard(DASE_main.run, [*ARGS, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")]) == 0
-    assert main_guard(DASE_main.run, [*ARGS, "--seed", "1", "--results_dir", str(tmp_path / "one")]) == 0
-    cfg = DASE_main.build_config(DASE_main.parse([*ARGS, "--seed", "1", "--checkpoint_freq", "450",
-                                                  "--results_dir", str(tmp_path / "cut")]))
-    Trainer(cfg).run(stop_at=450)
-    assert main_guard(DASE_main.run, [*ARGS, "--seed", "1", "--checkpoint_freq", "450", "--resume",
-                                      "--results_dir", str(tmp_path / "cut")]) == 0
-    for i in range(2):
-        name = f"DASE_TD3_Pendulum-v1_1_Agent_{i}.npy"
-        a = np.load(tmp_path / "one" / name)
-        assert a.shape == (4,)
-        np.testing.assert_array_equal(a, np.load(tmp_path / "both" / name))
-        np.testing.assert_array_equal(a, np.load(tmp_path / "cut" / name))
+def test_prioritized_runs_equal_across_seed_batching_and_resume(tmp_path, seed_one_three_ways):
+    names = [f"DASE_TD3_Pendulum-v1_1_Agent_{i}.npy" for i in range(2)]
+    for curve in seed_one_three_ways(DASE_main, ARGS, 450, tmp_path, names):
+        assert curve.shape == (4,)
 
 
 @pytest.mark.parametrize("args, words", [
