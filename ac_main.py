@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from utils.cli import (Parser, add_common_flags, available_cores, check_policy, count, default_agents, main_guard, real,
-                       resolve_env, resolve_policy, run_flags, shared_settings)
+                       resolve_env, resolve_policy, run_flags, shared_settings, train_checked)
 from utils.errors import UsageError
 from utils.naming import SCRIPT_POLICIES, algorithm_of
 
@@ -135,14 +135,7 @@ def build_config(args):
 
 
 def run(argv=None):
-    from utils.run import notices, train, validate
-
-    cfg = build_config(parse(argv))
-    validate(cfg)
-    if not cfg.quiet:
-        for line in notices(cfg):
-            print(line, file=sys.stderr)
-    return train(cfg, validated=True)
+    return train_checked(build_config(parse(argv)))
 
 
 if __name__ == "__main__":

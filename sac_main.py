@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from utils.cli import (Parser, add_common_flags, check_policy, count, default_agents, main_guard, real, resolve_env,
-                       resolve_policy, run_flags, shared_settings)
+                       resolve_policy, run_flags, shared_settings, train_checked)
 from utils.errors import UsageError
 from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
 
@@ -133,14 +133,7 @@ def discrete_defaults(args, env: str) -> None:
 
 
 def run(argv=None):
-    from utils.run import notices, train, validate
-
-    cfg = build_config(parse(argv))
-    validate(cfg, FLAG_NAMES)
-    if not cfg.quiet:
-        for line in notices(cfg, FLAG_NAMES):
-            print(line, file=sys.stderr)
-    return train(cfg, validated=True)
+    return train_checked(build_config(parse(argv)), FLAG_NAMES)
 
 
 if __name__ == "__main__":

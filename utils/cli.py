@@ -356,6 +356,18 @@ def resolve_env(env: str, quiet: bool) -> str:
     return env_id
 
 
+def train_checked(cfg, names: dict[str, str] | None = None):
+    """A command line's run: reject impossible settings (UsageError), print the notices about legal but unlikely
+    ones unless --quiet, then train. ``names`` maps RunConfig fields to the script's flag names."""
+    from .run import notices, train, validate  # the training stack only once the command line is parsed
+
+    validate(cfg, names)
+    if not cfg.quiet:
+        for line in notices(cfg, names):
+            print(line, file=sys.stderr)
+    return train(cfg, validated=True)
+
+
 def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:
     """Run a command line; a UsageError becomes one line on stderr and exit code 2, spelled as argparse's own
     errors are: '{script}: error: ...'."""
