@@ -391,3 +391,26 @@ def test_task_score_table_is_exact(tmp_path, capsys):
     assert (tmp_path / "out" / "tasks.md").exists()
     assert tasks.main([str(tmp_path / "nothing_here")]) == 2
     assert tasks.main([str(tmp_path / "r"), "--last", "0"]) == 2
+
+
+def test_runs_with_other_replay_flags_are_other_methods(tmp_path):
+    """Plain, --n_step 3 and --prioritized runs of TD3 share their curve names; their JSON records tell them apart,
+    so each is its own line and table row (they were pooled into one 'TD3' of 6 runs)."""
+    import json
+
+    def run(folder: str, seed: int, value: float, config: dict) -> None:
+        write(tmp_path / folder / f"TD3_Pendulum-v1_{seed}.npy", np.full(5, value))
+        (tmp_path / folder / f"TD3_Pendulum-v1_{seed}.json").write_text(json.dumps({"config": {"eval_freq": 1000,
+                                                                                              **config}}))
+
+    for s in range(2):
+        run("plain", s, -100.0 - s, {"n_step": 1, "per": None})
+        run("nstep", s, -50.0 - s, {"n_step": 3, "per": None})
+        run("both", s, -20.0 - s, {"n_step": 3, "per": {"alpha": 0.6}})
+    assert plot.main([str(tmp_path / d) for d in ("plain", "nstep", "both")] + ["--out", str(tmp_path / "out")]) == 0
+    rows = read_summary(tmp_path / "out")
+    assert set(rows) == {"TD3", "TD3 --n_step 3", "TD3 --n_step 3 --prioritized"}
+    assert [rows[k]["runs"] for k in sorted(rows)] == ["2", "2", "2"]
+    assert float(rows["TD3"]["final_mean"]) == pytest.approx(-100.5)
+    assert float(rows["TD3 --n_step 3"]["final_mean"]) == pytest.approx(-50.5)
+    assert float(rows["TD3 --n_step 3 --prioritized"]["final_mean"]) == pytest.approx(-20.5)

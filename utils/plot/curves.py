@@ -34,16 +34,19 @@ class Curve:
     weights: np.ndarray | None = None  # the sharing weights of this run (--weights), same length as values
     consensus: np.ndarray | None = None  # its run's parameter disagreement (--consensus), same length
     variant: str = ""  # naming.VARIANTS, e.g. "matched"
+    replay: str = ""  # the run's replay flags when not the default (its JSON record), e.g. "--n_step 3"
 
     @property
     def label(self) -> str:
         base = f"{self.method}_{self.alg}" if self.method else self.alg
-        return f"{base}_{self.variant}" if self.variant else base
+        base = f"{base}_{self.variant}" if self.variant else base
+        return f"{base} {self.replay}" if self.replay else base
 
     @property
     def style(self) -> str:
-        """The colour key: the method, and its variant if any."""
-        return f"{self.method}_{self.variant}" if self.variant else self.method
+        """The colour key: the method, its variant if any, and its replay flags if any."""
+        key = f"{self.method}_{self.variant}" if self.variant else self.method
+        return f"{key} {self.replay}" if self.replay else key
 
 
 @dataclass
@@ -162,8 +165,36 @@ def find_curves(dirs: list[str | Path]) -> list[Curve]:
             continue
         agent = m.group("agent")
         curves.append(Curve(path, m.group("method") or "", m.group("alg"), m.group("env"), int(m.group("seed")),
-                            None if agent is None else int(agent), values, variant=m.group("variant") or ""))
+                            None if agent is None else int(agent), values, variant=m.group("variant") or "",
+                            replay=replay_flags(path)))
     return curves
+
+
+def run_record(path: Path) -> dict | None:
+    """The JSON record our runs write beside their curves (``{stem}.json``), or None (the paper's curves)."""
+    import json
+
+    record = path.with_name(re.sub(r"_Agent_\d+$", "", path.stem) + ".json")
+    try:
+        return json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def replay_flags(path: Path) -> str:
+    """How the run's replay differs from plain uniform 1-step replay, as its flags ("--n_step 3 --prioritized"):
+    the curve file names do not say it, and runs that differ in it are different methods."""
+    config = (run_record(path) or {}).get("config")
+    if not isinstance(config, dict):
+        return ""
+    flags = []
+    if isinstance(config.get("n_step"), int) and config["n_step"] > 1:
+        flags.append(f"--n_step {config['n_step']}")
+    if config.get("per"):
+        flags.append("--prioritized")
+    if (config.get("algo") or {}).get("vtrace"):
+        flags.append("--vtrace")
+    return " ".join(flags)
 
 
 def read_weights(path: Path) -> np.ndarray | None:
@@ -259,17 +290,13 @@ def cut_curves(curves: list[Curve], keep: int) -> None:
 def recorded_eval_freq(curves: list[Curve]) -> int | None:
     """The evaluation period our runs' JSON records name (``{stem}.json`` beside each curve), or None where no
     curve has one (the paper's published curves); a PlotError if the runs disagree (their x axes would)."""
-    import json
-
     found: dict[int, Path] = {}
     for c in curves:
-        stem = re.sub(r"_Agent_\d+$", "", c.path.stem)
-        record = c.path.with_name(stem + ".json")
         try:
-            freq = int(json.loads(record.read_text())["config"]["eval_freq"])
-        except (OSError, ValueError, KeyError, TypeError):
+            freq = int(run_record(c.path)["config"]["eval_freq"])
+        except (ValueError, KeyError, TypeError):
             continue
-        found.setdefault(freq, record)
+        found.setdefault(freq, c.path.with_name(re.sub(r"_Agent_\d+$", "", c.path.stem) + ".json"))
     if len(found) > 1:
         (a, pa), (b, pb) = list(found.items())[:2]
         raise PlotError(f"runs evaluated every {a} steps ({pa}) and every {b} ({pb}) share one time axis; "

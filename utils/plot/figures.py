@@ -12,16 +12,18 @@ from .stats import mean_band, nan_mean, smooth
 # by a group's method and variant; other variants (graphs other than a method's default) take the colour cycle
 COLORS = {"DASE": "tab:red", "DPD": "tab:green", "": "tab:blue", "DASE_matched": "tab:purple", "DIFF_ring": "tab:orange",
           "DIFF_none": "tab:gray", "DIFF_DASE_ring": "tab:brown"}
+# the methods COLORS does not name (other graphs, replay flags: "DASE --n_step 3"), in order of appearance
+SPARE_COLORS = ["tab:cyan", "tab:pink", "tab:olive", "black", "gold", "navy", "lime", "maroon"]
 
 
 def draw_returns(ax, groups: list[Group], eval_freq: int, ci: bool, window: int, xlabel: bool = True) -> dict[int, str]:
     """Returns and their bands; returns the colour of each group's line, keyed by id(group)."""
-    colors = {}
+    colors, spare = {}, iter(SPARE_COLORS * len(groups))
     for g in groups:
         m = smooth(g.matrix(), window)
         steps = np.arange(m.shape[1]) * eval_freq
         mean, lo, hi = mean_band(m, ci)
-        color = COLORS.get(g.method, None)
+        color = COLORS.get(g.method) or (next(spare) if "agent" not in g.label else None)
         style = "--" if g.reference else "-"
         line, = ax.plot(steps, mean, style, color=color if "agent" not in g.label else None, lw=1.4,
                         label=legend_label(g, ci))
