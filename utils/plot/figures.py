@@ -108,7 +108,8 @@ def draw_consensus(ax, groups: list[Group], eval_freq: int, colors: dict[int, st
 def legend_label(g: Group, ci: bool | None = None) -> str:
     """The group's name; with ``ci`` given (the returns' legend) also how many runs the line is the mean of and
     what its band is: 'DASE-TD3 (6 runs, ±1 std)', 'TD3 (3 runs, 95% CI)'."""
-    name = g.label.replace("_", "-")
+    head, _, flags = g.label.partition(" ")  # replay flags ("--n_step 3") keep their spelling
+    name = head.replace("_", "-") + (f" {flags}" if flags else "")
     what = [f"reference, {g.env}"] if g.reference else []
     if ci is not None:
         n = len(g.runs)
