@@ -10,6 +10,19 @@ sys.path.insert(0, str(ROOT))
 
 from utils.cli import available_cores  # noqa: E402
 
+def pytest_xdist_auto_num_workers(config):
+    """pytest -n auto: one worker per core this process may use (its affinity, and a cgroup CPU quota where one
+    is set: a container's 2 cores on a large host are 2, not the host's count), at most 8."""
+    cores = available_cores()
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, min(cores, 8))
+
+
 # pytest -n W (pytest-xdist): W worker processes share the cores, so each keeps its share of torch threads (two
 # workers of two threads each on two cores would spin against each other). Runs in subprocesses set their own.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
