@@ -27,14 +27,11 @@ def pytest_collection_modifyitems(config, items):
     """The files of slow tests first, the all-slow ones (test_learning.py: minutes of training in two processes
     before its first test ends) at the very front, each file's own order kept: with pytest -n W the other workers
     run the fast files beside them instead of waiting on them at the end."""
-    def slowness(item) -> int:
-        return sum(1 for other in by_file[item.path] if other.get_closest_marker("slow") is None)
-
     by_file: dict = {}
     for item in items:
-        by_file.setdefault(item.path, []).append(item)
-    has_slow = {path for path, group in by_file.items() if any(i.get_closest_marker("slow") for i in group)}
-    items.sort(key=lambda item: (0 if slowness(item) == 0 else 1 if item.path in has_slow else 2))
+        by_file.setdefault(item.path, []).append(item.get_closest_marker("slow") is not None)
+    rank = {path: 0 if all(slow) else 1 if any(slow) else 2 for path, slow in by_file.items()}
+    items.sort(key=lambda item: rank[item.path])
 
 
 # pytest -n W (pytest-xdist): W worker processes share the cores, so each keeps its share of torch threads (two
