@@ -30,6 +30,31 @@ def parse(argv=None):
                    help="TD3 target noise clip, times max action (default: 0.5)")
     p.add_argument("--policy_freq", type=count, default=2,
                    help="TD3: update actor and targets every this many critic updates (default: 2)")
+    p.add_argument("--hidden_sizes", type=count, nargs="+", default=None, metavar="WIDTH",
+                   help="hidden layer widths of actor and critics, e.g. 400 300 (default: 256 256 for TD3; DDPG's "
+                        "400 300, two widths)")
+    p.add_argument("--actor_lr", type=real, default=None, help="actor's Adam learning rate (default: 3e-4 for TD3, "
+                                                                  "1e-4 for DDPG)")
+    p.add_argument("--critic_lr", type=real, default=None, help="critics' Adam learning rate (default: 3e-4 for TD3, "
+                                                                   "1e-3 for DDPG)")
+    p.add_argument("--warmup_actions", type=str, default="random", choices=["random", "policy"],
+                   help="what acts during --start_time_steps (no updates then): uniformly random actions, or the "
+                        "untrained policy plus exploration noise, as the TD3 tutorial does (default: random)")
+    p.add_argument("--timelimit_as_terminal", action="store_true",
+                   help="store a time-limit cut as a termination (no bootstrap), as old Gym code did; for "
+                        "comparisons with it (default: off, the cut bootstraps)")
+    p.add_argument("--episode_eval", action="store_true",
+                   help="after every training episode of every agent, play one deterministic evaluation episode "
+                        "and write {curve}_episode_eval.npy: rows (episode, agent step, return), as the TD3 tutorial")
+    p.add_argument("--solved_at", type=real, default=None, metavar="R",
+                   help="with --episode_eval: an agent is solved at the first episode where the mean return of "
+                        "its last --solved_window evaluation episodes exceeds R; the run's JSON records episode "
+                        "and step, and a seed stops when all its agents are solved (peers keep training until then)")
+    p.add_argument("--solved_window", type=count, default=100,
+                   help="--solved_at: evaluation episodes in the mean (default: 100)")
+    p.add_argument("--max_episodes", type=count, default=None,
+                   help="an agent is done after this many training episodes; a seed stops when all its agents "
+                        "are done or solved (default: no limit)")
     return p.parse_args(argv)
 
 
@@ -55,9 +80,33 @@ def build_config(args):
                     policy_freq=args.policy_freq, expl_noise=args.expl_noise)
     else:
         algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise)
+    algo.update(network_settings(args, algorithm))
     return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
-                     algo=algo, sharing=sharing, **run_flags(args))
+                     algo=algo, sharing=sharing, episode_eval=args.episode_eval, solved_at=args.solved_at,
+                     solved_window=args.solved_window, max_episodes=args.max_episodes,
+                     timelimit_as_terminal=args.timelimit_as_terminal, warmup_actions=args.warmup_actions,
+                     **run_flags(args))
+
+
+def network_settings(args, algorithm: str) -> dict:
+    """--hidden_sizes, --actor_lr, --critic_lr as the algorithm's keywords; only those given, so that a run without
+    them has the same settings (and checkpoints) as before these flags existed."""
+    out = {}
+    if args.hidden_sizes is not None:
+        if min(args.hidden_sizes) <= 0:
+            raise UsageError(f"--hidden_sizes {' '.join(map(str, args.hidden_sizes))}: widths must be positive integers")
+        if algorithm == "DDPG" and len(args.hidden_sizes) != 2:
+            raise UsageError(f"--hidden_sizes {' '.join(map(str, args.hidden_sizes))}: DDPG's critic takes exactly "
+                             "two widths (state -> W1, then [features, action] -> W2)")
+        out["hidden"] = list(args.hidden_sizes)
+    for name in ("actor_lr", "critic_lr"):
+        value = getattr(args, name)
+        if value is not None:
+            if not value > 0:
+                raise UsageError(f"--{name} {value} must be > 0")
+            out[name] = value
+    return out
 
 
 def run(argv=None):

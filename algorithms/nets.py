@@ -167,7 +167,14 @@ class BatchedLinear(nn.Module):
         if out == 1:
             return (x * self.weight.transpose(1, 2)).sum(-1, keepdim=True) + self.bias
         if out <= 16:  # narrow outputs (action heads) run faster as W^T x^T
-            return torch.baddbmm(self.bias.transpose(1, 2), self.weight.transpose(1, 2), x.transpose(1, 2)).transpose(1, 2)
+            bias, weight, xt = self.bias.transpose(1, 2), self.weight.transpose(1, 2), x.transpose(1, 2)
+            if x.shape[0] == 1 and x.shape[1] == 1:
+                # one member, one row (a lone agent's exploration step): torch computes a batch of one matrix-vector
+                # product otherwise than a batch of several, in the last bits; a batch of two views of it gives the
+                # bits every member gets in a batched model, so a seed alone equals the seed batched with others
+                two = lambda t: t.expand(2, -1, -1)  # noqa: E731
+                return torch.baddbmm(two(bias), two(weight), two(xt))[:1].transpose(1, 2)
+            return torch.baddbmm(bias, weight, xt).transpose(1, 2)
         return torch.baddbmm(self.bias, x, self.weight)
 
 

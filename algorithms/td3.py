@@ -12,11 +12,14 @@ class TD3(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.005,
                  policy_noise=0.2, noise_clip=0.5, policy_freq=2, expl_noise=0.1, lr=3e-4,
-                 hidden=(256, 256)):
+                 hidden=(256, 256), actor_lr=None, critic_lr=None):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
-        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high),
-                                        TwinQ(obs_dim, act_dim, hidden, gens), actor_lr=lr, critic_lr=lr)
+        # actor_lr/critic_lr: separate rates (the TD3 tutorial's 1e-3 each); None: both ``lr``, TD3's 3e-4
+        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, tuple(hidden), gens, low, high),
+                                        TwinQ(obs_dim, act_dim, tuple(hidden), gens),
+                                        actor_lr=lr if actor_lr is None else actor_lr,
+                                        critic_lr=lr if critic_lr is None else critic_lr)
         self.discount, self.tau, self.policy_freq = discount, tau, policy_freq
         self.policy_noise, self.noise_clip = policy_noise, noise_clip
 

@@ -134,6 +134,16 @@ ERRORS = [
     (sac_main, ["--max_time_steps", "100"], "sac_main.py calls it --num_steps"),
     (sac_main, ["--start_time_steps=100"], "sac_main.py calls it --start_steps"),
     (DASE_main, ["--num_steps", "100"], "DASE_main.py calls it --max_time_steps"),
+    # the TD3 tutorial's protocol and networks
+    (DASE_main, ["--episode_eval", "--solved_at", "200", "--solved_window", "0"], "--solved_window must be a positive"),
+    (DASE_main, ["--solved_at", "200"], "add --episode_eval"),
+    (DASE_main, ["--episode_eval", "--solved_window", "5"], "applies with --solved_at"),
+    (DASE_main, ["--episode_eval", "--solved_at", "nan"], "--solved_at: must be a finite number"),
+    (DASE_main, ["--max_episodes", "0"], "--max_episodes must be a positive integer"),
+    (DASE_main, ["--warmup_actions", "noisy"], "--warmup_actions: invalid choice"),
+    (DASE_main, ["--policy", "DDPG", "--hidden_sizes", "400"], "DDPG's critic takes exactly two widths"),
+    (DASE_main, ["--hidden_sizes", "400", "0"], "widths must be positive"),
+    (DASE_main, ["--actor_lr=-1e-3"], "--actor_lr -0.001 must be > 0"),
     (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
 ]
 if atari.available():  # the replay learners take flat observations only

@@ -137,3 +137,15 @@ def test_cli_seeds_write_every_seeds_files(tmp_path):
             "--results_dir", str(tmp_path), "--quiet"]
     assert main_guard(DASE_main.run, args) == 0
     assert sorted(p.name for p in tmp_path.glob("*.npy")) == [f"TD3_Pendulum-v1_{s}.npy" for s in range(3)]
+
+
+@pytest.mark.parametrize("out", [2, 6, 16])
+def test_a_lone_members_narrow_head_on_one_row_equals_it_batched(out):
+    """The exploration step feeds one row per member: the action head of a lone member (a single-agent run of one
+    seed) must give the bits that member gets beside others (its seed batched with other seeds). Fails when torch's
+    batch-of-one matrix-vector product is used as it is."""
+    from algorithms.nets import BatchedLinear, init_generators
+
+    batched, alone = BatchedLinear(256, out, init_generators([0, 1, 2])), BatchedLinear(256, out, init_generators([1]))
+    x = torch.randn(3, 1, 256)
+    assert torch.equal(batched(x)[1], alone(x[1:2])[0])

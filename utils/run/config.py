@@ -13,6 +13,7 @@ from ..naming import Method, algorithm_of, curve_names, method_of, parse_policy,
 
 
 EVAL_TASKS = ("own", "all")  # --eval_tasks
+WARMUP_ACTIONS = ("random", "policy")  # --warmup_actions
 
 
 @dataclass
@@ -49,6 +50,14 @@ class RunConfig:
     overwrite: bool = False
     n_step: int = 1  # N-step returns of the replay learners (1: one-step targets)
     per: dict = field(default_factory=dict)  # prioritized replay: alpha, beta, beta_steps, eps ({}: uniform replay)
+    # the TD3 tutorial's protocol (utils/run/episodes.py): one evaluation episode after every training episode,
+    # "solved" when the mean of the last solved_window of them exceeds solved_at, at most max_episodes episodes
+    episode_eval: bool = False
+    solved_at: float | None = None
+    solved_window: int = 100
+    max_episodes: int | None = None
+    timelimit_as_terminal: bool = False  # old Gym: a time-limit cut stops bootstrapping as a termination does
+    warmup_actions: str = "random"  # during start_time_steps: uniform random actions, or "policy" (policy + noise)
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -127,6 +136,7 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
         check_a3c(cfg)
     _check_numbers(cfg, flag)
     _check_tasks(cfg)
+    _check_episodes(cfg, flag)
     _check_execution(cfg)
     _check_sizes(cfg)
     _check_folders(cfg)
@@ -202,6 +212,24 @@ def _check_tasks(cfg: RunConfig) -> None:
     if cfg.num_agents < 2:
         raise UsageError(f"--eval_tasks all: with --num_agents {cfg.num_agents} the only task is the agent's own; "
                          "drop --eval_tasks or train several agents")
+
+
+def _check_episodes(cfg: RunConfig, flag) -> None:
+    """The tutorial's protocol and the warm-up (replay learners only: the command lines of the others lack them)."""
+    import math
+
+    if cfg.warmup_actions not in WARMUP_ACTIONS:
+        raise UsageError(f"--warmup_actions must be one of {', '.join(WARMUP_ACTIONS)}, got {cfg.warmup_actions!r}")
+    if cfg.solved_window <= 0:
+        raise UsageError(f"--solved_window must be a positive integer, got {cfg.solved_window}")
+    if cfg.max_episodes is not None and cfg.max_episodes <= 0:
+        raise UsageError(f"--max_episodes must be a positive integer, got {cfg.max_episodes}")
+    if cfg.solved_at is not None and not math.isfinite(cfg.solved_at):
+        raise UsageError(f"--solved_at must be a finite number, got {cfg.solved_at}")
+    if cfg.solved_at is not None and not cfg.episode_eval:
+        raise UsageError("--solved_at judges the episodes of --episode_eval: add --episode_eval")
+    if cfg.solved_window != 100 and cfg.solved_at is None:
+        raise UsageError(f"--solved_window {cfg.solved_window} applies with --solved_at: add it or drop --solved_window")
 
 
 def _check_execution(cfg: RunConfig) -> None:

@@ -18,7 +18,7 @@ import torch
 from .checkpoint import RunLock, check_compatible, read_checkpoint
 from ..errors import UsageError
 from ..io import save_curve, save_json, save_torch
-from ..naming import CONSENSUS_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX, curve_length
+from ..naming import CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX, curve_length
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -60,14 +60,16 @@ class RunFiles:
         # --eval_tasks all: per agent, its score on every agent's task [evaluations x agents]; named whatever the
         # setting, so that starting over also removes those of an earlier run with "all"
         self.task_curves = [self.results / f"{name}{TASKS_SUFFIX}.npy" for name in cfg.agent_names()]
+        # --episode_eval: per agent, [episode, step, return] of the evaluation episode after each training episode
+        self.episode_evals = [self.results / f"{name}{EPISODE_EVAL_SUFFIX}.npy" for name in cfg.agent_names()]
         self.record = self.results / f"{cfg.stem}.json"
         self.checkpoint = cfg.checkpoint_path
         self.models = [Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()]
         self.lock = RunLock(self.results / f".{cfg.stem}.lock")
 
     def existing(self) -> list[Path]:
-        return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, self.record]
-                if p.exists()]
+        return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, *self.episode_evals,
+                            self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
         """Temporary files left by a write that was killed."""
@@ -78,14 +80,19 @@ class RunFiles:
     def finished_curves(self) -> list[list[float]] | None:
         """The saved curves when this exact run already finished (all evaluations present), else None."""
         cfg = self.cfg
-        expected = curve_length(cfg.max_time_steps, cfg.eval_freq)
         if not self.record.exists() or not all(p.exists() for p in self.curves):
             return None
         try:
-            saved = json.loads(self.record.read_text())["config"]
+            record = json.loads(self.record.read_text())
+            saved = record["config"]
             curves = [np.load(p, allow_pickle=False) for p in self.curves]
         except Exception:
             return None
+        # a run that stopped before its budget (--solved_at, --max_episodes) finished where its record says
+        end = record.get("finished_at_step") if record.get("stopped") else cfg.max_time_steps
+        if not isinstance(end, int) or end > cfg.max_time_steps:
+            return None
+        expected = curve_length(end, cfg.eval_freq)
         if any(c.shape != (expected,) for c in curves):
             return None
         if cfg.eval_tasks == "all":
@@ -168,6 +175,20 @@ class RunFiles:
         for path in self.consensus:
             save_curve(path, values)
 
+    def save_episode_evals(self, arrays: list[np.ndarray]) -> None:
+        """--episode_eval: per agent, the rows [episode, step, return] so far (float64 [episodes, 3])."""
+        for path, arr in zip(self.episode_evals, arrays):
+            save_curve(path, arr)
+
+    def update_record(self, **fields) -> None:
+        """Add ``fields`` to the JSON record (what happened during the run: when each agent was solved)."""
+        try:
+            record = json.loads(self.record.read_text())
+        except (OSError, ValueError):
+            return  # a record removed or damaged by hand: the curves still stand
+        record.update(fields)
+        save_json(self.record, record)
+
     def save_task_curves(self, task_curves: list[list[list[float]]]) -> None:
         """--eval_tasks all: per agent, [evaluations x agents] (float64; no evaluation yet: shape (0, agents))."""
         for path, rows in zip(self.task_curves, task_curves):
@@ -185,13 +206,14 @@ class RunFiles:
     def save_checkpoint(self, state: dict) -> None:
         save_torch(self.checkpoint, state)
 
-    def finish(self) -> None:
-        """A finished run keeps no checkpoint (the curves say everything); its record says it finished."""
+    def finish(self, step: int | None = None, **fields) -> None:
+        """A finished run keeps no checkpoint (the curves say everything); its record says it finished (at ``step``
+        when it stopped before its budget, with ``fields`` saying why)."""
         try:
             record = json.loads(self.record.read_text())
             # the checkpoint is deleted below: the record no longer names it
-            record.update(finished_at_step=self.cfg.max_time_steps, finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                          checkpoint=None)
+            record.update(finished_at_step=self.cfg.max_time_steps if step is None else step,
+                          finished=time.strftime("%Y-%m-%dT%H:%M:%S"), checkpoint=None, **fields)
             save_json(self.record, record)
         except (OSError, ValueError):
             pass  # a record removed or damaged by hand: the curves still stand

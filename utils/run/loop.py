@@ -26,6 +26,7 @@ from ..naming import ALGORITHM
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .config import RunConfig, validate
 from .buffer import SharedReplayBuffer
+from .episodes import EpisodeEvals
 from .evaluation import Evaluation
 from .files import RunFiles, plan_resume
 from .learner import Learner
@@ -124,6 +125,14 @@ class Trainer:
                 load_models(self.learner.agents, seed_cfg, k * n)
         if cfg.compile:
             self.learner.agents.compile()
+        # the TD3 tutorial's protocol: an evaluation episode after every training episode, solved/done members
+        self.episode_evals = None
+        if cfg.episode_eval or cfg.solved_at is not None or cfg.max_episodes is not None:
+            self.episode_evals = EpisodeEvals(cfg.env, [s for s in seeds for _ in range(n)], self.tasks,
+                                              cfg.episode_eval, cfg.solved_at, cfg.solved_window, cfg.max_episodes,
+                                              dict(actions=spec.actions, who=cfg.algorithm))
+        self.newly_done: list[int] = []  # members done at the last step (solved, or out of episodes)
+        self.stopped: dict[int, int] = {}  # seed index -> the step where the last of its agents was done
         limit = c.max_episode_steps
         # evaluation steps per training step that finish an evaluation within one evaluation period
         self.eval_pace = -(-limit * k // cfg.eval_freq) if limit and self.workers else None
@@ -165,6 +174,10 @@ class Trainer:
                     self.step()
                     if self.t % cfg.eval_freq == 0:
                         self.start_evaluation()
+                    if self.newly_done:
+                        self.note_done()
+                        if len(self.stopped) == len(self.seeds):
+                            break
                     if self.t == stop_at or stop.signum or self.checkpoint_due():
                         self.save_checkpoint()
                     if self.t == stop_at:
@@ -178,18 +191,57 @@ class Trainer:
     def step(self) -> None:
         """One environment step for every member (and of a pending evaluation), then the batched updates."""
         warmup = self.t < self.cfg.start_time_steps
-        actions, behaviour = self.learner.act(self.envs.obs, warmup)  # None: random
+        random = warmup and self.cfg.warmup_actions == "random"
+        actions, behaviour = self.learner.act(self.envs.obs, random)  # None: random
         ev = self.pending
         obs, actions, rewards, next_obs, terminated, ended = self.envs.step(actions, *(ev.next_actions() if ev else ()))
+        if self.cfg.timelimit_as_terminal:  # old Gym: the time limit's cut is stored as a termination
+            terminated = np.logical_or(terminated, ended).astype(np.asarray(terminated).dtype)
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
+        if self.episode_evals is not None:  # after this step's update: the actor the next episode starts with
+            self.newly_done += self.episode_evals.after_step(np.asarray(ended, dtype=bool), self.t + 1,
+                                                             self.greedy_policy)
         if ev is not None:
             ev.observe(*self.envs.eval_results())
             ev.advance(self.eval_pace - 1)
             if ev.done:
                 self.finish_evaluation()
         self.t += self.learner.steps_per_iteration
+
+    def greedy_policy(self, obs: np.ndarray) -> np.ndarray:
+        """Every member's current actor without noise: [M, E, obs_dim] -> [M, E, act_dim]."""
+        return self.agents.act(obs).cpu().numpy()
+
+    def note_done(self) -> None:
+        """Members became done (solved, or out of episodes): a seed whose agents are all done stops here (its files
+        finished at this step, its record saying why); otherwise its record says who is solved so far."""
+        newly, self.newly_done = self.newly_done, []
+        ee = self.episode_evals
+        for k, files in enumerate(self.files):
+            rows = self.rows(k)
+            if k in self.stopped or not any(rows.start <= m < rows.stop for m in newly):
+                continue
+            if all(ee.done[rows]):
+                self.stop_seed(k)
+            else:
+                files.update_record(solved=ee.solved[rows], episodes=ee.episodes[rows])
+
+    def stop_seed(self, k: int) -> None:
+        """Seed k's run ends at this step; the other seeds of the process go on (its members keep computing in the
+        batched model, untouched by and not touching the others, but nothing of it is written any more)."""
+        self.finish_evaluation()  # an evaluation under way belongs to the curves
+        rows, ee = self.rows(k), self.episode_evals
+        self.save_seed_files(k)
+        solved = ee.solved[rows]
+        reason = "solved" if all(s is not None for s in solved) else "max_episodes"
+        self.files[k].finish(self.t, stopped=reason, solved=solved, episodes=ee.episodes[rows])
+        self.stopped[k] = self.t
+        self.done_curves[self.seeds[k]] = [list(c) for c in self.curves[rows]]
+        self.progress.say(f"{self.seed_cfgs[k].stem} | stopped at step {self.t}: "
+                          + ("every agent solved" if reason == "solved" else "every agent solved or out of episodes")
+                          + f" (episodes {ee.episodes[rows]})")
 
     # ---- around the loop -----------------------------------------------------------------------
     @contextmanager
@@ -209,10 +261,18 @@ class Trainer:
         self.progress.start(self.t, [files.board(self.t) for files in self.files] if self.cfg.tensorboard else [])
 
     def finish(self) -> None:
-        """The last evaluation; each seed's record says finished, its checkpoint goes."""
+        """The last evaluation; each seed's record says finished, its checkpoint goes (seeds that stopped earlier
+        have finished already)."""
         self.finish_evaluation()
-        for files in self.files:
-            files.finish()
+        ee = self.episode_evals
+        for k, files in enumerate(self.files):
+            if k in self.stopped:
+                continue
+            if ee is None:
+                files.finish()
+                continue
+            self.save_seed_files(k)  # episodes after the last evaluation
+            files.finish(solved=ee.solved[self.rows(k)], episodes=ee.episodes[self.rows(k)])
 
     def start_evaluation(self) -> None:
         """Evaluate snapshots of every member's actor taken now: at once, or beside training (``--env_workers``)."""
@@ -248,14 +308,22 @@ class Trainer:
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)
 
     def save_curves(self) -> None:
-        for k, files in enumerate(self.files):
-            files.save_curves(self.curves[self.rows(k)])
-            if self.learner.scheme.writes_weights:
-                files.save_weights(self.weight_curves[self.rows(k)])
-            if self.learner.scheme.writes_consensus:
-                files.save_consensus(self.consensus_curves[k])
-            if self.cfg.eval_tasks == "all":
-                files.save_task_curves(self.task_curves[self.rows(k)])
+        for k in range(len(self.files)):
+            if k not in self.stopped:
+                self.save_seed_files(k)
+
+    def save_seed_files(self, k: int) -> None:
+        """The k-th seed's curves and the files beside them, as they are now."""
+        files = self.files[k]
+        files.save_curves(self.curves[self.rows(k)])
+        if self.learner.scheme.writes_weights:
+            files.save_weights(self.weight_curves[self.rows(k)])
+        if self.learner.scheme.writes_consensus:
+            files.save_consensus(self.consensus_curves[k])
+        if self.cfg.eval_tasks == "all":
+            files.save_task_curves(self.task_curves[self.rows(k)])
+        if self.cfg.episode_eval:
+            files.save_episode_evals(self.episode_evals.arrays(self.rows(k)))
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
@@ -313,6 +381,7 @@ class Trainer:
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
                 "consensus_curve": self.consensus_curves[k],
                 "task_curves": self.task_curves[rows],
+                **({"episode_evals": self.episode_evals.state_dict(rows)} if self.episode_evals is not None else {}),
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
@@ -321,7 +390,8 @@ class Trainer:
             return
         self.check_finite()
         for k, files in enumerate(self.files):
-            files.save_checkpoint(self.seed_state(k))
+            if k not in self.stopped:
+                files.save_checkpoint(self.seed_state(k))
         self.last_checkpoint = self.t
 
     def load_checkpoints(self, states: list[dict]) -> None:
@@ -333,6 +403,8 @@ class Trainer:
         self.weight_curves = [list(w) for s in states for w in s["weight_curves"]]
         self.consensus_curves = [list(s.get("consensus_curve", [])) for s in states]
         self.task_curves = [[list(r) for r in c] for s in states for c in s.get("task_curves", [[]] * len(s["curves"]))]
+        if self.episode_evals is not None:
+            self.episode_evals.load_state_dicts([s.get("episode_evals") for s in states])
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------
@@ -349,13 +421,15 @@ class Trainer:
     def curve_arrays(self) -> list[np.ndarray]:
         """Every member's curve, seed by seed (seeds that had already finished included)."""
         by_seed = dict(self.done_curves)
-        by_seed.update({s: self.curves[self.rows(k)] for k, s in enumerate(self.seeds)})
+        by_seed.update({s: self.curves[self.rows(k)] for k, s in enumerate(self.seeds) if k not in self.stopped})
         return [np.asarray(c, dtype=np.float64) for s in self.cfg.seed_list() for c in by_seed[s]]
 
     def close(self) -> None:
         self.progress.close()
         self.pending = None
         self.envs.close()
+        if self.episode_evals is not None:
+            self.episode_evals.close()
 
 
 def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
