@@ -5,6 +5,7 @@ import argparse
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ac_main
@@ -197,3 +198,33 @@ def test_the_replay_table_in_the_docs_is_the_committed_curves(capsys):
     page = (ROOT / "docs" / "replay.md").read_text()
     for row in rows:
         assert row in page, f"docs/replay.md lacks or misquotes: {row}"
+
+
+def _side_by_side():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("side_by_side_table", ROOT / "experiments" / "side_by_side_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_side_by_side_table_in_the_docs_is_the_committed_curves():
+    """docs/side_by_side.md's table (ours beside the paper's own code) is what experiments/side_by_side_table.py
+    computes from the committed curves, line for line, between its markers."""
+    lines = _side_by_side().table()
+    assert sum(line.startswith("| paper's code") or line.startswith("| our") for line in lines) >= 4
+    page = (ROOT / "docs" / "side_by_side.md").read_text()
+    block = page.split("<!-- side_by_side_table -->\n")[1].split("<!-- /side_by_side_table -->")[0]
+    assert block.strip().splitlines() == lines
+
+
+def test_the_side_by_side_permutation_test_counts_every_relabelling():
+    """Two seeds against three: 10 relabellings; the p-value is the share whose |difference of means| reaches the
+    observed one, counted here over all 120 orderings of the five values (each relabelling 12 times)."""
+    import itertools
+
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0, 7.0])
+    pooled, observed = np.concatenate([a, b]), abs(a.mean() - b.mean())
+    hits = [abs(np.mean(p[:2]) - np.mean(p[2:])) >= observed - 1e-9 for p in itertools.permutations(pooled)]
+    assert _side_by_side().permutation_p(a, b) == pytest.approx(np.mean(hits))
