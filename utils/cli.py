@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Callable
 
+from .cores import available_cores  # noqa: F401  (the command lines' and tools' name for it)
 from .errors import Interrupted, NonFinite, UsageError, WorkerDied
 
 EXIT_USAGE = 2
@@ -38,14 +38,6 @@ def real(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
     return value
-
-
-def available_cores() -> int:
-    """CPU cores this process may use (its affinity mask, where the platform has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def kl_variance(text: str) -> float | str:

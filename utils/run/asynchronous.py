@@ -269,7 +269,7 @@ class AsyncTrainer:
     def __init__(self, cfg: RunConfig, validated: bool = False):
         cfg = replace(cfg, algo=a3c_settings(cfg.algo))
         if not validated:
-            # utils.run.config.validate refuses "A3C" as long as the policy registry (utils.naming) does not list it:
+            # utils.run.checks.validate refuses "A3C" as long as the policy registry (utils.naming) does not list it:
             # the checks of its that apply here, and A3C's own
             check_a3c(cfg)
         self.cfg, self.s = cfg, cfg.algo

@@ -124,16 +124,12 @@ class RunConfig:
                                                           self.variant)
 
 
-def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
-    """Reject impossible settings before anything is created or written.
+def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
+    """The checks every run takes before anything is created or written (``checks.validate`` adds A3C's own first).
 
     ``names`` maps RunConfig fields to the flag names of the calling command line.
     """
     flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
-    if parse_policy(cfg.policy) is not None and cfg.algorithm == "A3C":
-        from .asynchronous import check_a3c  # A3C's own limits (one model, CPU workers), then the common checks
-
-        check_a3c(cfg)
     _check_numbers(cfg, flag)
     _check_tasks(cfg)
     _check_episodes(cfg, flag)

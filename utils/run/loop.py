@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..cli import available_cores
+from ..cores import available_cores
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import Interrupted, NonFinite, UsageError
 from ..naming import ALGORITHM
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
-from .config import RunConfig, validate
+from .checks import validate
+from .config import RunConfig
 from .buffer import SharedReplayBuffer
 from .episodes import EpisodeEvals
 from .evaluation import Evaluation
