@@ -132,7 +132,7 @@ def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
     _check_numbers(cfg, flag)
     _check_tasks(cfg)
-    _check_episodes(cfg, flag)
+    _check_episodes(cfg)
     _check_execution(cfg)
     _check_sizes(cfg)
     _check_folders(cfg)
@@ -210,7 +210,7 @@ def _check_tasks(cfg: RunConfig) -> None:
                          "drop --eval_tasks or train several agents")
 
 
-def _check_episodes(cfg: RunConfig, flag) -> None:
+def _check_episodes(cfg: RunConfig) -> None:
     """The tutorial's protocol and the warm-up (replay learners only: the command lines of the others lack them)."""
     import math
 

@@ -46,11 +46,6 @@ class EpisodeEvals:
         self.solved: list[Optional[dict]] = [None] * members  # {"episode": e, "step": t} once solved
         self.done = [False] * members
 
-    @property
-    def stops(self) -> bool:
-        """Whether members can be done before the step budget ends."""
-        return self.solved_at is not None or self.max_episodes is not None
-
     def after_step(self, ended: np.ndarray, steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> list[int]:
         """Count the training episodes that ended at this step (``steps``: each member's environment steps now),
         evaluate those members, and return the members that became done."""
@@ -92,6 +87,10 @@ class EpisodeEvals:
                     still.append(m)
             active = still
         return [returns[m] for m in members]
+
+    def record(self, rows: slice) -> dict:
+        """What the run's JSON says of members ``rows``: when each was solved (or null) and its episodes so far."""
+        return {"solved": self.solved[rows], "episodes": self.episodes[rows]}
 
     def arrays(self, rows: slice) -> list[np.ndarray]:
         """The evaluation rows of members ``rows`` as float64 arrays [episodes, 3]."""

@@ -133,7 +133,7 @@ class Trainer:
                                               cfg.episode_eval, cfg.solved_at, cfg.solved_window, cfg.max_episodes,
                                               dict(actions=spec.actions, who=cfg.algorithm))
         self.newly_done: list[int] = []  # members done at the last step (solved, or out of episodes)
-        self.stopped: dict[int, int] = {}  # seed index -> the step where the last of its agents was done
+        self.stopped: set[int] = set()  # the seeds (indices) whose agents are all done: their files are final
         limit = c.max_episode_steps
         # evaluation steps per training step that finish an evaluation within one evaluation period
         self.eval_pace = -(-limit * k // cfg.eval_freq) if limit and self.workers else None
@@ -227,7 +227,7 @@ class Trainer:
             if all(ee.done[rows]):
                 self.stop_seed(k)
             else:
-                files.update_record(solved=ee.solved[rows], episodes=ee.episodes[rows])
+                files.update_record(**ee.record(rows))
 
     def stop_seed(self, k: int) -> None:
         """Seed k's run ends at this step; the other seeds of the process go on (its members keep computing in the
@@ -235,10 +235,9 @@ class Trainer:
         self.finish_evaluation()  # an evaluation under way belongs to the curves
         rows, ee = self.rows(k), self.episode_evals
         self.save_seed_files(k)
-        solved = ee.solved[rows]
-        reason = "solved" if all(s is not None for s in solved) else "max_episodes"
-        self.files[k].finish(self.t, stopped=reason, solved=solved, episodes=ee.episodes[rows])
-        self.stopped[k] = self.t
+        reason = "solved" if all(s is not None for s in ee.solved[rows]) else "max_episodes"
+        self.files[k].finish(self.t, stopped=reason, **ee.record(rows))
+        self.stopped.add(k)
         self.done_curves[self.seeds[k]] = [list(c) for c in self.curves[rows]]
         self.progress.say(f"{self.seed_cfgs[k].stem} | stopped at step {self.t}: "
                           + ("every agent solved" if reason == "solved" else "every agent solved or out of episodes")
@@ -269,11 +268,9 @@ class Trainer:
         for k, files in enumerate(self.files):
             if k in self.stopped:
                 continue
-            if ee is None:
-                files.finish()
-                continue
-            self.save_seed_files(k)  # episodes after the last evaluation
-            files.finish(solved=ee.solved[self.rows(k)], episodes=ee.episodes[self.rows(k)])
+            if self.cfg.episode_eval:
+                self.save_seed_files(k)  # episodes after the last evaluation
+            files.finish(**(ee.record(self.rows(k)) if ee is not None else {}))
 
     def start_evaluation(self) -> None:
         """Evaluate snapshots of every member's actor taken now: at once, or beside training (``--env_workers``)."""
