@@ -52,7 +52,8 @@ def parse(argv=None):
     p.add_argument("--ent_coef", type=real, default=0.01, help="entropy bonus coefficient (default: 0.01)")
     p.add_argument("--vf_coef", type=real, default=0.5, help="value loss coefficient (default: 0.5)")
     p.add_argument("--max_grad_norm", type=real, default=None,
-                   help="clip each agent's gradient to this norm (default: 0.5 for A2C, 40 for A3C, 10 for ACER)")
+                   help="clip each agent's gradient to this norm; 0: no clipping (default: 0.5 for A2C, 40 for A3C, 10 "
+                        "for ACER)")
     p.add_argument("--rms_alpha", type=real, default=None, help="A2C, ACER: RMSprop smoothing (default: 0.99)")
     p.add_argument("--rms_eps", type=real, default=None, help="A2C, ACER: RMSprop epsilon (default: 1e-5)")
     p.add_argument("--buffer_size", type=count, default=None,
@@ -97,7 +98,7 @@ def build_config(args):
     checks = [(lr > 0, f"--lr {lr} must be > 0"), (0.0 <= args.gamma <= 1.0, f"--gamma {args.gamma} must be in [0, 1]"),
               (0.0 <= args.gae_lambda <= 1.0, f"--gae_lambda {args.gae_lambda} must be in [0, 1]"),
               (args.ent_coef >= 0 and args.vf_coef >= 0, "--ent_coef and --vf_coef must be >= 0"),
-              (max_grad_norm > 0, f"--max_grad_norm {max_grad_norm} must be > 0"),
+              (max_grad_norm >= 0, f"--max_grad_norm {max_grad_norm} must be >= 0 (0: no clipping)"),
               (n_steps > 0, f"--n_steps must be a positive integer, got {n_steps}"),
               (args.hidden_size > 0, f"--hidden_size must be a positive integer, got {args.hidden_size}"),
               (0.0 < rms_alpha < 1.0 and rms_eps > 0, "--rms_alpha must be in (0, 1) and --rms_eps > 0")]

@@ -152,7 +152,8 @@ class A2C(StackedAgents):
         params = [p for group in self.opt.param_groups for p in group["params"]]
         for p, g in zip(params, torch.autograd.grad(loss.sum(), params)):
             p.grad = g.contiguous()
-        clip_per_member(params, self.max_grad_norm)
+        if self.max_grad_norm > 0:  # 0: no clipping (Diff-DAC's reference leaves it unset)
+            clip_per_member(params, self.max_grad_norm)
         self.opt.step()
         self.updates += 1
         return {"policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach(),

@@ -121,7 +121,8 @@ class ACER(A2C):
         params = [p for group in self.opt.param_groups for p in group["params"]]
         for p, g in zip(params, torch.autograd.grad(loss.sum(), params)):
             p.grad = g.contiguous()
-        clip_per_member(params, self.max_grad_norm)
+        if self.max_grad_norm > 0:  # 0: no clipping
+            clip_per_member(params, self.max_grad_norm)
         before = None
         if mask is not None:
             before = [(p.detach().clone(), self.opt.state[p]["square_avg"].clone()) for p in params]

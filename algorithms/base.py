@@ -85,6 +85,19 @@ class StackedAgents:
         self.weighting = Weighting()  # how much each sample counts; a sharing scheme may replace it
         self.updates = 0  # gradient steps taken (drives TD3's and SAC's update schedules)
 
+    @torch.no_grad()
+    def start_equal(self, agents_per_seed: int) -> None:
+        """Every agent of a seed starts from agent 0's parameters (online and target networks alike; the optimisers
+        have no state yet, so they start equal too): Diff-DAC's common initialisation. Agent 0's parameters were
+        drawn from the seed's own stream, so a seed's run is the same alone or batched with others."""
+        n = agents_per_seed
+        for name, net in self.networks.items():
+            for pname, p in net.named_parameters():
+                if p.shape[:1] != (self.members,):  # every parameter is stacked over the members
+                    raise ValueError(f"{name}.{pname} of shape {tuple(p.shape)} is not stacked over the members")
+                rows = p.view(self.members // n, n, *p.shape[1:])
+                rows.copy_(rows[:, :1].clone().expand_as(rows))
+
     def deterministic_actor_critic(self, actor: nn.Module, critic: nn.Module, actor_lr: float, critic_lr: float,
                                    critic_weight_decay: float = 0.0) -> None:
         """TD3's and DDPG's networks: the actor and critic on the device, frozen copies as targets, one Adam for

@@ -164,10 +164,10 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
 
 def test_diffusion_on_a_complete_graph_makes_the_agents_equal(tmp_path):
     """Two A2C agents on a complete graph with uniform weights average to the same parameters after every update:
-    the consensus file then reads 0 after step 0, while the agents still learn on their own environments."""
-    assert run_cli(*SHORT, "--policy", "DIFF_A2C", "--num_agents", "2", "--topology", "complete",
+    started apart, the consensus file reads 0 after step 0, while the agents still learn on their own environments."""
+    assert run_cli(*SHORT, "--policy", "DIFF_A2C", "--num_agents", "2", "--topology", "complete", "--init", "separate",
                    "--results_dir", str(tmp_path)) == 0
-    consensus = np.load(tmp_path / "DIFF_A2C_CartPole-v1_0_consensus.npy")
+    consensus = np.load(tmp_path / "DIFF_A2C_separateinit_CartPole-v1_0_consensus.npy")
     assert consensus[0] > 0 and np.all(consensus[1:] == 0), consensus
 
 

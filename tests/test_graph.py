@@ -164,9 +164,10 @@ def seed_runs(tmp_path, policy, sharing, n, **kw):
 
 @pytest.mark.parametrize("policy", ["DASE_TD3", "DIFF_TD3"])
 def test_a_graph_without_links_is_independent_agents(policy, tmp_path):
-    """DASE sampling only its own rows, or diffusion with no neighbours, equals TD3 runs of the agents' seeds."""
+    """DASE sampling only its own rows, or diffusion with no neighbours (agents started apart), equals TD3 runs of
+    the agents' seeds."""
     n = 3
-    cfg, curves = seed_runs(tmp_path, policy, {"topology": "none"}, n, buffer_size=3000)
+    cfg, curves = seed_runs(tmp_path, policy, {"topology": "none"}, n, buffer_size=3000, init="separate")
     for i in range(n):
         alone_cfg = RunConfig(policy="TD3", seed=100 * i, results_dir=str(tmp_path / f"td3_{i}"), save_model=True,
                               models_dir=str(tmp_path / f"td3_{i}" / "models"), buffer_size=1000, **SMALL)
@@ -181,19 +182,19 @@ def test_a_graph_without_links_is_independent_agents(policy, tmp_path):
 
 
 def test_diffusion_runs_write_their_consensus_and_resume_exactly(tmp_path):
-    kw = dict(policy="DIFF_TD3", seed=2, num_agents=4, sharing={"topology": "ring", "link_drop": 0.3},
+    kw = dict(policy="DIFF_TD3", seed=2, num_agents=4, sharing={"topology": "ring", "link_drop": 0.3}, init="separate",
               **{**SMALL, "max_time_steps": 600, "checkpoint_freq": 100})
     full = train(RunConfig(results_dir=str(tmp_path / "full"), **kw))
     Trainer(RunConfig(results_dir=str(tmp_path / "cut"), **kw)).run(stop_at=300)
     resumed = train(RunConfig(results_dir=str(tmp_path / "cut"), resume=True, **kw))
     for a, b in zip(full, resumed):
         np.testing.assert_array_equal(a, b)
-    stem = "DIFF_TD3_ring_drop0.3_Pendulum-v1_2"
+    stem = "DIFF_TD3_ring_drop0.3_separateinit_Pendulum-v1_2"
     c_full = np.load(tmp_path / "full" / f"{stem}_consensus.npy")
     c_cut = np.load(tmp_path / "cut" / f"{stem}_consensus.npy")
     assert c_full.shape == (4,) and np.array_equal(c_full, c_cut)
     assert c_full[-1] < c_full[0]  # averaging with neighbours pulls the agents together
-    assert CURVE_NAME.match(f"{stem}_Agent_3").group("variant") == "ring_drop0.3"
+    assert CURVE_NAME.match(f"{stem}_Agent_3").group("variant") == "ring_drop0.3_separateinit"
 
 
 def test_names_carry_the_graph():

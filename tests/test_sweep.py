@@ -198,6 +198,11 @@ CURVES = [f"TD3_Pendulum-v1_{s}.npy" for s in (0, 1)] + \
          [f"DASE_TD3_Pendulum-v1_{s}_Agent_{i}.npy" for s in (0, 1) for i in (0, 1)]
 
 
+def logs_under(folder: Path) -> str:
+    """Every run log under folder, for a failure's message."""
+    return "\n".join(f"--- {p}\n{p.read_text()}" for p in sorted(folder.rglob("*.log")))
+
+
 def snapshot(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -276,7 +281,7 @@ def test_interrupted_sweep_passes_the_signal_on_and_reports_it(tmp_path):
         proc.kill()
     assert proc.returncode == 130, out  # 128 + SIGINT; the run itself got SIGTERM (exit 143)
     assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the sweep to continue" in out
-    assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint"
+    assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
 
 
@@ -322,5 +327,5 @@ def test_ray_interrupt_stops_the_runs_with_a_checkpoint(tmp_path, local_ray):
         watcher.join()
     assert code == 130, out + err
     assert "interrupted (exit 143" in out.splitlines()[-2], out
-    assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint"
+    assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end

@@ -151,6 +151,10 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
     add("--link_drop", type=real, default=0.0,
         help="diffusion: probability that a parameter message between neighbours is lost at an update, "
              "drawn from each agent's own random stream (default: 0)")
+    add("--init", type=str, default=None, choices=["common", "separate"],
+        help="initial parameters of a seed's agents: common = all start equal to agent 0's (drawn from the seed's "
+             "own stream, as Diff-DAC's reference starts its learners), separate = each from its own seed "
+             "(default: common for diffusion, DIFF_ policies and --diffusion; separate otherwise)")
     add("--buffer_size", type=count, default=1_000_000,
         help="replay capacity in transitions: the one buffer all agents share (DASE_, baselines), or each "
              "learner's own (DPD_); at least --batch_size (default: 1e6)")
@@ -235,7 +239,7 @@ def run_flags(args) -> dict:
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile,
                 tensorboard=args.tensorboard, env_workers=args.env_workers, eval_tasks=args.eval_tasks,
-                cuda_graphs=graphs, device=device, flags=vars(args))
+                cuda_graphs=graphs, device=device, init=args.init, flags=vars(args))
 
 
 def resolve_policy(args) -> str:

@@ -9,7 +9,8 @@ A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agen
 agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The
 variant names settings that change what a method is rather than how it is tuned, so runs of both never share
 files: ``matched`` (``--kl_div_var matched``), the graph when it is not complete (``ring``, ``star``, ``none``,
-or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights and ``drop{p}`` link drops.
+or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops, and
+``commoninit``/``separateinit`` when ``--init`` is not the policy's default.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+)"
+_VARIANT_TOKEN = r"(?:matched|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -164,9 +165,15 @@ def adjacency_token(matrix) -> str:
     return "adj" + hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
-def variant_of(settings: dict) -> str:
+def default_init(policy: str) -> str:
+    """--init's default: agents of a seed start equal ("common") under diffusion, as Diff-DAC's reference starts
+    its learners; otherwise each from its own seed ("separate")."""
+    return "common" if method_of(policy).diffuses else "separate"
+
+
+def variant_of(settings: dict, policy: str | None = None) -> str:
     """The variant a run's sharing settings (or its command line's flags) ask for ('' for the method as published
-    on a complete graph)."""
+    on a complete graph); with ``policy``, an ``init`` other than the policy's default adds {init}init."""
     tokens = []
     if str(settings.get("kl_div_var", "")).lower() == "matched":
         tokens.append("matched")
@@ -178,6 +185,8 @@ def variant_of(settings: dict) -> str:
         tokens.append("metropolis")
     if float(settings.get("link_drop") or 0.0) > 0.0:
         tokens.append(f"drop{float(settings['link_drop']):g}")
+    if policy is not None and settings.get("init") not in (None, default_init(policy)):
+        tokens.append(f"{settings['init']}init")
     return "_".join(tokens)
 
 

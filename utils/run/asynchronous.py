@@ -75,7 +75,7 @@ def a3c_settings(algo: dict) -> dict:
         s[key] = float(s[key])
     ranges = {"lr": ("> 0", lambda x: x > 0), "gamma": ("in [0, 1]", lambda x: 0 <= x <= 1),
               "gae_lambda": ("in [0, 1]", lambda x: 0 <= x <= 1), "ent_coef": (">= 0", lambda x: x >= 0),
-              "vf_coef": (">= 0", lambda x: x >= 0), "max_grad_norm": ("> 0", lambda x: x > 0)}
+              "vf_coef": (">= 0", lambda x: x >= 0), "max_grad_norm": (">= 0", lambda x: x >= 0)}
     for key, (want, ok) in ranges.items():
         if not np.isfinite(s[key]) or not ok(s[key]):
             raise UsageError(f"--{key} must be {want}, got {s[key]!r}")
@@ -194,7 +194,8 @@ class ActorLearner:
         self.local.zero_grad(set_to_none=True)
         loss = rollout_loss(self.local, rollout, s["gamma"], s["gae_lambda"], s["ent_coef"], s["vf_coef"])
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.local.parameters(), s["max_grad_norm"])
+        if s["max_grad_norm"] > 0:  # 0: no clipping
+            torch.nn.utils.clip_grad_norm_(self.local.parameters(), s["max_grad_norm"])
         for shared, local in zip(self.shared.parameters(), self.local.parameters()):
             shared.grad = local.grad
         self.optimizer.step()

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..io import file_in_the_way, unwritable
-from ..naming import Method, algorithm_of, curve_names, method_of, parse_policy, run_stem, variant_of
+from ..naming import (Method, algorithm_of, curve_names, default_init, method_of, parse_policy, run_stem,
+                      variant_of)
 
 
 EVAL_TASKS = ("own", "all")  # --eval_tasks
 WARMUP_ACTIONS = ("random", "policy")  # --warmup_actions
+INITS = ("common", "separate")  # --init
 
 
 @dataclass
@@ -58,6 +60,14 @@ class RunConfig:
     max_episodes: int | None = None
     timelimit_as_terminal: bool = False  # old Gym: a time-limit cut stops bootstrapping as a termination does
     warmup_actions: str = "random"  # during start_time_steps: uniform random actions, or "policy" (policy + noise)
+    # initial parameters of a seed's agents: "common" (all equal to agent 0's, drawn from the seed's own stream, as
+    # Diff-DAC's reference code starts its learners) or "separate" (each from its own seed); None: common for
+    # diffusion (DIFF_) policies, separate otherwise
+    init: str | None = None
+
+    def __post_init__(self):
+        if self.init is None:
+            self.init = default_init(self.policy)
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
     sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
@@ -85,7 +95,7 @@ class RunConfig:
 
     @property
     def variant(self) -> str:
-        return variant_of(self.sharing)
+        return variant_of({**self.sharing, "init": self.init}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""
@@ -211,9 +221,14 @@ def _check_tasks(cfg: RunConfig) -> None:
 
 
 def _check_episodes(cfg: RunConfig) -> None:
-    """The tutorial's protocol and the warm-up (replay learners only: the command lines of the others lack them)."""
+    """The initial parameters; the tutorial's protocol and the warm-up (replay learners only: the command lines of the
+    others lack them)."""
     import math
 
+    if cfg.init not in INITS:
+        raise UsageError(f"--init must be one of {', '.join(INITS)}, got {cfg.init!r}")
+    if cfg.num_agents == 1 and cfg.init != default_init(cfg.policy):
+        raise UsageError(f"--init {cfg.init}: a run of one agent has no peer to start equal to or apart from; drop it")
     if cfg.warmup_actions not in WARMUP_ACTIONS:
         raise UsageError(f"--warmup_actions must be one of {', '.join(WARMUP_ACTIONS)}, got {cfg.warmup_actions!r}")
     if cfg.solved_window <= 0:

@@ -33,13 +33,15 @@ class Learner:
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
                  device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False,
-                 n_step: int = 1, prioritized: dict | None = None):
+                 n_step: int = 1, prioritized: dict | None = None, common_init: bool = False):
         self.agents_per_seed, self.members = num_agents, len(member_seeds)
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         # a discrete action space (act_dim actions, no bounds: low and high None) takes the algorithm's discrete form
         discrete = low is None
         self.agents = (DISCRETE if discrete else ALGORITHMS)[algorithm](obs_dim, act_dim, low, high, member_seeds,
                                                                         device, **algo)
+        if common_init:  # before anything (the sharing scheme) reads or copies the parameters
+            self.agents.start_equal(num_agents)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.groups_per_seed = self.scheme.groups // self.scheme.seeds
         gamma = algo.get("discount", algo.get("gamma", 0.99))

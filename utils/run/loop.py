@@ -116,11 +116,12 @@ class Trainer:
             raise UsageError(f"--env {cfg.env}: observations of shape {c.obs_shape}; {cfg.algorithm} needs flat ones")
         if spec.family == "rollout":
             self.learner = RolloutLearner(cfg.algorithm, cfg.algo, self.member_seeds, n, c, self.device,
-                                          cfg.sharing_settings())
+                                          cfg.sharing_settings(), common_init=cfg.init == "common")
         else:
             self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low,
                                    c.high, cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
-                                   cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step, cfg.per or None)
+                                   cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step, cfg.per or None,
+                                   common_init=cfg.init == "common")
         if cfg.load_model:
             for k, seed_cfg in enumerate(self.seed_cfgs):
                 load_models(self.learner.agents, seed_cfg, k * n)

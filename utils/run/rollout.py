@@ -26,7 +26,7 @@ class RolloutLearner:
     """S seeds x N agents of an on-policy algorithm, K environments each, updated every n steps."""
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, envs,
-                 device: torch.device, sharing: SharingSettings | None = None):
+                 device: torch.device, sharing: SharingSettings | None = None, common_init: bool = False):
         algo = dict(algo)
         self.n_steps, self.per_member = int(algo.pop("n_steps")), int(algo.pop("envs_per_agent"))
         self.steps_per_iteration = self.per_member  # environment steps per member and loop step
@@ -37,6 +37,8 @@ class RolloutLearner:
             algo["rollout"] = (self.n_steps, self.per_member)
         self.agents = cls(self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device, envs.discrete,
                           **algo)
+        if common_init:  # before anything (the sharing scheme, the evaluation copy) reads the parameters
+            self.agents.start_equal(num_agents)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.eval_model = copy.deepcopy(self.agents.model).requires_grad_(False)
         m, t, k = self.members, self.n_steps, self.per_member

@@ -119,7 +119,7 @@ def sweep_variant(policy: str, flags: dict) -> str:
     method = method_of(policy)
     if method.diffuses and not settings.get("topology") and settings["adjacency"] is None:
         settings["topology"] = method.default_topology
-    return variant_of(settings)
+    return variant_of(settings, policy)
 
 
 def check_flags(runs: Sequence[Run]) -> None:
