@@ -1,6 +1,6 @@
 """A3C (Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement Learning"): the model, the n-step loss and
 the optimizer whose state the asynchronous actor-learners share. The processes that run them live in
-``utils.run.asynchronous``.
+``utils.run.onpolicy.asynchronous``.
 
 One rollout of n steps s_0, a_0, r_0, ..., s_{n-1}, a_{n-1}, r_{n-1} (an episode may end inside it) gives
 

@@ -19,7 +19,7 @@ import torch
 
 from utils.envs.registry import make_env, resolve_env_id
 from utils.naming import algorithm_of
-from utils.run.learner import Learner
+from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 from utils.opcheck import count_ops, optimizers_as_on_cuda
 

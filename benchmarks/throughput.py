@@ -39,8 +39,8 @@ from utils.cli import resolve_device
 from utils.envs.registry import make_env, resolve_env_id
 from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
 from utils.run import RunConfig, Trainer
-from utils.run.buffer import SharedReplayBuffer
-from utils.run.learner import Learner
+from utils.run.replay.buffer import SharedReplayBuffer
+from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 
 

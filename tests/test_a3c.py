@@ -14,7 +14,7 @@ import torch
 from algorithms.a3c import ActorCritic, Rollout, SharedAdam, nstep_targets, rollout_loss
 from utils.envs.registry import make_env
 from utils.errors import Interrupted, UsageError, WorkerDied
-from utils.run.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, worker_seed
+from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, worker_seed
 from utils.run.config import RunConfig
 
 STEM = "A3C_CartPole-v1_0"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from algorithms.nets import AgentRNG
-from utils.run.buffer import SharedReplayBuffer
+from utils.run.replay.buffer import SharedReplayBuffer
 
 
 def fill(buf, steps, n, start=0):

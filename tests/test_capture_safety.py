@@ -13,7 +13,7 @@ import torch
 
 from algorithms.sharing import kl_to_isotropic
 from utils.naming import algorithm_of
-from utils.run.learner import Learner
+from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
 

@@ -141,6 +141,8 @@ ERRORS = [
     (DASE_main, ["--episode_eval", "--solved_at", "nan"], "--solved_at: must be a finite number"),
     (DASE_main, ["--max_episodes", "0"], "--max_episodes must be a positive integer"),
     (DASE_main, ["--warmup_actions", "noisy"], "--warmup_actions: invalid choice"),
+    (DASE_main, ["--policy", "DIFF_TD3", "--init", "maybe"], "--init: invalid choice"),
+    (DASE_main, ["--policy", "TD3", "--init", "common"], "no peer to start equal to"),
     (DASE_main, ["--policy", "DDPG", "--hidden_sizes", "400"], "DDPG's critic takes exactly two widths"),
     (DASE_main, ["--hidden_sizes", "400", "0"], "widths must be positive"),
     (DASE_main, ["--actor_lr=-1e-3"], "--actor_lr -0.001 must be > 0"),

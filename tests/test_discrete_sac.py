@@ -20,7 +20,7 @@ from algorithms.discrete_sac import DiscreteSAC
 from algorithms.sharing import PerSampleCategorical, dase_weighting
 from utils.cli import main_guard
 from utils.run import RunConfig, train
-from utils.run.learner import Learner
+from utils.run.replay.learner import Learner
 from utils.run.sharing import Scheme, SharingSettings
 
 OBS, ACT, B = 5, 3, 40

@@ -12,7 +12,7 @@ from algorithms.nets import AgentRNG
 from utils.cli import main_guard
 from utils.naming import CURVE_NAME, variant_of
 from utils.run import RunConfig, Trainer, train
-from utils.run.learner import Learner
+from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 
 GRAPHS = {"ring5": adjacency("ring", 5), "star4": adjacency("star", 4), "complete3": adjacency("complete", 3),

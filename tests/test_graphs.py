@@ -10,7 +10,7 @@ import pytest
 
 import DASE_main
 from utils.cli import main_guard
-from utils.run.cuda_graphs import UpdateGraphs
+from utils.run.replay.cuda_graphs import UpdateGraphs
 from utils.run import RunConfig, Trainer
 
 

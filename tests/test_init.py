@@ -11,8 +11,8 @@ from utils.cli import main_guard
 from utils.errors import UsageError
 from utils.naming import CURVE_NAME
 from utils.run import RunConfig, Trainer, train
-from utils.run.learner import ALGORITHMS, DISCRETE
-from utils.run.rollout import AGENTS
+from utils.run.replay.learner import ALGORITHMS, DISCRETE
+from utils.run.onpolicy.rollout import AGENTS
 
 
 def build(kind: str, name: str, member_seeds: list[int]):
@@ -117,18 +117,6 @@ def test_a_checkpoint_resumes_only_with_its_own_init(tmp_path):
     with pytest.raises(UsageError, match="init='separate', this run has 'common'"):
         train(RunConfig(**kw, resume=True))
     assert len(train(RunConfig(**kw, resume=True, init="separate"))[0]) == 3
-
-
-@pytest.mark.parametrize("args,needle", [
-    (["--policy", "DIFF_TD3", "--init", "maybe"], "invalid choice"),
-    (["--policy", "TD3", "--init", "common"], "one agent"),
-])
-def test_bad_init_is_one_line_exit_2(args, needle, tmp_path, capsys):
-    code = main_guard(DASE_main.run, args + ["--env", "Pendulum-v1", "--max_time_steps", "400", "--quiet",
-                                             "--results_dir", str(tmp_path / "r")])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and needle in err, err
-    assert not (tmp_path / "r").exists()
 
 
 def test_no_clipping_with_max_grad_norm_0(tmp_path):

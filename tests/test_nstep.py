@@ -9,7 +9,7 @@ import DASE_main
 from algorithms.base import Batch
 from algorithms.td3 import TD3
 from utils.cli import main_guard
-from utils.run.buffer import SharedReplayBuffer
+from utils.run.replay.buffer import SharedReplayBuffer
 
 
 def hand_built() -> SharedReplayBuffer:

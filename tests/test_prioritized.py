@@ -7,7 +7,7 @@ import torch
 
 import DASE_main
 from utils.cli import main_guard
-from utils.run.learner import Learner
+from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 
 PER = dict(alpha=0.6, beta=0.4, beta_steps=1000, eps=1e-6)

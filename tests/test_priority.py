@@ -1,4 +1,4 @@
-"""utils/run/priority.py: the prioritized replay sampler on the device.
+"""utils/run/replay/priority.py: the prioritized replay sampler on the device.
 
 Frequencies follow P(i) = p_i / sum p (chi-squared), the draws are stratified (draw k lies in the k-th
 segment of the mass, recomputed in float64), importance weights match numpy, update writes exactly the
@@ -14,7 +14,7 @@ import torch
 
 from algorithms.nets import AgentRNG
 from utils.opcheck import CAPTURE_UNSAFE, OpRecorder
-from utils.run.priority import Priorities, _pairwise_sum
+from utils.run.replay.priority import Priorities, _pairwise_sum
 
 ALPHA, EPS = 0.6, 1e-6
 

@@ -11,7 +11,7 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     """Reject impossible settings before anything is created or written (``names``: RunConfig field -> the
     calling command line's flag name)."""
     if parse_policy(cfg.policy) is not None and cfg.algorithm == "A3C":
-        from .asynchronous import check_a3c
+        from .onpolicy.asynchronous import check_a3c
 
         check_a3c(cfg)
     check_settings(cfg, names)

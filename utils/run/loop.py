@@ -26,12 +26,12 @@ from ..naming import ALGORITHM
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .checks import validate
 from .config import RunConfig
-from .buffer import SharedReplayBuffer
+from .replay.buffer import SharedReplayBuffer
 from .episodes import EpisodeEvals
 from .evaluation import Evaluation
 from .files import RunFiles, plan_resume
-from .learner import Learner
-from .rollout import RolloutLearner
+from .replay.learner import Learner
+from .onpolicy.rollout import RolloutLearner
 from .progress import Progress, StopSignals, interrupted_message, non_finite_message
 
 
@@ -433,9 +433,9 @@ class Trainer:
 
 def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
     """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves.
-    A3C's asynchronous workers have their own trainer (asynchronous.py); every other algorithm runs this loop."""
+    A3C's asynchronous workers have their own trainer (onpolicy/asynchronous.py); every other algorithm runs this loop."""
     if ALGORITHM[cfg.algorithm].family == "async":
-        from .asynchronous import AsyncTrainer
+        from .onpolicy.asynchronous import AsyncTrainer
 
         return AsyncTrainer(cfg, validated).run()
     return Trainer(cfg, validated).run()

@@ -1,10 +1,10 @@
 """The learner protocol: what the loop (loop.py) asks of a learner, whichever family it is.
 
-Two learners speak it: ``Learner`` (learner.py; off-policy: DDPG, TD3, SAC and their sharing methods, one
-environment per member, updates from replay buffers) and ``RolloutLearner`` (rollout.py; on-policy: A2C and
+Two learners speak it: ``Learner`` (replay/learner.py; off-policy: DDPG, TD3, SAC and their sharing methods, one
+environment per member, updates from replay buffers) and ``RolloutLearner`` (onpolicy/rollout.py; on-policy: A2C and
 DIFF_A2C, K environments per member, one update per n-step rollout). The loop is the same for both: it steps
 the environments, feeds the learner, evaluates, checkpoints and resumes. (A3C is not lockstep: its
-asynchronous workers run under their own trainer, utils.run.asynchronous.)
+asynchronous workers run under their own trainer, utils.run.onpolicy.asynchronous.)
 """
 from __future__ import annotations
 

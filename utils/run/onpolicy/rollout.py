@@ -17,7 +17,7 @@ import torch
 from algorithms.a2c import A2C
 from algorithms.acer import ACER
 
-from .sharing import Scheme, SharingSettings, independent
+from ..sharing import Scheme, SharingSettings, independent
 
 AGENTS = {"A2C": A2C, "ACER": ACER}  # naming.ALGORITHM (family "rollout") -> class
 

@@ -46,14 +46,14 @@ import torch
 import torch.multiprocessing as mp
 
 from algorithms.a3c import DEFAULTS, ActorCritic, Rollout, SharedAdam, rollout_loss
-from ..envs.registry import make_env
-from ..envs.variants import task_for
-from ..envs.workers import episode_seeds
-from ..errors import Interrupted, NonFinite, UsageError, WorkerDied
-from .checkpoint import FORMAT as CHECKPOINT_FORMAT
-from .config import RunConfig, _check_execution, _check_folders
-from .files import RunFiles, plan_resume
-from .progress import Progress, StopSignals, interrupted_message
+from ...envs.registry import make_env
+from ...envs.variants import task_for
+from ...envs.workers import episode_seeds
+from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
+from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
+from ..config import RunConfig, _check_execution, _check_folders
+from ..files import RunFiles, plan_resume
+from ..progress import Progress, StopSignals, interrupted_message
 
 ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
 POLL_S = 0.001  # how often an idle worker, and this process while it waits for the workers, look at the counter

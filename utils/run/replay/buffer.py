@@ -74,7 +74,7 @@ class SharedReplayBuffer:
         members = g * self.writers
         self.member_group = torch.arange(members, device=self.device) // self.writers  # [M]
         self.member_id = (torch.arange(members, device=self.device) % self.writers).to(torch.int16)  # [M]
-        # prioritized replay: each member's priorities over its group's rows (utils/run/priority.py), beta annealed
+        # prioritized replay: each member's priorities over its group's rows (utils/run/replay/priority.py), beta annealed
         # from ``beta`` to 1 over ``beta_steps`` environment steps
         self.priorities = self.per = None
         if prioritized:

@@ -20,7 +20,7 @@ from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 from .cuda_graphs import UpdateGraphs
-from .sharing import Scheme, SharingSettings, independent
+from ..sharing import Scheme, SharingSettings, independent
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}  # naming.ALGORITHMS -> class
 DISCRETE = {"SAC": DiscreteSAC}  # the class for a discrete action space (naming: actions include "discrete")
