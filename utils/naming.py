@@ -80,6 +80,7 @@ DIFFUSION_WEIGHTS = ("uniform", "metropolis")
 WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that curve
 CONSENSUS_SUFFIX = "_consensus"  # {stem}_consensus.npy: the agents' parameter disagreement per evaluation
 TASKS_SUFFIX = "_tasks"  # {curve stem}_tasks.npy: --eval_tasks all, that agent's score on every agent's task
+EPISODES_SUFFIX = "_episodes"  # {curve stem}_episodes.csv: the actor-critic family's training episodes
 EPISODE_EVAL_SUFFIX = "_episode_eval"  # {curve stem}_episode_eval.npy: --episode_eval, [episode, step, return] rows
 
 # each command line's RunConfig fields that it spells otherwise (the paper's scripts' spellings)

@@ -17,8 +17,8 @@ import torch
 
 from .checkpoint import RunLock, check_compatible, read_checkpoint
 from ..errors import UsageError
-from ..io import save_curve, save_json, save_torch
-from ..naming import CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX, curve_length
+from ..io import atomic_write, save_curve, save_json, save_torch
+from ..naming import CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX, curve_length
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,8 @@ class RunFiles:
         self.task_curves = [self.results / f"{name}{TASKS_SUFFIX}.npy" for name in cfg.agent_names()]
         # --episode_eval: per agent, [episode, step, return] of the evaluation episode after each training episode
         self.episode_evals = [self.results / f"{name}{EPISODE_EVAL_SUFFIX}.npy" for name in cfg.agent_names()]
+        # the actor-critic family: per agent, a row per finished training episode (onpolicy/episode_log.py)
+        self.episode_logs = [self.results / f"{name}{EPISODES_SUFFIX}.csv" for name in cfg.agent_names()]
         self.record = self.results / f"{cfg.stem}.json"
         self.checkpoint = cfg.checkpoint_path
         self.models = [Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()]
@@ -69,7 +71,7 @@ class RunFiles:
 
     def existing(self) -> list[Path]:
         return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, *self.episode_evals,
-                            self.record] if p.exists()]
+                            *self.episode_logs, self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
         """Temporary files left by a write that was killed."""
@@ -179,6 +181,11 @@ class RunFiles:
         """--episode_eval: per agent, the rows [episode, step, return] so far (float64 [episodes, 3])."""
         for path, arr in zip(self.episode_evals, arrays):
             save_curve(path, arr)
+
+    def save_episode_logs(self, texts: list[str]) -> None:
+        """The actor-critic family: per agent, its training episodes so far as CSV."""
+        for path, text in zip(self.episode_logs, texts):
+            atomic_write(path, lambda f, text=text: f.write(text), mode="w")
 
     def update_record(self, **fields) -> None:
         """Add ``fields`` to the JSON record (what happened during the run: when each agent was solved)."""

@@ -28,6 +28,7 @@ from .checks import validate
 from .config import RunConfig
 from .replay.buffer import SharedReplayBuffer
 from .episodes import EpisodeEvals
+from .onpolicy.episode_log import EpisodeLog
 from .evaluation import Evaluation
 from .files import RunFiles, plan_resume
 from .replay.learner import Learner
@@ -133,6 +134,8 @@ class Trainer:
             self.episode_evals = EpisodeEvals(cfg.env, [s for s in seeds for _ in range(n)], self.tasks,
                                               cfg.episode_eval, cfg.solved_at, cfg.solved_window, cfg.max_episodes,
                                               dict(actions=spec.actions, who=cfg.algorithm))
+        # the actor-critic family: every finished training episode, as Diff-DAC's reference reports them
+        self.episode_log = EpisodeLog(len(self.member_seeds), k) if spec.family == "rollout" else None
         self.newly_done: list[int] = []  # members done at the last step (solved, or out of episodes)
         self.stopped: set[int] = set()  # the seeds (indices) whose agents are all done: their files are final
         limit = c.max_episode_steps
@@ -200,6 +203,8 @@ class Trainer:
         if self.cfg.timelimit_as_terminal:  # old Gym: the time limit's cut is stored as a termination
             terminated = np.logical_or(terminated, ended).astype(np.asarray(terminated).dtype)
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
+        if self.episode_log is not None:
+            self.episode_log.observe(rewards, ended, self.t + self.learner.steps_per_iteration)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
         if self.episode_evals is not None:  # after this step's update: the actor the next episode starts with
@@ -323,6 +328,8 @@ class Trainer:
             files.save_task_curves(self.task_curves[self.rows(k)])
         if self.cfg.episode_eval:
             files.save_episode_evals(self.episode_evals.arrays(self.rows(k)))
+        if self.episode_log is not None:
+            files.save_episode_logs([self.episode_log.csv(m) for m in range(self.rows(k).start, self.rows(k).stop)])
 
     # ---- starting, resuming, checkpoints ------------------------------------------------------
     def prepare(self) -> bool:
@@ -381,6 +388,7 @@ class Trainer:
                 "consensus_curve": self.consensus_curves[k],
                 "task_curves": self.task_curves[rows],
                 **({"episode_evals": self.episode_evals.state_dict(rows)} if self.episode_evals is not None else {}),
+                **({"episode_log": self.episode_log.state_dict(rows)} if self.episode_log is not None else {}),
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
 
     def save_checkpoint(self) -> None:
@@ -404,6 +412,8 @@ class Trainer:
         self.task_curves = [[list(r) for r in c] for s in states for c in s.get("task_curves", [[]] * len(s["curves"]))]
         if self.episode_evals is not None:
             self.episode_evals.load_state_dicts([s.get("episode_evals") for s in states])
+        if self.episode_log is not None:
+            self.episode_log.load_state_dicts([s.get("episode_log") for s in states])
         self.last_checkpoint = self.t
 
     # ---- guards and messages ------------------------------------------------------------------

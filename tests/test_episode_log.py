@@ -1,0 +1,65 @@
+"""ac_main.py's per-agent log of training episodes ({curve}_episodes.csv), Diff-DAC's reference metric."""
+import csv
+
+import numpy as np
+
+from utils.run import RunConfig, Trainer, train
+
+K = 2
+KW = dict(policy="DIFF_A2C", env="CartPole-v1", seed=3, num_agents=2, max_time_steps=2400, start_time_steps=0,
+          eval_freq=800, eval_episodes=1, quiet=True, checkpoint_freq=400, env_workers=0,
+          algo=dict(lr=7e-4, gamma=0.99, gae_lambda=1.0, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, hidden_size=16,
+                    n_steps=5, envs_per_agent=K, rms_alpha=0.99, rms_eps=1e-5))
+
+
+def rows(path):
+    with open(path) as f:
+        return [r for r in csv.DictReader(f)]
+
+
+def without_wall(table):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in table]
+
+
+def test_rows_follow_each_environments_episodes(tmp_path):
+    """CartPole pays 1 per step, so a return is its length; environment j's episodes tile its steps: the agent's step
+    count at an episode's end is K times the summed lengths of j's episodes so far (each loop step is one step of
+    each of the K environments)."""
+    cfg = RunConfig(results_dir=str(tmp_path), **KW)
+    train(cfg)
+    for name in cfg.agent_names():
+        table = rows(tmp_path / f"{name}_episodes.csv")
+        assert len(table) > 10 and list(table[0]) == ["env", "step", "return", "length", "wall_s"]
+        done = {j: 0 for j in range(K)}
+        for r in table:
+            j, length = int(r["env"]), int(r["length"])
+            assert float(r["return"]) == length
+            done[j] += length
+            assert int(r["step"]) == K * done[j]
+        assert all(0 < K * d <= KW["max_time_steps"] for d in done.values())
+        walls = [float(r["wall_s"]) for r in table]
+        assert walls == sorted(walls)
+
+
+def test_a_killed_run_resumed_writes_the_uninterrupted_rows(tmp_path):
+    full = RunConfig(results_dir=str(tmp_path / "full"), **KW)
+    train(full)
+    cut = RunConfig(results_dir=str(tmp_path / "cut"), **KW)
+    Trainer(cut).run(stop_at=1200)  # the checkpoint at 1200
+    # as if killed later: rows after the checkpoint were already written; the resumed run must not keep them twice
+    for name in cut.agent_names():
+        with open(tmp_path / "cut" / f"{name}_episodes.csv", "a") as f:
+            f.write("0,1300,9.0,9,1.000\n")
+    train(RunConfig(results_dir=str(tmp_path / "cut"), resume=True, **KW))
+    for name in full.agent_names():
+        a, b = rows(tmp_path / "full" / f"{name}_episodes.csv"), rows(tmp_path / "cut" / f"{name}_episodes.csv")
+        assert without_wall(a) == without_wall(b) and len(a) > 10
+    np.testing.assert_array_equal(np.load(tmp_path / "full" / f"{full.agent_names()[0]}.npy"),
+                                  np.load(tmp_path / "cut" / f"{full.agent_names()[0]}.npy"))
+
+
+def test_replay_learners_write_no_episode_log(tmp_path):
+    cfg = RunConfig(policy="TD3", env="Pendulum-v1", max_time_steps=400, start_time_steps=200, eval_freq=200,
+                    eval_episodes=1, quiet=True, results_dir=str(tmp_path), algo={"hidden": (8, 8)})
+    train(cfg)
+    assert not list(tmp_path.glob("*_episodes.csv"))
