@@ -12,7 +12,7 @@ from utils.naming import SCRIPT_POLICIES, algorithm_of
 
 POLICIES = SCRIPT_POLICIES["ac_main.py"]
 # flags of the replay learners that mean nothing here
-SKIP = ("--similarity", "--dpd_alpha", "--dpd_batch_size", "--kl_div_var", "--buffer_size", "--batch_size",
+SKIP = ("--similarity", "--dpd_alpha", "--dpd_batch_size", "--kl_div_var", "--kl_precision", "--buffer_size", "--batch_size",
         "--cuda_graphs", "--no_cuda_graphs", "--n_step", "--prioritized", "--per_alpha", "--per_beta",
         "--per_beta_steps", "--per_eps")
 # per algorithm: defaults of the flags whose default differs (the reference codes' values)

@@ -7,7 +7,10 @@ Batch-level rule (DDPG, TD3, deterministic SAC), per learner i:
   D = (KL(N||R) + KL(R||N)) / 2 ("js") or KL(N||R) ("kl"),
   every external sample gets w = exp(-D); own samples get 1.
 A fit that is impossible (too few external samples, singular Sigma, non-finite values)
-gives the external samples weight 0.
+gives the external samples weight 0. The fit and the divergence are computed in float64; ``precision="float32"``
+(``--kl_precision float32``) computes them as the paper's code does instead: in float32 with
+``torch.distributions.MultivariateNormal``, weight 0 wherever that constructor would reject Sigma (not symmetric
+within 1e-6, or the float32 Cholesky fails), which happens more often than in float64 near a singular Sigma.
 
 Per-sample rule (Gaussian SAC): w_k = exp(-mean_dims (KL(b_k||p_k) + KL(p_k||b_k)) / 2)
 between the stored behaviour Gaussian b_k and the learner's current Gaussian p_k.
@@ -26,6 +29,7 @@ import math
 import torch
 
 SIMILARITIES = ("js", "kl", "none")
+PRECISIONS = ("float64", "float32")  # --kl_precision: float64 (ours, default) or float32 (the paper's code)
 MATCHED = "matched"  # --kl_div_var matched: v = the variance of the agents' own exploration noise
 
 
@@ -93,18 +97,25 @@ def batch_weights(
     own: torch.Tensor,
     var,
     similarity: str = "js",
+    precision: str = "float64",
 ) -> torch.Tensor:
     """Batch-level DASE weights against R = N(0, var I) (``var`` a number) or N(0, diag(var)) (a tensor [A]).
 
     actions, policy_actions: [N, B, A] (stored action, learner's current action in the
     same state); own: [N, B] bool, True where the sample was written by the learner.
-    Returns [N, B, 1] float weights.
+    Returns [N, B, 1] float weights. ``precision``: "float64" (ours) or "float32" (the paper's code, see the
+    module's docstring).
     """
     ones = torch.ones(own.shape + (1,), dtype=actions.dtype, device=actions.device)
     if similarity == "none":
         return ones
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}")
+    if precision == "float32":
+        w_ext = _float32_weights(actions, policy_actions, own, var, similarity)
+        return torch.where(own.unsqueeze(-1), ones, w_ext.view(-1, 1, 1).expand_as(ones))
+    if precision != "float64":
+        raise ValueError(f"unknown precision {precision!r}")
     a_dim = actions.shape[-1]
     # float64: the A x A Cholesky of a nearly singular covariance is fragile in float32
     d = (actions - policy_actions).double()
@@ -119,6 +130,37 @@ def batch_weights(
     valid = ok & (n_ext.squeeze(-1) > a_dim) & torch.isfinite(div)
     w_ext = torch.where(valid, torch.exp(-div), torch.zeros_like(div)).to(actions.dtype)  # [N]
     return torch.where(own.unsqueeze(-1), ones, w_ext.view(-1, 1, 1).expand_as(ones))
+
+
+def _float32_weights(actions, policy_actions, own, var, similarity: str) -> torch.Tensor:
+    """The external weight per learner [N] as the paper's code computes it: float32 fit of the action gaps,
+    ``MultivariateNormal`` and ``kl_divergence`` of ``torch.distributions``, 0 where its constructor would raise.
+    Batched and free of host syncs: the validation the constructor does (a finite mean, Sigma symmetric within
+    ``isclose(atol=1e-6)``, a successful Cholesky) is computed as a mask instead of raised."""
+    from torch.distributions import MultivariateNormal, kl_divergence
+
+    a_dim = actions.shape[-1]
+    d = (actions - policy_actions).float()
+    ext = (~own).unsqueeze(-1).float()  # [N, B, 1]
+    n_ext = ext.sum(dim=1).clamp_min(1.0)  # [N, 1]
+    mu = (d * ext).sum(dim=1) / n_ext  # [N, A]
+    centred = (d - mu.unsqueeze(1)) * ext
+    cov = centred.transpose(1, 2) @ centred / n_ext.unsqueeze(-1)  # [N, A, A]
+    chol, info = torch.linalg.cholesky_ex(cov)
+    symmetric = torch.isclose(cov, cov.transpose(1, 2), atol=1e-6).all(-1).all(-1)
+    ok = (info == 0) & symmetric & torch.isfinite(mu).all(-1)
+    eye = torch.eye(a_dim, dtype=d.dtype, device=d.device)
+    chol = torch.where(ok.view(-1, 1, 1), chol, eye.expand_as(cov))  # rejected fits: a harmless stand-in
+    ref_scale = (torch.sqrt(var.to(d.dtype)) if isinstance(var, torch.Tensor)
+                 else torch.full((a_dim,), math.sqrt(var), dtype=d.dtype, device=d.device))
+    fit = MultivariateNormal(mu, scale_tril=chol, validate_args=False)
+    ref = MultivariateNormal(torch.zeros_like(mu), scale_tril=torch.diag_embed(ref_scale).expand_as(cov),
+                             validate_args=False)
+    div = kl_divergence(fit, ref)
+    if similarity == "js":
+        div = (div + kl_divergence(ref, fit)) / 2
+    w = torch.exp(-div)
+    return torch.where(ok & torch.isfinite(w), w, torch.zeros_like(w)).to(actions.dtype)
 
 
 def diag_gaussian_kl(mu0: torch.Tensor, std0: torch.Tensor, mu1: torch.Tensor, std1: torch.Tensor) -> torch.Tensor:
@@ -195,15 +237,18 @@ class Weighting:
 class BatchDivergence(Weighting):
     """The batch-level rule (DDPG, TD3, deterministic SAC) against R = N(0, var I) or N(0, diag(var))."""
 
-    def __init__(self, similarity: str, var):
+    def __init__(self, similarity: str, var, precision: str = "float64"):
         if similarity not in SIMILARITIES:
             raise ValueError(f"unknown similarity {similarity!r}")
-        self.similarity, self.var = similarity, var
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}")
+        self.similarity, self.var, self.precision = similarity, var, precision
 
     def __call__(self, agents, batch, policy_actions=None) -> torch.Tensor:
         if policy_actions is None:
             policy_actions = agents.actor(batch.obs)
-        return batch_weights(batch.action, policy_actions.detach(), batch.own, self.var, self.similarity)
+        return batch_weights(batch.action, policy_actions.detach(), batch.own, self.var, self.similarity,
+                             self.precision)
 
 
 class PerSampleGaussian(Weighting):
@@ -232,11 +277,16 @@ class PerSampleCategorical(Weighting):
                                           self.similarity)
 
 
-def dase_weighting(agents, similarity: str, kl_div_var) -> Weighting:
+def dase_weighting(agents, similarity: str, kl_div_var, precision: str = "float64") -> Weighting:
     """The DASE rule for these agents: per sample for a Gaussian or a categorical policy, per batch otherwise
-    (reference variance ``kl_div_var``, or the agents' exploration-noise variance with ``matched``)."""
+    (reference variance ``kl_div_var``, or the agents' exploration-noise variance with ``matched``; the fit in
+    ``precision``)."""
     if similarity == "none":
         return Weighting()
+    per_sample = getattr(agents, "discrete", False) or getattr(agents, "gaussian", False)
+    if precision != "float64" and per_sample:
+        raise ValueError(f"--kl_precision {precision}: only the batch-level rule (a deterministic actor) fits a "
+                         "Gaussian to the action gaps; per-sample weights have no such fit")
     if getattr(agents, "discrete", False):
         if kl_div_var == MATCHED:
             raise ValueError("--kl_div_var matched has no meaning for discrete actions (their weights compare action "
@@ -247,4 +297,4 @@ def dase_weighting(agents, similarity: str, kl_div_var) -> Weighting:
             raise ValueError("--kl_div_var matched has no meaning for a Gaussian policy (its weights compare "
                              "Gaussians per sample, with no reference variance)")
         return PerSampleGaussian(similarity)
-    return BatchDivergence(similarity, reference_variance(kl_div_var, agents.exploration_variance()))
+    return BatchDivergence(similarity, reference_variance(kl_div_var, agents.exploration_variance()), precision)

@@ -176,3 +176,85 @@ def test_categorical_sac_weights_match_torch_distributions(similarity):
     assert torch.all(w[0, :5] == 0.0) if similarity == "js" else torch.all(w[0, :5] > 0.0)
     torch.testing.assert_close(w[0, 5:8], torch.ones(3, 1, dtype=torch.float64))
     assert torch.all(categorical_policy_weights(behaviour, torch.log_softmax(logits, -1), own, "none") == 1.0)
+
+
+def paper_float32_weights(actions, policy_actions, own, var, similarity):
+    """The paper's code per learner, verbatim in spirit: float32 gaps, torch.distributions' MultivariateNormal
+    (validating its arguments) and kl_divergence; any exception gives the external samples weight 0."""
+    n, b, a = actions.shape
+    out = torch.ones(n, b, 1)
+    ref = MultivariateNormal(torch.zeros(a), torch.eye(a) * var)
+    for i in range(n):
+        ext = torch.where(~own[i])[0]
+        try:
+            d = actions[i, ext] - policy_actions[i, ext]
+            mean = torch.mean(d, dim=0)
+            cov = torch.mm(torch.transpose(d - mean, 0, 1), d - mean) / len(ext)
+            fit = MultivariateNormal(mean, cov)
+            div = kl_divergence(fit, ref) if similarity == "kl" else (kl_divergence(fit, ref) + kl_divergence(ref, fit)) / 2
+            out[i, ext, 0] = torch.exp(-div)
+        except Exception:  # the paper's bare except
+            out[i, ext, 0] = 0.0
+    return out
+
+
+@pytest.mark.parametrize("similarity", ["js", "kl"])
+@pytest.mark.parametrize("a", [1, 2, 3])
+def test_float32_weights_match_the_papers_per_agent_code(similarity, a):
+    gen = torch.Generator().manual_seed(11)
+    n, b, var = 4, 256, 0.1
+    actions = torch.rand(n, b, a, generator=gen) * 2 - 1
+    policy_actions = torch.tanh(actions + 0.3 * torch.randn(n, b, a, generator=gen))
+    own = torch.randint(0, 2, (n, b), generator=gen) == 0
+    w = batch_weights(actions, policy_actions, own, var, similarity, precision="float32")
+    expected = paper_float32_weights(actions, policy_actions, own, var, similarity)
+    # both in float32, sums in another order: a few ulps of the divergence
+    torch.testing.assert_close(w, expected, rtol=2e-5, atol=1e-7)
+    assert torch.all(w[own] == 1.0) and bool((w[~own] > 0).all())
+    # and within float32 rounding of our float64 weights
+    torch.testing.assert_close(w, batch_weights(actions, policy_actions, own, var, similarity), rtol=1e-4, atol=1e-6)
+
+
+def test_float32_rejects_nearly_singular_fits_that_float64_accepts():
+    """Gaps on a line up to a 1e-7 wobble: Sigma is positive definite, float64 factors it and gives every fit a
+    small positive weight; in float32 the wobble's variance is below the rounding of Sigma, the Cholesky fails
+    in some of the fits (which ones depends on rounding), and there the paper's code (its constructor raises)
+    and --kl_precision float32 give weight 0."""
+    b, fits = 256, 40
+    gen = torch.Generator().manual_seed(5)
+    t = torch.rand(fits, b, generator=gen) * 0.6 - 0.3
+    wobble = 1e-7 * torch.randn(fits, b, generator=gen)
+    actions = torch.stack([t, 0.5 * t + wobble], dim=-1)  # 40 learners, each with its own nearly singular fit
+    policy = torch.zeros_like(actions)
+    own = torch.zeros(fits, b, dtype=torch.bool)
+    ours = batch_weights(actions, policy, own, 0.1, "kl")
+    theirs = batch_weights(actions, policy, own, 0.1, "kl", precision="float32")
+    paper = paper_float32_weights(actions, policy, own, 0.1, "kl")
+    assert bool((ours > 0).all())
+    rejected, paper_rejected = (theirs[:, 0, 0] == 0), (paper[:, 0, 0] == 0)
+    assert int(rejected.sum()) >= 2 and int(paper_rejected.sum()) >= 2
+    # where a float32 fit survives, it is the float64 weight up to float32's trouble with this Sigma
+    assert bool((theirs[~rejected] > 0).all())
+
+
+def test_float32_matched_reference_matches_torch_distributions():
+    """A diagonal reference (--kl_div_var matched) in float32, against torch.distributions."""
+    gen = torch.Generator().manual_seed(2)
+    actions = torch.rand(2, 128, 2, generator=gen) * 2 - 1
+    policy = torch.tanh(actions + 0.2 * torch.randn(2, 128, 2, generator=gen))
+    own = torch.randint(0, 2, (2, 128), generator=gen) == 0
+    var = torch.tensor([0.01, 0.04], dtype=torch.float64)
+    w = batch_weights(actions, policy, own, var, "js", precision="float32")
+    ref = MultivariateNormal(torch.zeros(2), torch.diag(var.float()))
+    for i in range(2):
+        ext = ~own[i]
+        d = actions[i, ext] - policy[i, ext]
+        fit = MultivariateNormal(d.mean(0), torch.cov(d.T, correction=0))
+        expected = torch.exp(-(kl_divergence(fit, ref) + kl_divergence(ref, fit)) / 2)
+        torch.testing.assert_close(w[i, ext, 0], expected.expand(int(ext.sum())), rtol=2e-5, atol=1e-7)
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision"):
+        batch_weights(torch.zeros(1, 4, 2), torch.zeros(1, 4, 2), torch.zeros(1, 4, dtype=torch.bool), 0.1, "js",
+                      precision="float16")

@@ -134,6 +134,10 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
         help="variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the "
              "variance of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies "
              "with a deterministic actor; files named {policy}_matched_...) (default: 0.1, the paper's)")
+    add("--kl_precision", type=str, default="float64", choices=["float64", "float32"],
+        help="arithmetic of the sharing weights' Gaussian fit and divergence: float64 (ours), or float32 as the "
+             "paper's code (torch.distributions; weight 0 where float32 rejects the covariance); files named "
+             "{policy}_float32_... (default: float64)")
     add("--topology", type=str, default=None, choices=["complete", "ring", "star", "none"],
         help="the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
              "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters "
@@ -298,7 +302,18 @@ def shared_settings(args, policy: str) -> dict:
     if not method.experience and (similarity != "js" or kl_div_var != 0.1):
         raise UsageError(f"--similarity/--kl_div_var: {policy} weighs no shared samples; drop these flags (they "
                          "apply to DASE_ policies)")
+    precision = getattr(args, "kl_precision", "float64")
+    if precision != "float64":
+        if not method.experience or similarity == "none":
+            raise UsageError(f"--kl_precision {precision}: {policy} with --similarity {similarity} computes no "
+                             "sharing weights; use it with a DASE_ policy and --similarity js or kl")
+        if getattr(args, "policy_type", "Deterministic") != "Deterministic":
+            raise UsageError(f"--kl_precision {precision}: only a deterministic actor's weights fit a Gaussian to the "
+                             "action gaps (Gaussian and discrete SAC weigh per sample); use --policy_type "
+                             "Deterministic on continuous actions")
     sharing = dict(similarity=similarity, kl_div_var=kl_div_var)
+    if precision != "float64":  # only then: runs without it keep the settings (and checkpoints) they always had
+        sharing["kl_precision"] = precision
     if method.distils:
         sharing.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
     graph = dict(topology=args.topology, adjacency=read_adjacency(args.adjacency),

@@ -8,7 +8,7 @@ curve-name pattern, sweep and plot are all read from the tables below: a new alg
 A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agent: ``{stem}.npy`` for a single
 agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The
 variant names settings that change what a method is rather than how it is tuned, so runs of both never share
-files: ``matched`` (``--kl_div_var matched``), the graph when it is not complete (``ring``, ``star``, ``none``,
+files: ``matched`` (``--kl_div_var matched``), ``float32`` (``--kl_precision float32``), the graph when it is not complete (``ring``, ``star``, ``none``,
 or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops, and
 ``commoninit``/``separateinit`` when ``--init`` is not the policy's default.
 """
@@ -92,7 +92,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -178,6 +178,8 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
     tokens = []
     if str(settings.get("kl_div_var", "")).lower() == "matched":
         tokens.append("matched")
+    if settings.get("kl_precision", "float64") != "float64":
+        tokens.append(str(settings["kl_precision"]))
     if settings.get("adjacency") is not None:
         tokens.append(adjacency_token(settings["adjacency"]))
     elif settings.get("topology") not in (None, "complete"):

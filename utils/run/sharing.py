@@ -20,12 +20,12 @@ from algorithms.base import Batch, stream_seed
 from algorithms.dpd import Distillation
 from algorithms.graph import Diffusion, adjacency, check_adjacency, disagreement, neighbours
 from algorithms.nets import AgentRNG
-from algorithms.sharing import SIMILARITIES, Weighting, dase_weighting
+from algorithms.sharing import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
 from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, method_of
 
 # the keys of RunConfig.sharing, with their defaults
-DEFAULTS = {"similarity": "js", "kl_div_var": 0.1, "dpd_alpha": 1.0, "dpd_batch_size": 256, "topology": None,
+DEFAULTS = {"similarity": "js", "kl_div_var": 0.1, "kl_precision": "float64", "dpd_alpha": 1.0, "dpd_batch_size": 256, "topology": None,
             "adjacency": None, "diffusion_weights": "uniform", "link_drop": 0.0}
 
 
@@ -37,6 +37,7 @@ class SharingSettings:
     num_agents: int = 1
     similarity: str = "js"
     kl_div_var: float | str = 0.1
+    kl_precision: str = "float64"
     dpd_alpha: float = 1.0
     dpd_batch_size: int = 256
     topology: Optional[str] = None  # None: the method's default (complete; a ring for DIFF_)
@@ -73,6 +74,8 @@ class SharingSettings:
         m = self.method
         if self.similarity not in SIMILARITIES:
             raise ValueError(f"--similarity {self.similarity!r}: use one of {', '.join(SIMILARITIES)}")
+        if self.kl_precision not in PRECISIONS:
+            raise ValueError(f"--kl_precision {self.kl_precision!r}: use one of {', '.join(PRECISIONS)}")
         if self.topology is not None and self.topology not in TOPOLOGIES:
             raise ValueError(f"--topology {self.topology!r}: use one of {', '.join(TOPOLOGIES)}")
         if self.topology is not None and self.adjacency is not None:
@@ -126,8 +129,8 @@ class Scheme:
             self.choices = torch.as_tensor(table * self.seeds, dtype=torch.int64, device=device)  # [M, width]
             self.choice_count = torch.as_tensor([[1 + len(x)] for x in nbrs] * self.seeds, dtype=torch.int64,
                                                 device=device)  # [M, 1]
-        agents.weighting = dase_weighting(agents, settings.similarity, settings.kl_div_var) if m.experience \
-            else Weighting()
+        agents.weighting = (dase_weighting(agents, settings.similarity, settings.kl_div_var, settings.kl_precision)
+                            if m.experience else Weighting())
         self.distillation = self.distill_sampler = None
         self.peer_slots: list[torch.Tensor] = []
         if m.distils:
