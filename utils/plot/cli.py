@@ -2,6 +2,7 @@
 
     python -m utils.plot DIR [DIR ...] --out OUTDIR [--reference DIR] [--at STEP ...] [--weights]
                          [--ci] [--smooth W] [--per_agent] [--pdf]
+    python -m utils.plot DIR [DIR ...] --training [--training_window 100] [--ci] --out OUTDIR
 
 Every ``.npy`` file under the given folders whose name follows the curve naming
 ({ALG}_{env}_{seed}.npy, DASE_{ALG}_{env}_{seed}_Agent_{i}.npy, DPD_{ALG}_{env}_{seed}.npy) is
@@ -43,6 +44,7 @@ from .curves import (Curve, Group, PlotError, attach_consensus, attach_weights, 
 from ..io import file_in_the_way, unwritable
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
+from .training import training
 
 PROG = "python -m utils.plot"
 
@@ -81,8 +83,16 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--max_steps", type=int, default=None,
                    help="use only the evaluations up to this step, ours and the reference's (figures and tables), "
                         "e.g. to compare 100k-step runs with the paper's 1M-step curves")
+    p.add_argument("--training", action="store_true",
+                   help="instead of the evaluation curves: the training episodes of ac_main.py runs "
+                        "({curve}_episodes.csv), their running mean against the environment steps of all agents "
+                        "together (Diff-DAC's metric; see utils/plot/training.py): training_{env}.png, training.md")
+    p.add_argument("--training_window", type=int, default=100,
+                   help="--training: episodes in the running mean (default: 100)")
     p.add_argument("--pdf", action="store_true", help="write PDF instead of PNG")
     args = p.parse_args(argv)
+    if args.training_window < 1:
+        p.error(f"--training_window {args.training_window}: a number of episodes, at least 1")
     if args.smooth < 1 or (args.eval_freq is not None and args.eval_freq < 1) or any(s < 0 for s in args.at) or (args.max_steps or 0) < 0:
         p.error("--smooth and --eval_freq must be positive, --at and --max_steps steps non-negative")
     return args
@@ -160,6 +170,15 @@ def check_out(out: str) -> None:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.training:
+        try:
+            check_out(args.out)
+            written = training(args.dirs, Path(args.out), args.training_window, args.ci, "pdf" if args.pdf else "png")
+        except PlotError as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote {', '.join(str(p) for p in written)}")
+        return 0
     try:
         check_out(args.out)
         own_curves, ref_curves, show_weights = load(args)

@@ -1,0 +1,58 @@
+"""python -m utils.plot --training: the running mean of training returns against the steps of all agents."""
+import numpy as np
+import pytest
+
+from utils.plot.cli import main
+from utils.plot.training import find_episode_logs, setting_curves
+
+
+def write_log(path, rows):
+    path.write_text("env,step,return,length,wall_s\n" + "".join(f"{j},{s},{r},{n},0.5\n" for j, s, r, n in rows))
+
+
+def test_running_mean_pools_the_agents_of_a_seed_by_total_steps(tmp_path):
+    # seed 0: two agents in lockstep; their episodes, by the agent's own step count at the end
+    write_log(tmp_path / "DIFF_A2C_ring_CartPole-v1_0_Agent_0_episodes.csv", [(0, 10, 1.0, 10), (0, 30, 3.0, 20)])
+    write_log(tmp_path / "DIFF_A2C_ring_CartPole-v1_0_Agent_1_episodes.csv", [(0, 20, 2.0, 20), (1, 40, 4.0, 40)])
+    found = find_episode_logs([str(tmp_path)])
+    assert list(found) == [("CartPole-v1", "DIFF_A2C_ring")]
+    steps, means = found[("CartPole-v1", "DIFF_A2C_ring")][0].pooled(window=2)
+    # ordered by step: returns 1, 2, 3, 4 at agent steps 10, 20, 30, 40 -> 20, 40, 60, 80 steps of both agents
+    np.testing.assert_array_equal(steps, [20, 40, 60, 80])
+    np.testing.assert_allclose(means, [1.0, 1.5, 2.5, 3.5])
+
+
+def test_seeds_share_a_grid_up_to_the_shortest(tmp_path):
+    write_log(tmp_path / "A2C_CartPole-v1_0_episodes.csv", [(0, 100, 10.0, 100), (0, 200, 30.0, 100)])
+    write_log(tmp_path / "A2C_CartPole-v1_1_episodes.csv", [(0, 50, 0.0, 50), (0, 150, 20.0, 100)])
+    grid, m, finals = setting_curves(find_episode_logs([str(tmp_path)])[("CartPole-v1", "A2C")], window=100)
+    assert grid[0] == 0 and grid[-1] == 150 and m.shape == (2, len(grid))
+    assert finals == [20.0, 10.0]  # running means at each seed's last episode
+    np.testing.assert_allclose(m[0, -1], 10.0 + (150 - 100) / 100 * (20.0 - 10.0))  # linear between 100 and 200
+    np.testing.assert_allclose(m[1, -1], 10.0)
+
+
+def test_cli_writes_figure_and_table(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    runs.mkdir()
+    for seed in range(3):
+        for agent in range(2):
+            write_log(runs / f"DIFF_A2C_CartPole-v1_{seed}_Agent_{agent}_episodes.csv",
+                      [(0, 10 * k, float(seed + k), 10) for k in range(1, 30)])
+    assert main([str(runs), "--training", "--training_window", "10", "--out", str(out)]) == 0
+    assert (out / "training_CartPole-v1.png").stat().st_size > 0
+    table = (out / "training.md").read_text()
+    assert "| CartPole-v1 | DIFF_A2C | 3 |" in table
+    # seed s: the last 10 pooled returns are s + 25..29, each twice (two agents): mean s + 27
+    assert "27.0, 28.0, 29.0" in table
+
+
+@pytest.mark.parametrize("argv,needle", [(["--training_window", "0"], "--training_window"),
+                                         ([], "no training episode logs")])
+def test_bad_training_input_is_one_line(tmp_path, capsys, argv, needle):
+    try:
+        code = main([str(tmp_path), "--training", "--out", str(tmp_path / "o"), *argv])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and needle in err[-1]

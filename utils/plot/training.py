@@ -1,0 +1,149 @@
+"""Training episodes against total environment steps, as Diff-DAC's reference analysis reports them.
+
+``python -m utils.plot DIR --training`` reads every ``{curve}_episodes.csv`` (written by ``ac_main.py``'s lockstep
+runs: environment index, the agent's step count at the episode's end, return, length, wall seconds) and, per
+setting (policy, variant, environment) and seed, pools the episodes of all the seed's agents in the order they
+ended. The x axis is the total number of environment steps of the seed, summed over its agents (in a lockstep
+run every agent has taken the same number of steps, so N x the agent's count); the y axis the running mean of
+the last ``--training_window`` episode returns (default 100; fewer at the start). Seeds are put on one grid of
+steps (linear interpolation, up to the shortest seed) and drawn as their mean with a band (± std, or with
+``--ci`` a 95 % bootstrap CI over seeds). Writes ``training_{env}.png`` per environment and ``training.md``:
+per setting the running mean at the end of each seed, its mean over seeds and CI.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..naming import CURVE_NAME, EPISODES_SUFFIX
+from .curves import PlotError, warn
+from .stats import bootstrap_ci, mean_band
+
+GRID = 200  # points of the common step grid a setting's seeds are interpolated onto
+
+
+@dataclass
+class SeedEpisodes:
+    """One seed of one setting: per agent its rows (step, return), in file order."""
+
+    agents: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+
+    def pooled(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """(total steps, running mean of the last ``window`` returns) over every episode of every agent."""
+        n = len(self.agents)
+        rows = sorted((step, agent, k, ret) for agent, episodes in self.agents.items()
+                      for k, (step, ret) in enumerate(episodes))
+        steps = np.array([r[0] for r in rows], dtype=np.float64) * n
+        returns = np.array([r[3] for r in rows], dtype=np.float64)
+        c = np.cumsum(np.insert(returns, 0, 0.0))
+        idx = np.arange(1, len(returns) + 1)
+        lo = np.maximum(idx - window, 0)
+        return steps, (c[idx] - c[lo]) / (idx - lo)
+
+
+def read_episodes(path: Path) -> list[tuple[int, float]] | None:
+    """The (step, return) rows of one episode log; None (with a warning) when it is not one."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            return [(int(row["step"]), float(row["return"])) for row in reader]
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, csv.Error) as e:
+        warn(f"{path}: not an episode log ({type(e).__name__}); skipped")
+        return None
+
+
+def find_episode_logs(dirs: list[str]) -> dict[tuple[str, str], dict[int, SeedEpisodes]]:
+    """{(env, setting): {seed: SeedEpisodes}} from every ``*_episodes.csv`` under ``dirs``."""
+    found: dict[tuple[str, str], dict[int, SeedEpisodes]] = defaultdict(dict)
+    for d in dirs:
+        d = Path(d)
+        if not d.exists():
+            raise PlotError(f"{d}: no such folder")
+        paths = [d] if d.is_file() else sorted(d.rglob(f"*{EPISODES_SUFFIX}.csv"))
+        for path in paths:
+            m = CURVE_NAME.match(re.sub(f"{EPISODES_SUFFIX}$", "", path.stem))
+            if m is None or not path.name.endswith(f"{EPISODES_SUFFIX}.csv"):
+                continue
+            rows = read_episodes(path)
+            if rows is None:
+                continue
+            setting = "_".join(x for x in (m.group("method"), m.group("alg"), m.group("variant")) if x)
+            seeds = found[(m.group("env"), setting)]
+            seed = seeds.setdefault(int(m.group("seed")), SeedEpisodes())
+            seed.agents[int(m.group("agent") or 0)] = rows
+    return dict(found)
+
+
+def setting_curves(seeds: dict[int, SeedEpisodes], window: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """(grid of total steps [G], running means [seeds, G], each seed's final running mean) of one setting."""
+    pooled = [seeds[s].pooled(window) for s in sorted(seeds)]
+    pooled = [(x, y) for x, y in pooled if len(x)]
+    if not pooled:
+        return np.zeros(0), np.zeros((0, 0)), []
+    end = min(x[-1] for x, _ in pooled)
+    grid = np.linspace(0.0, end, GRID)
+    return grid, np.stack([np.interp(grid, x, y) for x, y in pooled]), [float(y[-1]) for _, y in pooled]
+
+
+def table(found: dict, window: int) -> str:
+    lines = [f"| environment | setting | seeds | running mean of the last {window} training returns at the end, "
+             "95 % CI over seeds | per seed |", "|---|---|---|---|---|"]
+    for (env, setting), seeds in sorted(found.items()):
+        _, _, finals = setting_curves(seeds, window)
+        if not finals:
+            continue
+        x = np.array(finals)
+        lo, hi = bootstrap_ci(x, np.mean) if len(x) > 1 else (x[0], x[0])
+        per_seed = ", ".join(f"{v:.1f}" for v in finals)
+        lines.append(f"| {env} | {setting} | {len(x)} | {x.mean():.1f} [{lo:.1f}, {hi:.1f}] | {per_seed} |")
+    return "\n".join(lines) + "\n"
+
+
+def draw(found: dict, out: Path, window: int, ci: bool, ext: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_env: dict[str, list[str]] = defaultdict(list)
+    for env, setting in found:
+        by_env[env].append(setting)
+    written = []
+    for env, settings in sorted(by_env.items()):
+        fig, ax = plt.subplots(figsize=(5.6, 3.9))
+        for setting in sorted(settings):
+            grid, m, _ = setting_curves(found[(env, setting)], window)
+            if not len(grid):
+                continue
+            mean, lo, hi = mean_band(m, ci)
+            (line,) = ax.plot(grid, mean, label=f"{setting} ({len(m)})", lw=1.4)
+            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_xlabel("environment steps, all agents together")
+        ax.set_ylabel(f"training return (running mean of {window})")
+        ax.set_title(env)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / f"training_{env}.{ext}"
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def training(dirs: list[str], out: Path, window: int, ci: bool, ext: str) -> list[Path]:
+    """The --training mode: figures and training.md (printed); raises PlotError when there is nothing to read."""
+    found = find_episode_logs(dirs)
+    if not found:
+        raise PlotError(f"no training episode logs ({{curve}}{EPISODES_SUFFIX}.csv, written by ac_main.py) under "
+                        f"{' '.join(dirs)}")
+    out.mkdir(parents=True, exist_ok=True)
+    written = draw(found, out, window, ci, ext)
+    text = table(found, window)
+    (out / "training.md").write_text(text)
+    print(text, end="")
+    return written + [out / "training.md"]
