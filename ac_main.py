@@ -70,6 +70,10 @@ def parse(argv=None):
                    help="ACER: Polyak rate of the average policy network (default: 0.99)")
     p.add_argument("--trust_region_threshold", type=real, default=None,
                    help="ACER: delta, the trust region's bound on k^T z (default: 1)")
+    p.add_argument("--task_per_env", type=int, default=0, metavar="N",
+                   help="the centralised multi-task baseline: one agent whose environment k plays the task agent "
+                        "k mod N of the same seed would get (task variants; needs --envs_per_agent >= N); files "
+                        "named {policy}_tasks{N}_...; --eval_tasks all evaluates it on the N tasks (default: 0, off)")
     p.add_argument("--hidden_size", type=count, default=64,
                    help="width of the two hidden layers of the policy and value networks (default: 64)")
     return p.parse_args(argv)
@@ -130,9 +134,12 @@ def build_config(args):
         del algo["gae_lambda"]
         algo["q_coef"] = algo.pop("vf_coef")
         algo.update(acer, trust_region=not args.no_trust_region)
+    if args.task_per_env and algorithm == "A3C":
+        raise UsageError("--task_per_env: A3C's workers each play the agent's own task; use A2C or ACER")
     return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
-                     algo=algo, sharing=shared_settings(args, policy), **run_flags(args))
+                     algo=algo, sharing=shared_settings(args, policy), task_per_env=args.task_per_env,
+                     **run_flags(args))
 
 
 def run(argv=None):

@@ -64,6 +64,9 @@ class RunConfig:
     # Diff-DAC's reference code starts its learners) or "separate" (each from its own seed); None: common for
     # diffusion (DIFF_) policies, separate otherwise
     init: str | None = None
+    # the centralised multi-task baseline (ac_main.py --task_per_env N): one agent whose environment k plays the
+    # task of agent k mod N of the seed; 0: off
+    task_per_env: int = 0
 
     def __post_init__(self):
         if self.init is None:
@@ -95,7 +98,7 @@ class RunConfig:
 
     @property
     def variant(self) -> str:
-        return variant_of({**self.sharing, "init": self.init}, self.policy)
+        return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""
@@ -117,6 +120,11 @@ class RunConfig:
 
     def agent_seeds(self) -> list[int]:
         return [self.seed + 100 * i for i in range(self.num_agents)]
+
+    @property
+    def task_count(self) -> int:
+        """The tasks a seed's agents play together: N with --task_per_env N, else one per agent."""
+        return self.task_per_env or self.num_agents
 
     def seed_list(self) -> list[int]:
         return list(self.seeds) if self.seeds else [self.seed]
@@ -207,6 +215,20 @@ def _check_tasks(cfg: RunConfig) -> None:
 
     if cfg.eval_tasks not in EVAL_TASKS:
         raise UsageError(f"--eval_tasks must be one of {', '.join(EVAL_TASKS)}, got {cfg.eval_tasks!r}")
+    if cfg.task_per_env:
+        if cfg.task_per_env < 2:
+            raise UsageError(f"--task_per_env {cfg.task_per_env}: the tasks of at least 2 agents (0: off)")
+        if cfg.num_agents != 1 or cfg.method.multi_agent:
+            raise UsageError(f"--task_per_env: one learner plays the tasks of {cfg.task_per_env} agents; use a "
+                             f"single-agent policy (A2C, ACER), not {cfg.policy} with {cfg.num_agents} agents")
+        if not has_variants(cfg.env) or redraws(cfg.env):
+            raise UsageError(f"--task_per_env: {cfg.env} has no task per agent; use a RandomExtreme task variant "
+                             "(e.g. RandomExtremeAcrobot-v1)")
+        if cfg.envs_per_agent < cfg.task_per_env:
+            raise UsageError(f"--task_per_env {cfg.task_per_env} needs --envs_per_agent >= {cfg.task_per_env} (one "
+                             f"environment per task at least), got {cfg.envs_per_agent}")
+    if cfg.task_per_env < 0:
+        raise UsageError(f"--task_per_env {cfg.task_per_env}: a number of agents' tasks (0: off)")
     if cfg.eval_tasks != "all":
         return
     if not has_variants(cfg.env):
@@ -215,7 +237,7 @@ def _check_tasks(cfg: RunConfig) -> None:
     if redraws(cfg.env):
         raise UsageError(f"--eval_tasks all: {cfg.env} draws new parameters at every reset, the same way for every "
                          "agent; use its RandomExtreme variant (one task per agent), or drop --eval_tasks")
-    if cfg.num_agents < 2:
+    if cfg.task_count < 2:
         raise UsageError(f"--eval_tasks all: with --num_agents {cfg.num_agents} the only task is the agent's own; "
                          "drop --eval_tasks or train several agents")
 

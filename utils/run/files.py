@@ -199,7 +199,7 @@ class RunFiles:
     def save_task_curves(self, task_curves: list[list[list[float]]]) -> None:
         """--eval_tasks all: per agent, [evaluations x agents] (float64; no evaluation yet: shape (0, agents))."""
         for path, rows in zip(self.task_curves, task_curves):
-            arr = np.asarray(rows, dtype=np.float64).reshape(len(rows), self.cfg.num_agents)
+            arr = np.asarray(rows, dtype=np.float64).reshape(len(rows), self.cfg.task_count)
             save_curve(path, arr)
 
     def board(self, t: int) -> "Board":

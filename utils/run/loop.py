@@ -102,15 +102,24 @@ class Trainer:
         # every member is also evaluated on the tasks of its seed's other agents, in agent order
         self.tasks = [task_for(cfg.env, s) for s in self.member_seeds]
         every = cfg.eval_tasks == "all"
-        eval_tasks = [self.tasks[m - m % n:m - m % n + n] for m in range(len(self.tasks))] if every else None
-        self.own_task = [m % n for m in range(len(self.tasks))] if every else None
         spec, k = ALGORITHM[cfg.algorithm], cfg.envs_per_agent
+        env_tasks = [x for x in self.tasks for _ in range(k)]
+        if cfg.task_per_env:  # one agent per seed; its environment j plays agent (j mod N)'s task of the seed
+            shared = [[task_for(cfg.env, s + 100 * i) for i in range(cfg.task_per_env)] for s in self.member_seeds]
+            env_tasks = [row[j % cfg.task_per_env] for row in shared for j in range(k)]
+            eval_tasks = shared if every else None
+            self.own_task = [0] * len(self.tasks) if every else None  # its curve: agent 0's task, the seed's own
+            self.recorded_tasks = shared  # the JSON's tasks: per agent the list of the N tasks it plays
+        else:
+            self.recorded_tasks = self.tasks
+            eval_tasks = [self.tasks[m - m % n:m - m % n + n] for m in range(len(self.tasks))] if every else None
+            self.own_task = [m % n for m in range(len(self.tasks))] if every else None
         # K environments per member (on-policy learners): environment j > 0 of a member has a seed derived from
         # the member's seed and j, and plays the member's task
         env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
                      for s in self.member_seeds for j in range(k)]
         self.envs = c = make_envs(cfg.env, env_seeds, [s + 100 for s in seeds for _ in range(n)],
-                                  cfg.eval_episodes, self.workers, [x for x in self.tasks for _ in range(k)],
+                                  cfg.eval_episodes, self.workers, env_tasks,
                                   eval_tasks, spec.actions, cfg.algorithm)
         if spec.family == "replay" and len(c.obs_shape) != 1:  # make_env lets Atari's images through (ac_main.py)
             c.close()
@@ -263,7 +272,7 @@ class Trainer:
     def open_outputs(self) -> None:
         """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
         for k, files in enumerate(self.files):
-            files.write_record(self.device, self.t, self.seeds, self.workers, self.tasks[self.rows(k)])
+            files.write_record(self.device, self.t, self.seeds, self.workers, self.recorded_tasks[self.rows(k)])
         self.progress.start(self.t, [files.board(self.t) for files in self.files] if self.cfg.tensorboard else [])
 
     def finish(self) -> None:
