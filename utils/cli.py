@@ -155,6 +155,13 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
     add("--link_drop", type=real, default=0.0,
         help="diffusion: probability that a parameter message between neighbours is lost at an update, "
              "drawn from each agent's own random stream (default: 0)")
+    add("--sync_freq", type=int, default=0, metavar="K",
+        help="diffusion: Diff-DAC's reference gossip with bounded asynchrony, simulated: a learner combines only "
+             "when every neighbour's unread message has arrived, skips at most K combines in a row, then waits; "
+             "0: every combine waits (synchronous); files named sync{K} (default: 0)")
+    add("--message_delay", type=real, default=1.0,
+        help="with --sync_freq K > 0: mean delay of a message in updates (geometric on 0, 1, ...; drawn per message "
+             "and link from each agent's own stream); files named delay{d} unless 1 (default: 1)")
     add("--init", type=str, default=None, choices=["common", "separate"],
         help="initial parameters of a seed's agents: common = all start equal to agent 0's (drawn from the seed's "
              "own stream, as Diff-DAC's reference starts its learners), separate = each from its own seed "
@@ -318,10 +325,23 @@ def shared_settings(args, policy: str) -> dict:
         sharing.update(dpd_alpha=args.dpd_alpha, dpd_batch_size=args.dpd_batch_size)
     graph = dict(topology=args.topology, adjacency=read_adjacency(args.adjacency),
                  diffusion_weights=args.diffusion_weights, link_drop=args.link_drop)
+    sync_freq, delay = getattr(args, "sync_freq", 0), getattr(args, "message_delay", 1.0)
+    if sync_freq < 0:
+        raise UsageError(f"--sync_freq {sync_freq}: combines a learner may skip in a row, >= 0 (0: synchronous)")
+    if not delay >= 0:
+        raise UsageError(f"--message_delay {delay}: a mean delay in updates, >= 0")
+    if sync_freq == 0 and delay != 1.0:
+        raise UsageError("--message_delay delays the messages of --sync_freq K > 0; give --sync_freq too")
+    if sync_freq > 0:
+        if not method.diffuses:
+            raise UsageError(f"--sync_freq: {policy} combines no parameters; use a DIFF_ policy or --diffusion")
+        if args.link_drop > 0:
+            raise UsageError("--sync_freq with --link_drop: messages are delayed or dropped, not both; drop one")
+        graph.update(sync_freq=sync_freq, message_delay=delay)
     if method.diffuses and graph["topology"] is None and graph["adjacency"] is None:
         graph["topology"] = method.default_topology
     # only what was set: runs without a graph keep the settings (and checkpoints) they always had
-    sharing.update({k: v for k, v in graph.items() if v not in (None, "uniform", 0.0)})
+    sharing.update({k: v for k, v in graph.items() if v not in (None, "uniform", 0.0) or k == "message_delay"})
     return sharing
 
 

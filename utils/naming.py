@@ -9,7 +9,8 @@ A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agen
 agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The
 variant names settings that change what a method is rather than how it is tuned, so runs of both never share
 files: ``matched`` (``--kl_div_var matched``), ``float32`` (``--kl_precision float32``), the graph when it is not complete (``ring``, ``star``, ``none``,
-or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops, and
+or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops,
+``sync{K}`` (and ``delay{d}``) lazy gossip, and
 ``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``.
 """
 from __future__ import annotations
@@ -80,6 +81,7 @@ DIFFUSION_WEIGHTS = ("uniform", "metropolis")
 WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weights of that curve
 CONSENSUS_SUFFIX = "_consensus"  # {stem}_consensus.npy: the agents' parameter disagreement per evaluation
 TASKS_SUFFIX = "_tasks"  # {curve stem}_tasks.npy: --eval_tasks all, that agent's score on every agent's task
+GOSSIP_SUFFIX = "_gossip"  # {curve stem}_gossip.npy: --sync_freq, [skipped fraction, mean message age] per evaluation
 EPISODES_SUFFIX = "_episodes"  # {curve stem}_episodes.csv: the actor-critic family's training episodes
 EPISODE_EVAL_SUFFIX = "_episode_eval"  # {curve stem}_episode_eval.npy: --episode_eval, [episode, step, return] rows
 
@@ -92,7 +94,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -188,6 +190,10 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
         tokens.append("metropolis")
     if float(settings.get("link_drop") or 0.0) > 0.0:
         tokens.append(f"drop{float(settings['link_drop']):g}")
+    if int(settings.get("sync_freq") or 0) > 0:
+        tokens.append(f"sync{int(settings['sync_freq'])}")
+        if float(settings.get("message_delay", 1.0)) != 1.0:
+            tokens.append(f"delay{float(settings['message_delay']):g}")
     if int(settings.get("task_per_env") or 0) > 0:
         tokens.append(f"tasks{int(settings['task_per_env'])}")
     if policy is not None and settings.get("init") not in (None, default_init(policy)):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, EPISODE_EVAL_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
+from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX, \
+    WEIGHTS_SUFFIX as WEIGHTS
 
 VERSION = re.compile(r"-v\d+$")
 
@@ -154,7 +155,7 @@ def find_curves(dirs: list[str | Path]) -> list[Curve]:
     curves = []
     for path in _npy_files(dirs):
         if weight_file_stem(path) is not None or consensus_file_stem(path) is not None \
-                or path.stem.endswith((TASKS_SUFFIX, EPISODE_EVAL_SUFFIX)):  # --eval_tasks all's, --episode_eval's
+                or path.stem.endswith((TASKS_SUFFIX, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX)):  # other per-agent files
             continue
         m = NAME.match(path.stem)
         if m is None:

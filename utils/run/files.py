@@ -18,7 +18,8 @@ import torch
 from .checkpoint import RunLock, check_compatible, read_checkpoint
 from ..errors import UsageError
 from ..io import atomic_write, save_curve, save_json, save_torch
-from ..naming import CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX, curve_length
+from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX,
+                      WEIGHTS_SUFFIX, curve_length)
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +61,9 @@ class RunFiles:
         # --eval_tasks all: per agent, its score on every agent's task [evaluations x agents]; named whatever the
         # setting, so that starting over also removes those of an earlier run with "all"
         self.task_curves = [self.results / f"{name}{TASKS_SUFFIX}.npy" for name in cfg.agent_names()]
+        # --sync_freq: per agent and evaluation period, [fraction of combines skipped, mean age of combined messages]
+        self.gossip = [self.results / f"{name}{GOSSIP_SUFFIX}.npy" for name in cfg.agent_names()] \
+            if cfg.sharing.get("sync_freq") else []
         # --episode_eval: per agent, [episode, step, return] of the evaluation episode after each training episode
         self.episode_evals = [self.results / f"{name}{EPISODE_EVAL_SUFFIX}.npy" for name in cfg.agent_names()]
         # the actor-critic family: per agent, a row per finished training episode (onpolicy/episode_log.py)
@@ -70,7 +74,8 @@ class RunFiles:
         self.lock = RunLock(self.results / f".{cfg.stem}.lock")
 
     def existing(self) -> list[Path]:
-        return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, *self.episode_evals,
+        return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, *self.gossip,
+                            *self.episode_evals,
                             *self.episode_logs, self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
@@ -172,6 +177,11 @@ class RunFiles:
     def save_weights(self, weights: list[list[float]]) -> None:
         for path, values in zip(self.weights, weights):
             save_curve(path, values)
+
+    def save_gossip(self, rows: list[list[list[float]]]) -> None:
+        """--sync_freq: per agent, float64 [evaluations, 2] (skipped fraction, mean message age; NaN at step 0)."""
+        for path, values in zip(self.gossip, rows):
+            save_curve(path, np.asarray(values, dtype=np.float64).reshape(len(values), 2))
 
     def save_consensus(self, values: list[float]) -> None:
         for path in self.consensus:

@@ -154,6 +154,7 @@ class Trainer:
         self.weight_curves: list[list[float]] = [[] for _ in self.member_seeds]  # mean weight of shared samples
         self.consensus_curves: list[list[float]] = [[] for _ in seeds]  # the agents' parameter disagreement per seed
         self.task_curves: list[list[list[float]]] = [[] for _ in self.member_seeds]  # --eval_tasks all: [evals][N]
+        self.gossip_curves: list[list[list[float]]] = [[] for _ in self.member_seeds]  # --sync_freq: [evals][2]
         self.progress = Progress(cfg.name, cfg.max_time_steps, seeds, self.rows, cfg.quiet)  # started by open_outputs
         self.t = 0
 
@@ -298,6 +299,8 @@ class Trainer:
         period = self.learner.period_stats()
         if self.learner.scheme.writes_consensus:  # of the parameters evaluated now, one value per seed
             period["consensus"] = np.repeat(self.learner.scheme.consensus(), self.cfg.num_agents)
+        if self.learner.scheme.writes_gossip:  # skipped combines and message ages since the last evaluation
+            period["gossip"] = self.learner.scheme.gossip_stats()
         self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, period, rate, self.own_task)
         if self.eval_pace is None:
             self.finish_evaluation()
@@ -314,6 +317,9 @@ class Trainer:
         if "consensus" in ev.period:
             for k, curve in enumerate(self.consensus_curves):
                 curve.append(float(ev.period["consensus"][self.rows(k).start]))
+        if "gossip" in ev.period:
+            for m, row in enumerate(ev.period["gossip"]):
+                self.gossip_curves[m].append([float(x) for x in row])
         if self.cfg.eval_tasks == "all":
             for m, row in enumerate(ev.task_scores()):
                 self.task_curves[m].append([float(x) for x in row])
@@ -333,6 +339,8 @@ class Trainer:
             files.save_weights(self.weight_curves[self.rows(k)])
         if self.learner.scheme.writes_consensus:
             files.save_consensus(self.consensus_curves[k])
+        if self.learner.scheme.writes_gossip:
+            files.save_gossip(self.gossip_curves[self.rows(k)])
         if self.cfg.eval_tasks == "all":
             files.save_task_curves(self.task_curves[self.rows(k)])
         if self.cfg.episode_eval:
@@ -395,7 +403,7 @@ class Trainer:
                 "torch_threads": torch.get_num_threads(),
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
                 "consensus_curve": self.consensus_curves[k],
-                "task_curves": self.task_curves[rows],
+                "task_curves": self.task_curves[rows], "gossip_curves": self.gossip_curves[rows],
                 **({"episode_evals": self.episode_evals.state_dict(rows)} if self.episode_evals is not None else {}),
                 **({"episode_log": self.episode_log.state_dict(rows)} if self.episode_log is not None else {}),
                 **self.learner.state_dict(k), **self.envs.state_dict(rows)}
@@ -419,6 +427,8 @@ class Trainer:
         self.weight_curves = [list(w) for s in states for w in s["weight_curves"]]
         self.consensus_curves = [list(s.get("consensus_curve", [])) for s in states]
         self.task_curves = [[list(r) for r in c] for s in states for c in s.get("task_curves", [[]] * len(s["curves"]))]
+        self.gossip_curves = [[list(r) for r in c] for s in states
+                              for c in s.get("gossip_curves", [[]] * len(s["curves"]))]
         if self.episode_evals is not None:
             self.episode_evals.load_state_dicts([s.get("episode_evals") for s in states])
         if self.episode_log is not None:

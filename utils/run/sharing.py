@@ -18,7 +18,7 @@ import torch
 
 from algorithms.base import Batch, stream_seed
 from algorithms.dpd import Distillation
-from algorithms.graph import Diffusion, adjacency, check_adjacency, disagreement, neighbours
+from algorithms.graph import Diffusion, LazyGossip, adjacency, check_adjacency, disagreement, neighbours
 from algorithms.nets import AgentRNG
 from algorithms.sharing import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
@@ -26,7 +26,7 @@ from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, method_of
 
 # the keys of RunConfig.sharing, with their defaults
 DEFAULTS = {"similarity": "js", "kl_div_var": 0.1, "kl_precision": "float64", "dpd_alpha": 1.0, "dpd_batch_size": 256, "topology": None,
-            "adjacency": None, "diffusion_weights": "uniform", "link_drop": 0.0}
+            "adjacency": None, "diffusion_weights": "uniform", "link_drop": 0.0, "sync_freq": 0, "message_delay": 1.0}
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class SharingSettings:
     adjacency: Optional[list] = None  # an explicit graph instead of a named topology
     diffusion_weights: str = "uniform"
     link_drop: float = 0.0
+    sync_freq: int = 0  # the reference's lazy gossip (algorithms.graph.LazyGossip); 0: synchronous combines
+    message_delay: float = 1.0  # its simulated mean message delay, in updates
 
     @staticmethod
     def of(policy: str, num_agents: int, sharing: dict) -> "SharingSettings":
@@ -82,6 +84,10 @@ class SharingSettings:
             raise ValueError("--topology and --adjacency both name the graph: give one of them")
         if self.diffusion_weights not in DIFFUSION_WEIGHTS:
             raise ValueError(f"--diffusion_weights {self.diffusion_weights!r}: use uniform or metropolis")
+        if self.sync_freq < 0 or not self.message_delay >= 0:
+            raise ValueError(f"--sync_freq {self.sync_freq} / --message_delay {self.message_delay}: both >= 0")
+        if self.sync_freq and (not m.diffuses or self.link_drop > 0):
+            raise ValueError("--sync_freq: a diffusing policy without --link_drop")
         if not 0.0 <= self.link_drop < 1.0:
             raise ValueError(f"--link_drop {self.link_drop}: a probability in [0, 1)")
         if self.graph_named and not m.multi_agent:
@@ -139,12 +145,17 @@ class Scheme:
             width = len(nbrs[0]) if nbrs else 0
             self.peer_slots = [torch.as_tensor([k * n + x[slot] for k in range(self.seeds) for x in nbrs],
                                                dtype=torch.int64, device=device) for slot in range(width)]
-        self.diffusion = None
+        self.diffusion = self.gossip = None
+        # what diffusion averages: the online actor and critic (targets follow by their Polyak update)
+        self.mixed = agents.mixed_parameters()
         if m.diffuses and n > 1:
             rng = AgentRNG([stream_seed(s, "diffusion") for s in member_seeds], device) if settings.link_drop else None
             self.diffusion = Diffusion(graph, settings.diffusion_weights, self.seeds, device, settings.link_drop, rng)
-        # what diffusion averages: the online actor and critic (targets follow by their Polyak update)
-        self.mixed = agents.mixed_parameters()
+            if settings.sync_freq > 0:  # lazy gossip; its delays from their own streams
+                delays = AgentRNG([stream_seed(s, "gossip") for s in member_seeds], device) \
+                    if settings.message_delay > 0 else None
+                self.gossip = LazyGossip(self.diffusion, settings.sync_freq, settings.message_delay, delays,
+                                         self.mixed)
 
     def capacity(self, buffer_size: int, n_step: int = 1) -> int:
         """Rows per buffer group: sampling by writer and N-step returns need whole steps (a multiple of N)."""
@@ -163,7 +174,9 @@ class Scheme:
             for peer in self.peer_slots:
                 states = buffer.sample(self.distillation.batch_size, self.distill_sampler, groups=peer).obs
                 finite = finite & torch.isfinite(self.distillation.distill(states, peer))
-        if self.diffusion is not None:
+        if self.gossip is not None:
+            self.gossip.combine(self.mixed)
+        elif self.diffusion is not None:
             self.diffusion.combine(self.mixed)
         return finite
 
@@ -175,6 +188,16 @@ class Scheme:
     def writes_consensus(self) -> bool:
         return self.method.diffuses
 
+    @property
+    def writes_gossip(self) -> bool:
+        return self.gossip is not None
+
+    def gossip_stats(self) -> np.ndarray:
+        """Per member [M, 2] since the last call: the fraction of combines skipped and the mean age of the messages
+        combined (one host sync)."""
+        skipped, age = self.gossip.take_stats()
+        return torch.stack([skipped, age], dim=1).cpu().numpy()
+
     def consensus(self) -> np.ndarray:
         """Per seed, the agents' parameter disagreement now (one host sync)."""
         return disagreement(self.mixed, self.seeds).cpu().numpy()
@@ -182,7 +205,8 @@ class Scheme:
     def streams(self) -> list[AgentRNG]:
         """The random streams the scheme draws from inside an update."""
         drop = self.diffusion.rng if self.diffusion is not None else None
-        return [rng for rng in (self.distill_sampler, drop) if rng is not None]
+        delays = self.gossip.rng if self.gossip is not None else None
+        return [rng for rng in (self.distill_sampler, drop, delays) if rng is not None]
 
     def state_dict(self, rows: slice) -> dict:
         """The scheme's random streams of some members (its optimizers live with the agents)."""
@@ -191,6 +215,10 @@ class Scheme:
             state["distill_sampler"] = self.distill_sampler.get_state()[rows]
         if self.diffusion is not None and self.diffusion.rng is not None:
             state["diffusion_rng"] = self.diffusion.rng.get_state()[rows]
+        if self.gossip is not None:
+            state["gossip"] = self.gossip.state_dict(rows)
+            if self.gossip.rng is not None:
+                state["gossip_rng"] = self.gossip.rng.get_state()[rows]
         return state
 
     def load_state_dicts(self, states: list[dict]) -> None:
@@ -198,6 +226,10 @@ class Scheme:
             self.distill_sampler.set_state([x for s in states for x in s["distill_sampler"]])
         if self.diffusion is not None and self.diffusion.rng is not None:
             self.diffusion.rng.set_state([x for s in states for x in s["diffusion_rng"]])
+        if self.gossip is not None:
+            self.gossip.load_state_dicts([s["gossip"] for s in states])
+            if self.gossip.rng is not None:
+                self.gossip.rng.set_state([x for s in states for x in s["gossip_rng"]])
 
 
 def independent(num_agents: int = 1) -> SharingSettings:
