@@ -94,6 +94,23 @@ def test_num_agents_flag_sets_the_expected_curves(tmp_path):
         f"DASE_TD3_Pendulum-v1_3_Agent_{i}.npy" for i in range(5)]
 
 
+def test_a_setting_may_have_its_own_policies_and_steps(tmp_path):
+    """A centralised learner beside diffusing ones: its own policy and the budget of the N agents together."""
+    path = write(tmp_path, {
+        "envs": ["RandomExtremeAcrobot-v1"], "policies": ["DIFF_A2C"], "seeds": "0-1", "steps": 2000,
+        "start_steps": 0, "eval_freq": 1000,
+        "settings": {"ring": {"results_dir": str(tmp_path / "ring"), "flags": {"num_agents": 4}},
+                     "central": {"results_dir": str(tmp_path / "central"), "policies": ["A2C"], "steps": 8000,
+                                 "flags": {"task_per_env": 4, "envs_per_agent": 4}}}})
+    ring, central = sweep.expand(sweep.load_experiment(path), threads=1)
+    assert (ring.policy, ring.steps) == ("DIFF_A2C", 2000)
+    assert ring.argv[ring.argv.index("--max_time_steps") + 1] == "2000"
+    assert (central.policy, central.steps, central.num_agents) == ("A2C", 8000, 1)
+    assert central.argv[central.argv.index("--max_time_steps") + 1] == "8000"
+    assert [(Path(p).name, n) for p, n in central.expected_files()][:2] == [
+        ("A2C_tasks4_RandomExtremeAcrobot-v1_0.json", None), ("A2C_tasks4_RandomExtremeAcrobot-v1_0.npy", 9)]
+
+
 @pytest.mark.parametrize("value, seeds, tokens", [
     ("0-9", list(range(10)), ["0-9"]), ([0, 1], [0, 1], ["0", "1"]), (4, [4], ["4"]),
     ("0-4 7, 9", [0, 1, 2, 3, 4, 7, 9], ["0-4", "7", "9"]), (["8-10", 2], [2, 8, 9, 10], ["2", "8-10"])])
@@ -159,6 +176,8 @@ BAD = [
     ({"settings": {"s": {"results_dir": "RESULTS", "color": "red"}}}, "unknown key(s) color"),
     ({"settings": {"s": {"results_dir": "RESULTS"}, "t": {"results_dir": "RESULTS/"}}}, "its own folder"),
     ({"settings": {}}, "settings: expected a mapping"),
+    ({"settings": {"s": {"results_dir": "RESULTS", "policies": ["PPO"]}}}, "settings.s.policies: unknown policy"),
+    ({"settings": {"s": {"results_dir": "RESULTS", "steps": 500}}}, "settings.s.steps 500 is smaller than eval_freq"),
 ]
 
 

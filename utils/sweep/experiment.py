@@ -5,7 +5,7 @@ import argparse
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +21,7 @@ POLICIES = [p for policies in SCRIPT_POLICIES.values() for p in policies]
 TOP_KEYS = {"description", "envs", "policies", "seeds", "settings", "steps", "start_steps", "eval_freq",
             "eval_episodes", "flags", "threads_per_run", "gpus_per_run", "device"}
 REQUIRED_KEYS = ("envs", "policies", "seeds", "settings", "steps")
-SETTING_KEYS = {"description", "results_dir", "flags"}
+SETTING_KEYS = {"description", "results_dir", "flags", "policies", "steps"}
 # flags the sweep sets itself: giving them in `flags` would contradict the grid or the skip logic
 RESERVED_FLAGS = {
     "policy": "list policies under 'policies'", "env": "list environments under 'envs'",
@@ -58,6 +58,14 @@ class Experiment:
     gpus_per_run: float
     device: str | None
     notices: list[str]
+    # per setting, what it overrides of the file's grid: "policies" (a list) and "steps" (per agent)
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def policies_of(self, setting: str) -> list[str]:
+        return self.overrides.get(setting, {}).get("policies", self.policies)
+
+    def steps_of(self, setting: str) -> int:
+        return self.overrides.get(setting, {}).get("steps", self.steps)
 
 
 def _integer(value: Any, what: str) -> int:
@@ -192,9 +200,20 @@ def load_experiment(path: str | Path) -> Experiment:
     threads = positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None
     gpus, device = _gpus(spec.get("gpus_per_run", 0)), _device(spec.get("device"))
     settings = _settings(spec["settings"], _flags(spec.get("flags"), "flags"))
+    overrides: dict[str, dict[str, Any]] = {}
+    for name, body in spec["settings"].items():
+        where = f"settings.{name}"
+        if "policies" in body:
+            overrides.setdefault(name, {})["policies"] = _policies(body["policies"], where + ".policies")
+        if "steps" in body:
+            own = positive(body["steps"], where + ".steps")
+            if eval_freq > own:
+                raise ExperimentError(f"{where}.steps {own} is smaller than eval_freq {eval_freq}")
+            overrides.setdefault(name, {})["steps"] = own
     return Experiment(path=path, envs=envs, policies=policies, seeds=seeds, settings=settings, steps=steps,
                       start_steps=start_steps, eval_freq=eval_freq, eval_episodes=eval_episodes,
-                      threads_per_run=threads, gpus_per_run=gpus, device=device, notices=notices)
+                      threads_per_run=threads, gpus_per_run=gpus, device=device, notices=notices,
+                      overrides=overrides)
 
 
 def _read(path: Path) -> dict:
@@ -223,11 +242,11 @@ def _read(path: Path) -> dict:
     return spec
 
 
-def _policies(value: Any) -> list[str]:
-    policies = _names(value, "policies")
+def _policies(value: Any, what: str = "policies") -> list[str]:
+    policies = _names(value, what)
     for policy in policies:
         if script_of(policy) is None:
-            raise ExperimentError(f"policies: unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+            raise ExperimentError(f"{what}: unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
     return policies
 
 

@@ -76,7 +76,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
     runs = []
     for setting, (base_dir, flags) in exp.settings.items():
         for env in exp.envs:
-            for policy in exp.policies:
+            for policy in exp.policies_of(setting):
                 script = script_of(policy)
                 if flags.get("diffusion"):  # as the command lines fold --diffusion into the policy
                     policy = with_diffusion(policy) or policy
@@ -92,7 +92,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                 results_dir = (Path(base_dir) / algo / env).as_posix()
                 steps_flag, start_flag = flag_name(script, "max_time_steps"), flag_name(script, "start_time_steps")
                 args = ["--policy", policy, "--env", env, "--seeds", *seed_tokens(exp.seeds),
-                        "--results_dir", results_dir, steps_flag, str(exp.steps), start_flag, str(exp.start_steps),
+                        "--results_dir", results_dir, steps_flag, str(exp.steps_of(setting)), start_flag, str(exp.start_steps),
                         "--eval_freq", str(exp.eval_freq)]
                 if exp.eval_episodes is not None:
                     args += ["--eval_episodes", str(exp.eval_episodes)]
@@ -104,7 +104,7 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                 checkpoint_dir = flags.get("checkpoint_dir")
                 runs.append(Run(setting=setting, policy=policy, env=env, seeds=tuple(exp.seeds),
                                 results_dir=results_dir, script=script, args=tuple(args), num_agents=num_agents,
-                                steps=exp.steps, eval_freq=exp.eval_freq, variant=sweep_variant(policy, flags),
+                                steps=exp.steps_of(setting), eval_freq=exp.eval_freq, variant=sweep_variant(policy, flags),
                                 checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None))
     return runs
 
