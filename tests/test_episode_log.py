@@ -63,3 +63,28 @@ def test_replay_learners_write_no_episode_log(tmp_path):
                     eval_episodes=1, quiet=True, results_dir=str(tmp_path), algo={"hidden": (8, 8)})
     train(cfg)
     assert not list(tmp_path.glob("*_episodes.csv"))
+
+
+def test_a3c_logs_every_workers_episodes_and_keeps_them_across_a_resume(tmp_path):
+    """A3C's workers report their episodes: env is the worker, step the global count T once the rollout that ended
+    it was applied. CartPole pays 1 per step (return = length); a worker's episodes tile its steps, so their
+    lengths sum to at most the run's steps. A resumed run keeps the rows of its checkpoint as they were."""
+    from utils.run.onpolicy.asynchronous import AsyncTrainer
+
+    def cfg(**kw):
+        return RunConfig(policy="A3C", env="CartPole-v1", seed=0, max_time_steps=3000, start_time_steps=0,
+                         eval_freq=1000, eval_episodes=1, results_dir=str(tmp_path), checkpoint_freq=1000, quiet=True,
+                         algo={"num_processes": 2}, **kw)
+
+    AsyncTrainer(cfg()).run(stop_at=2000)
+    path = tmp_path / "A3C_CartPole-v1_0_episodes.csv"
+    before = rows(path)
+    assert len(before) > 10 and {r["env"] for r in before} == {"0", "1"}
+    assert all(float(r["return"]) == int(r["length"]) for r in before)
+    assert all(0 < int(r["step"]) <= 2000 for r in before)
+    assert sum(int(r["length"]) for r in before) <= 2000
+    AsyncTrainer(cfg(resume=True)).run()
+    after = rows(path)
+    assert after[:len(before)] == before and len(after) > len(before)
+    assert all(2000 < int(r["step"]) <= 3000 for r in after[len(before):])
+    assert sum(int(r["length"]) for r in after) <= 3000

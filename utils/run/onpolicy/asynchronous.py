@@ -54,6 +54,7 @@ from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message
+from .episode_log import EpisodeLog
 
 ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
 POLL_S = 0.001  # how often an idle worker, and this process while it waits for the workers, look at the counter
@@ -130,9 +131,11 @@ class StepGate:
                 self.claimed.value += n
             return max(n, 0)
 
-    def complete(self, n: int) -> None:
+    def complete(self, n: int) -> int:
+        """Count a rollout's steps as done; the global step count T after them."""
         with self.lock:
             self.done.value += n
+            return self.done.value
 
     def open(self, limit: int) -> None:
         with self.lock:
@@ -163,6 +166,8 @@ class ActorLearner:
         self.shared, self.optimizer, self.env, self.s = shared, optimizer, env, settings
         self.local = ActorCritic(**shared.spec())
         self.obs, _ = env.reset(seed=int(seed))
+        self.ep_return, self.ep_length = 0.0, 0
+        self.finished: list[tuple[float, int]] = []  # (return, length) of the episodes ended since the last take
 
     def pull(self) -> None:
         self.local.load_state_dict(self.shared.state_dict())
@@ -180,6 +185,10 @@ class ActorLearner:
             term.append(bool(terminated))
             trunc.append(bool(truncated))
             next_obs.append(torch.as_tensor(nxt, dtype=torch.float32))
+            self.ep_return, self.ep_length = self.ep_return + float(r), self.ep_length + 1
+            if terminated or truncated:
+                self.finished.append((self.ep_return, self.ep_length))
+                self.ep_return, self.ep_length = 0.0, 0
             self.obs = self.env.reset()[0] if terminated or truncated else nxt
         return Rollout(torch.stack(obs), torch.stack(actions), torch.tensor(rewards), torch.tensor(term),
                        torch.tensor(trunc), torch.stack(next_obs))
@@ -208,8 +217,9 @@ class ActorLearner:
 
 
 def _worker(w: int, shared: ActorCritic, optimizer: SharedAdam, gate: StepGate, env_id: str, task, settings: dict,
-            seed: int, errors) -> None:
-    """A worker process's life: actor-learner iterations while steps are left below the gate's limit."""
+            seed: int, errors, episodes=None) -> None:
+    """A worker process's life: actor-learner iterations while steps are left below the gate's limit; each training
+    episode that ends goes to ``episodes`` as (w, T once its rollout was applied, return, length, time.time())."""
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the trainer decides
         torch.set_num_threads(1)
@@ -227,7 +237,11 @@ def _worker(w: int, shared: ActorCritic, optimizer: SharedAdam, gate: StepGate, 
                 time.sleep(POLL_S)
                 continue
             learner.iteration(n)
-            gate.complete(n)
+            t = gate.complete(n)
+            if episodes is not None:
+                for ret, length in learner.finished:
+                    episodes.put((w, t, ret, length, time.time()))
+            learner.finished.clear()
     except BaseException as e:
         errors.put(f"{type(e).__name__}: {e}".splitlines()[0])
         sys.exit(1)
@@ -319,12 +333,16 @@ class AsyncTrainer:
         self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds).share_memory()
         self.optimizer = SharedAdam(self.model.parameters(), lr=s["lr"])
         self.t, self.curve, self.last_checkpoint = 0, [], None
+        # the training episodes, as the lockstep family logs them (env = the worker's index)
+        self.episode_log, self.epoch = EpisodeLog(1, s["num_processes"]), time.time()
         progress = Progress(cfg.stem, cfg.max_time_steps, [cfg.seed], lambda k: slice(0, 1), cfg.quiet)
         if state is not None:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.t, self.curve, self.last_checkpoint = int(state["t"]), list(state["curves"][0]), int(state["t"])
             files.save_curves([self.curve])  # evaluations after the checkpoint are done again
+            self.episode_log.load_state_dicts([state.get("episode_log")])
+            files.save_episode_logs([self.episode_log.csv(0)])  # episodes after the checkpoint are played again
             progress.say(f"{cfg.stem} | resumed from {files.checkpoint} at step {self.t}")
         else:
             if cfg.resume and files.existing():
@@ -335,10 +353,10 @@ class AsyncTrainer:
         evaluation = GreedyEvaluation(cfg.env, task, cfg.seed, cfg.eval_episodes)
         ctx = mp.get_context("spawn")
         gate = StepGate(ctx, self.t)
-        errors = ctx.SimpleQueue()
+        errors, self.episodes = ctx.SimpleQueue(), ctx.SimpleQueue()
         self.processes = [ctx.Process(target=_worker, name=f"A3C-worker-{w}", daemon=True,
                                       args=(w, self.model, self.optimizer, gate, cfg.env, task, s,
-                                            worker_seed(cfg.seed, w, self.t), errors))
+                                            worker_seed(cfg.seed, w, self.t), errors, self.episodes))
                           for w in range(s["num_processes"])]
         try:
             for p in self.processes:
@@ -346,6 +364,7 @@ class AsyncTrainer:
             with StopSignals() as signals:
                 finished = self.loop(files, gate, errors, evaluation, progress, signals, stop_at, stop_when)
             if finished:
+                self.save_episodes(files)
                 files.finish()
         finally:
             self.stop_workers(gate)
@@ -400,7 +419,9 @@ class AsyncTrainer:
         """Until the workers have done ``target`` steps (or a stop signal came); the step reached."""
         while True:
             t = gate.t
+            self.collect_episodes()
             if t >= target or (signals is not None and signals.signum is not None):
+                self.collect_episodes()  # what the last rollouts reported
                 return t
             for w, p in enumerate(self.processes):
                 if p.exitcode is not None:
@@ -424,7 +445,18 @@ class AsyncTrainer:
                     p.terminate()
                     p.join(timeout=5)
 
-    # ---- evaluations and checkpoints --------------------------------------------------------------------------
+    # ---- training episodes, evaluations and checkpoints ----------------------------------------------------------
+    def collect_episodes(self) -> None:
+        """The workers' finished episodes so far into the log (wall seconds counted from the run's start)."""
+        log = self.episode_log
+        while not self.episodes.empty():
+            w, t, ret, length, when = self.episodes.get()
+            log.rows[0].append((int(w), int(t), float(ret), int(length), round(log.wall_before + when - self.epoch, 3)))
+
+    def save_episodes(self, files: RunFiles) -> None:
+        self.collect_episodes()
+        files.save_episode_logs([self.episode_log.csv(0)])
+
     def evaluation_due(self) -> bool:
         """Step t is a multiple of eval_freq whose evaluation the curve does not hold yet."""
         return self.t % self.cfg.eval_freq == 0 and len(self.curve) == self.t // self.cfg.eval_freq
@@ -452,6 +484,7 @@ class AsyncTrainer:
         score = evaluation(model)
         self.curve.append(score)
         files.save_curves([self.curve])
+        self.save_episodes(files)
         progress.evaluation(t, np.array([score]), {}, progress.rate(t))
         return score
 
@@ -463,6 +496,9 @@ class AsyncTrainer:
                  "torch_threads": torch.get_num_threads(), "curves": [list(self.curve)],
                  "model": {k: v.clone() for k, v in self.model.state_dict().items()},
                  "optimizer": self.optimizer.state_dict()}
+        self.save_episodes(files)
+        state["episode_log"] = {**self.episode_log.state_dict(slice(0, 1)),
+                                "wall": self.episode_log.wall_before + time.time() - self.epoch}
         files.save_checkpoint(state)
         self.last_checkpoint = self.t
 
