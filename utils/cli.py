@@ -5,6 +5,7 @@ import argparse
 import math
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -67,7 +68,8 @@ def seed_list(tokens: list[str]) -> list[int]:
             seeds.append(int(token))
         else:
             raise UsageError(f"--seeds {token}: seeds are non-negative integers or ranges like 0-9")
-    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    counts = Counter(seeds)  # linear: --seeds 0-200000 is checked at once
+    repeated = sorted(s for s, k in counts.items() if k > 1)
     if repeated:
         raise UsageError(f"--seeds {' '.join(tokens)}: {', '.join(map(str, repeated))} named twice")
     return seeds

@@ -142,18 +142,32 @@ class RunConfig:
                                                           self.variant)
 
 
+# learners (seeds x agents) one process may hold: each has its networks, optimizer states and environments
+MAX_MEMBERS = 4096
+
+
 def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     """The checks every run takes before anything is created or written (``checks.validate`` adds A3C's own first).
 
     ``names`` maps RunConfig fields to the flag names of the calling command line.
     """
     flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    _check_members(cfg)
     _check_numbers(cfg, flag)
     _check_tasks(cfg)
     _check_episodes(cfg)
     _check_execution(cfg)
     _check_sizes(cfg)
     _check_folders(cfg)
+
+
+def _check_members(cfg: RunConfig) -> None:
+    """The learners one process holds, before anything (a graph over them included) is built."""
+    members = len(cfg.seed_list()) * max(int(cfg.num_agents), 1)
+    if members > MAX_MEMBERS:
+        raise UsageError(f"--seeds/--num_agents: {len(cfg.seed_list())} seed(s) x {cfg.num_agents} agent(s) = {members} "
+                         f"learners in one process, at most {MAX_MEMBERS}; split the seeds over several processes "
+                         "(python -m utils.sweep does) or use fewer agents")
 
 
 def _check_numbers(cfg: RunConfig, flag) -> None:

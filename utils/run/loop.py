@@ -20,6 +20,7 @@ import torch
 
 from ..cores import available_cores
 from ..envs.variants import task_for
+from ..memory import check_fits
 from ..envs.workers import make_envs
 from ..errors import Interrupted, NonFinite, UsageError
 from ..naming import ALGORITHM
@@ -124,6 +125,18 @@ class Trainer:
         if spec.family == "replay" and len(c.obs_shape) != 1:  # make_env lets Atari's images through (ac_main.py)
             c.close()
             raise UsageError(f"--env {cfg.env}: observations of shape {c.obs_shape}; {cfg.algorithm} needs flat ones")
+        if spec.family == "replay":  # the buffer, before it is allocated (rows that will be written, on the CPU)
+            groups = len(seeds) * (1 if cfg.is_dase else n)
+            rows = cfg.buffer_size if self.device.type == "cuda" else \
+                min(cfg.buffer_size, cfg.max_time_steps * (n if cfg.is_dase else 1))
+            row_bytes = 4 * (2 * c.obs_dim + 3 * c.act_dim + 4)  # obs, next obs, action (+ behaviour), reward, flags
+            try:
+                check_fits(f"--buffer_size {cfg.buffer_size}: the replay buffers ({len(seeds)} seed(s))",
+                           groups * rows * row_bytes, self.device, "lower --buffer_size or run fewer --seeds at once",
+                           reserve=groups * cfg.buffer_size * row_bytes)
+            except UsageError:
+                c.close()
+                raise
         if spec.family == "rollout":
             self.learner = RolloutLearner(cfg.algorithm, cfg.algo, self.member_seeds, n, c, self.device,
                                           cfg.sharing_settings(), common_init=cfg.init == "common")
