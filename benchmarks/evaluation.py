@@ -8,7 +8,6 @@ over the wall time, start-up of the workers excluded).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -17,7 +16,7 @@ import time
 import torch
 
 from algorithms.nets import DeterministicActor, init_generators
-from utils.cli import resolve_device
+from utils.cli import Parser, resolve_device
 from utils.envs.workers import make_envs
 from utils.envs.registry import resolve_env_id
 from utils.run.evaluation import Evaluation
@@ -47,7 +46,7 @@ def measure(env_id: str, members: int, episodes: int, workers: int, device: torc
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.evaluation", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m benchmarks.evaluation", description=__doc__.split("\n\n")[0])
     p.add_argument("--env", type=str, default="HalfCheetah-v5", help="environment (default: HalfCheetah-v5)")
     p.add_argument("--members", type=int, default=20, help="seeds x agents evaluated (default: 20)")
     p.add_argument("--episodes", type=int, default=10, help="episodes per member (default: 10)")

@@ -11,12 +11,12 @@ per-tensor Adam) and as on a GPU (one fused Adam per optimizer).
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import torch
 
+from utils.cli import Parser
 from utils.envs.registry import make_env, resolve_env_id
 from utils.naming import algorithm_of
 from utils.run.replay.learner import Learner
@@ -62,7 +62,7 @@ def op_counts(policy: str, env_id: str, n: int, gpu_optimizers: bool = False) ->
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.ops", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m benchmarks.ops", description=__doc__.split("\n\n")[0])
     p.add_argument("--policies", nargs="+", default=["DASE_TD3", "DASE_DDPG", "DASE_SAC", "DPD_TD3"])
     p.add_argument("--env", default="Pendulum-v1", help="environment (default: Pendulum-v1)")
     p.add_argument("--agents", type=int, default=2, help="agents (default: 2)")

@@ -25,17 +25,18 @@ batched model, as a run of --seeds makes them.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 
 import numpy as np
 import torch
 
-from utils.cli import resolve_device
+from utils.cli import Parser, resolve_device
+from utils.errors import UsageError
 from utils.envs.registry import make_env, resolve_env_id
 from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
 from utils.run import RunConfig, Trainer
@@ -263,7 +264,16 @@ def rollout_main(args, env_id: str, device: torch.device) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__.split("\n\n")[0])
+    """The benchmark; bad input (a flag, an environment whose actions the policy cannot take) is one line, exit 2."""
+    try:
+        return _main(argv)
+    except UsageError as e:
+        print(f"python -m benchmarks.throughput: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv=None) -> int:
+    p = Parser(prog="python -m benchmarks.throughput", description=__doc__.split("\n\n")[0])
     p.add_argument("--policy", type=str, default="DASE_TD3",
                    help="a registered policy: DASE_TD3, DIFF_TD3, DASE_SAC, ... (default: DASE_TD3)")
     p.add_argument("--topology", type=str, default=None, help="graph of DASE_/DPD_/DIFF_ policies (default: theirs)")
@@ -300,10 +310,25 @@ def main(argv=None) -> int:
                         "rollouts, each followed by one update")
     p.add_argument("--n_steps", type=int, default=None, help="A2C, DIFF_A2C: rollout length (default: 5)")
     args = p.parse_args(argv)
+    if parse_policy(args.policy) is None:
+        p.error(f"--policy: unknown policy {args.policy!r}; use a registered one (DASE_TD3, DIFF_TD3, DASE_SAC, A2C, ...)")
+    positive = {"--agents": args.agents, "--seeds": args.seeds, "--updates": [args.updates],
+                "--batch_size": [args.batch_size], "--train_steps": [args.train_steps],
+                "--max_time_steps": [args.max_time_steps], "--eval_freq": [args.eval_freq],
+                "--eval_episodes": [args.eval_episodes], "--n_step": [args.n_step],
+                "--threads": [args.threads or 1], "--loop_agents": args.loop_agents or [1]}
+    for flag, values in positive.items():
+        if any(v < 1 for v in values):
+            p.error(f"{flag} {' '.join(map(str, values))}: must be positive")
+    if args.warmup < 0 or args.start_time_steps < 0:
+        p.error("--warmup and --start_time_steps must be >= 0")
     if args.threads:
         torch.set_num_threads(args.threads)
-    env_id, _ = resolve_env_id(args.env)
-    device = torch.device(resolve_device(args.device, 0))
+    try:
+        env_id, _ = resolve_env_id(args.env)
+        device = torch.device(resolve_device(args.device, 0))
+    except UsageError as e:
+        p.error(str(e))
     if args.cuda_graphs is None:
         args.cuda_graphs = device.type == "cuda"
     parsed = parse_policy(args.policy)

@@ -22,14 +22,13 @@ tests/test_weight_map.py checks these closed forms against it on sampled batches
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from .cli import kl_variance
+from .cli import Parser, kl_variance
 
 # action dimensions and max_action of the paper's environments
 ENVIRONMENTS = {
@@ -123,7 +122,7 @@ def figure(kl_div_vars, noise: float, similarity: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m utils.weight_map", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m utils.weight_map", description=__doc__.split("\n\n")[0])
     p.add_argument("--kl_div_var", type=kl_variance, nargs="+", default=[0.1, "matched"],
                    help="reference variances to draw, one row each: numbers or 'matched' (default: 0.1 matched)")
     p.add_argument("--expl_noise", type=float, default=0.1,

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .curves import (Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves, env_key, find_curves, find_weights,
                      group_curves, recorded_eval_freq)
+from ..cli import Parser
 from ..io import file_in_the_way, unwritable
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
@@ -52,7 +53,7 @@ PROG = "python -m utils.plot"
 def parse(argv=None) -> argparse.Namespace:
     summary, _, rest = __doc__.partition("\n\n")
     rest = rest.partition("\n\n")[2]  # argparse prints its own usage line
-    p = argparse.ArgumentParser(prog=PROG, description=summary, epilog=rest.strip(),
+    p = Parser(prog=PROG, description=summary, epilog=rest.strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dirs", nargs="+", type=str, help="folders (searched recursively) or .npy files")
     p.add_argument("--out", type=str, default="Figures", help="output folder (default: Figures)")

@@ -10,13 +10,13 @@ Printed as a Markdown table; with ``--out`` also written to ``tasks.md`` there.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from ..cli import Parser
 from ..naming import CURVE_NAME, TASKS_SUFFIX
 from .cli import check_out
 from .curves import PlotError
@@ -68,7 +68,7 @@ def table(found: dict, last: int) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", help="folders searched (recursively) for {curve}_tasks.npy files")
     p.add_argument("--last", type=int, default=3, help="evaluations averaged at the end of each run (default: 3)")
     p.add_argument("--out", type=str, default=None, help="also write tasks.md into this folder")

@@ -11,12 +11,12 @@ weight files, per run the mean weight of shared samples over the evaluations aft
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 
 from .curves import PlotError, attach_weights, cut_curves, find_curves, find_weights, group_curves, recorded_eval_freq
+from ..cli import Parser
 from .stats import bootstrap_ci, nan_mean
 
 PROG = "python -m utils.plot.windows"
@@ -56,7 +56,7 @@ def window_table(groups, eval_freq: int, at: list[int], window: int = 5, weights
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", help="folders (searched recursively) or .npy files")
     p.add_argument("--at", type=int, nargs="+", required=True, help="steps whose window of returns to tabulate")
     p.add_argument("--window", type=int, default=5, help="evaluations averaged per run, ending at the step (default: 5)")

@@ -1,0 +1,42 @@
+"""The tools beside the training scripts answer bad input as the scripts do: one line on stderr, exit code 2, no
+usage block, no traceback, nothing written."""
+import pytest
+import torch
+
+from benchmarks import throughput
+from utils import weight_map
+from utils.plot import cli as plot_cli
+from utils.plot import tasks as plot_tasks
+from utils.plot import windows as plot_windows
+
+CASES = [
+    (plot_cli.main, ["DIR", "--smooth", "0"], "--smooth"),
+    (plot_cli.main, ["DIR", "--smooth", "abc"], "invalid int value"),
+    (plot_cli.main, ["DIR", "--training", "--training_window", "0"], "--training_window"),
+    (plot_windows.main, ["DIR", "--at", "abc"], "invalid int value"),
+    (plot_tasks.main, ["DIR", "--last", "x"], "invalid int value"),
+    (weight_map.main, ["--kl_div_var", "-1"], "must be positive"),
+    (throughput.main, ["--policy", "FOO"], "unknown policy 'FOO'"),
+    (throughput.main, ["--agents", "0"], "--agents 0: must be positive"),
+    (throughput.main, ["--updates", "-1"], "--updates -1: must be positive"),
+    (throughput.main, ["--batch_size", "abc"], "invalid int value"),
+    (throughput.main, ["--env", "Nope-v9"], "unknown environment"),
+    (throughput.main, ["--env", "CartPole-v1"], "continuous"),
+]
+if not torch.cuda.is_available():
+    CASES.append((throughput.main, ["--device", "cuda"], "no CUDA GPU"))
+
+
+@pytest.mark.parametrize("main,argv,needle", CASES, ids=[f"{m.__module__} {' '.join(a)}" for m, a, _ in CASES])
+def test_one_line_and_exit_2(main, argv, needle, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [str(tmp_path) if a == "DIR" else a for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+    assert "usage:" not in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
