@@ -145,6 +145,9 @@ ERRORS = [
     (DASE_main, ["--policy", "TD3", "--init", "common"], "no peer to start equal to"),
     (DASE_main, ["--policy", "DASE_TD3", "--kl_precision", "float16"], "--kl_precision: invalid choice"),
     (DASE_main, ["--buffer_size", "1e18"], "would allocate"),
+    (DASE_main, ["--results_dir", "/tmp/" + "a" * 300], "file systems take at most 255"),
+    (DASE_main, ["--policy", "DIFF_TD3", "--num_agents", "2", "--adjacency", "[[0,1],[1,1]]"],
+     "--adjacency: its diagonal must be 0"),
     (DASE_main, ["--buffer_size", "1e11", "--seeds", "0-3"], "lower --buffer_size or run fewer --seeds"),
     (sac_main, ["--buffer_size", "1e12"], "would allocate"),
     (DASE_main, ["--seeds", "0-200000"], "at most 4096"),
@@ -201,3 +204,29 @@ def test_error_exit_code_from_a_real_process(tmp_path):
     out = cli("DASE_main.py", "--env", "CartPole-v1", "--results_dir", str(tmp_path / "r"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "Box" in out.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_garbage_model_file_is_one_line_without_torchs_advice(tmp_path, capsys):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "TD3_Pendulum-v1_0.pt").write_bytes(b"not a checkpoint at all")
+    code = main_guard(DASE_main.run, ["--policy", "TD3", "--env", "Pendulum-v1", "--load_model", "default",
+                                      "--models_dir", str(models), "--results_dir", str(tmp_path / "r"),
+                                      "--max_time_steps", "2000", "--start_time_steps", "1000"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "not a model file of this program" in err[0], err
+    assert "weights_only" not in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_with_a_changed_flag_names_that_flag(tmp_path, capsys):
+    import ac_main
+    from utils.run import Trainer
+
+    base = ["--policy", "A2C", "--env", "CartPole-v1", "--max_time_steps", "8000", "--eval_freq", "2000",
+            "--checkpoint_freq", "2000", "--quiet", "--results_dir", str(tmp_path)]
+    Trainer(ac_main.build_config(ac_main.parse(base))).run(stop_at=2000)
+    capsys.readouterr()
+    assert main_guard(ac_main.run, [*base, "--resume", "--lr", "0.001"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "was made with --lr 0.0007, this run has 0.001" in err[0], err

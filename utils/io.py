@@ -11,6 +11,26 @@ from typing import Any, Callable
 import numpy as np
 
 
+NAME_MAX = 255  # bytes per path component on the common Linux and macOS file systems
+PATH_MAX = 4000  # bytes of a whole path (Linux's PATH_MAX is 4096; room for the file names a run adds)
+
+
+def bad_name(path: str | os.PathLike) -> str | None:
+    """Why the file system would refuse ``path`` as a name (a component over NAME_MAX bytes, the whole over
+    PATH_MAX, a NUL byte), or None; checked before anything is created, so the refusal is one line."""
+    text = os.fspath(path)
+    if "\0" in text:
+        return "it contains a NUL byte"
+    for part in Path(text).parts:
+        n = len(os.fsencode(part))
+        if n > NAME_MAX:
+            return f"the name {part[:24]}... is {n} bytes long, file systems take at most {NAME_MAX}"
+    n = len(os.fsencode(os.path.abspath(text)))
+    if n > PATH_MAX:
+        return f"the path is {n} bytes long, at most {PATH_MAX} leave room for the run's file names"
+    return None
+
+
 def file_in_the_way(folder: str | os.PathLike) -> Path | None:
     """The file that keeps ``folder`` from being a folder (it, or the nearest existing parent, is not a directory);
     None when the folder exists or can be created."""

@@ -42,7 +42,7 @@ from pathlib import Path
 from .curves import (Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves, env_key, find_curves, find_weights,
                      group_curves, recorded_eval_freq)
 from ..cli import Parser
-from ..io import file_in_the_way, unwritable
+from ..io import bad_name, file_in_the_way, unwritable
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
 from .training import training
@@ -161,6 +161,9 @@ def check_out(out: str) -> None:
     """--out is a folder (or can become one) that takes files; a PlotError otherwise, before anything is read."""
     if not out.strip():  # Path("") is the current folder
         raise PlotError(f"--out {out!r}: an empty path names no folder; give a folder's name")
+    refused = bad_name(out)
+    if refused:
+        raise PlotError(f"--out: {refused}; pick a shorter path")
     blocked = file_in_the_way(out)
     if blocked is not None:
         raise PlotError(f"--out {out}: {blocked} is a file, not a folder; pick another path")

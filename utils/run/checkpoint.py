@@ -42,6 +42,11 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
     for key in COMPATIBLE:
         before, now = saved.get(key, DEFAULTS.get(key)), current.get(key, DEFAULTS.get(key))
         if plain(before) != plain(now):
+            if isinstance(before, dict) and isinstance(now, dict):  # name the setting that differs, not the dict
+                b, n = plain(before), plain(now)
+                sub = sorted(k for k in set(b) | set(n) if b.get(k) != n.get(k))[0]
+                raise UsageError(f"{path} was made with --{sub} {b.get(sub)!r}, this run has {n.get(sub)!r}; use the "
+                                 "same flags, or --overwrite to start over")
             raise UsageError(f"{path} was made with {key}={before!r}, this run has "
                              f"{now!r}; use the same flags, or --overwrite to start over")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
-from ..io import file_in_the_way, unwritable
+from ..io import bad_name, file_in_the_way, unwritable
 from ..naming import (Method, algorithm_of, curve_names, default_init, method_of, parse_policy, run_stem,
                       variant_of)
 
@@ -326,6 +326,9 @@ def _check_folders(cfg: RunConfig) -> None:
     folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
                "--models_dir": cfg.models_dir}
     for name, folder in folders.items():
+        refused = bad_name(folder)
+        if refused:
+            raise UsageError(f"{name}: {refused}; pick a shorter path")
         blocked = file_in_the_way(folder)
         if blocked is not None:
             raise UsageError(f"{name} {folder}: {blocked} is a file, not a folder; pick another path")

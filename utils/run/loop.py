@@ -9,6 +9,8 @@ stop reports (progress.py).
 """
 from __future__ import annotations
 
+import pickle
+
 import random
 import sys
 from contextlib import ExitStack, contextmanager
@@ -51,8 +53,10 @@ def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             agents.load_agent_state(first + i, state)
-        except Exception as e:
-            raise UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env}: {e}") from None
+        except Exception as e:  # torch's message may run to several lines and advise weights_only=False: never
+            why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
+                else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})") from None
 
 
 def default_workers(device: torch.device, members: int) -> int:

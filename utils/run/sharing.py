@@ -99,7 +99,10 @@ class SharingSettings:
         if not m.diffuses and (self.diffusion_weights != "uniform" or self.link_drop > 0):
             raise ValueError("--diffusion_weights/--link_drop apply to diffusion (--diffusion or a DIFF_ policy)")
         if m.multi_agent and self.num_agents >= 2:
-            graph = self.graph()  # raises on a malformed --adjacency
+            try:
+                graph = self.graph()  # raises on a malformed --adjacency
+            except ValueError as e:
+                raise ValueError(f"--adjacency: {e}" if self.adjacency is not None else str(e)) from None
             if m.distils and not _slots_are_permutations(neighbours(graph)):
                 raise ValueError("DPD on this graph: every learner's k-th neighbour must be a different learner "
                                  "(true on complete graphs and rings); use --topology complete, ring or none")
