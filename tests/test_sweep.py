@@ -171,6 +171,9 @@ BAD = [
     ({"flags": {"max_time_steps": 5}}, "use the top-level 'steps'"),
     ({"flags": {"buffer_sise": 5}}, "unrecognized arguments: --buffer_sise"),
     ({"flags": {"similarity": "cosine"}}, "--similarity"),
+    ({"flags": {"batch_size": 0}}, "--batch_size"),
+    ({"flags": {"buffer_size": 100}, "start_steps": 200}, "smaller than one batch"),
+    ({"flags": {"kl_precision": "float32"}}, "settings.s, TD3: --kl_precision float32"),
     ({"flags": {"num_agents": 3}}, "--num_agents 3 does not apply to TD3"),
     ({"settings": {"s": {"flags": {}}}}, "needs a results_dir"),
     ({"settings": {"s": {"results_dir": "RESULTS", "color": "red"}}}, "unknown key(s) color"),
@@ -228,10 +231,11 @@ def snapshot(folder: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def first_sweep(tmp_path_factory):
-    """A good setting (two runs) and a broken one whose runs the command line rejects at start (exit 2)."""
+    """A good setting (two runs) and a broken one whose runs the command line rejects at start (exit 2): a model to
+    load that is not there, which only the run itself finds (the sweep checks flags and settings, not models)."""
     tmp = tmp_path_factory.mktemp("sweep")
     spec = {**TINY, "settings": {"good": {"results_dir": str(tmp / "good")},
-                                 "broken": {"results_dir": str(tmp / "broken"), "flags": {"batch_size": 0}}}}
+                                 "broken": {"results_dir": str(tmp / "broken"), "flags": {"load_model": "nothing_here"}}}}
     code, out, err = call([str(write(tmp, spec)), "--workers", "2"])
     folder = tmp / "good/TD3/Pendulum-v1"
     curves = {name: (folder / name).read_bytes() for name in CURVES if (folder / name).exists()}
@@ -253,7 +257,7 @@ def test_sweep_writes_curves_and_reports_the_failed_runs(first_sweep):
         row = rows[f"broken {policy} Pendulum-v1 seeds 0 1"]
         log = first_sweep["tmp"] / f"broken/TD3/Pendulum-v1/logs/{policy}_Pendulum-v1_0_1.log"
         assert f"failed (exit 2, log: {log.resolve()})" in row, row
-        assert "--batch_size" in log.read_text()  # the command line's own one-line error is in the log
+        assert "--load_model" in log.read_text()  # the command line's own one-line error is in the log
     assert out.splitlines()[-1] == "4 runs: 2 done, 0 skipped, 2 failed"
 
 

@@ -8,7 +8,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..naming import (algorithm_of, curve_length, curve_names, default_num_agents, flag_name, is_multi_agent,
                       method_of, run_stem, script_of, variant_of, with_diffusion)
@@ -123,21 +123,30 @@ def sweep_variant(policy: str, flags: dict) -> str:
 
 
 def check_flags(runs: Sequence[Run]) -> None:
-    """Parse every run's flags with its script's own parser, so a typo stops the sweep before it starts."""
+    """Parse every run's flags with its script's own parser and check the settings they make as the script would
+    before training (``utils.run.validate``: ranges, sizes, folders), so a typo or an impossible value stops the
+    sweep, naming the run, before any run starts."""
+    from ..errors import UsageError
+    from ..run import validate
+
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    parsers: dict[str, Callable] = {}
+    modules: dict[str, object] = {}
     for run in runs:
-        if run.script not in parsers:
-            parsers[run.script] = importlib.import_module(Path(run.script).stem).parse
+        if run.script not in modules:
+            modules[run.script] = importlib.import_module(Path(run.script).stem)
+        module = modules[run.script]
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                parsers[run.script](list(run.args))
+                args = module.parse(list(run.args))
+                validate(module.build_config(args), getattr(module, "FLAG_NAMES", None))
         except SystemExit as e:
             if e.code not in (0, None):
                 message = " ".join(err.getvalue().split()) or f"its parser exited with {e.code}"
                 raise ExperimentError(f"settings.{run.setting}, {run.policy}: {message}") from None
+        except UsageError as e:
+            raise ExperimentError(f"settings.{run.setting}, {run.policy}: {e}") from None
 
 
 def run_state(run: Run, root: Path = ROOT) -> str:
