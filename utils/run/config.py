@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..cores import available_cores
 from ..errors import UsageError
+from ..memory import check_fits
 from ..io import bad_name, file_in_the_way, unwritable
 from ..naming import (Method, algorithm_of, curve_names, default_init, method_of, parse_policy, run_stem,
                       variant_of)
@@ -144,6 +146,7 @@ class RunConfig:
 
 # learners (seeds x agents) one process may hold: each has its networks, optimizer states and environments
 MAX_MEMBERS = 4096
+MAX_EVAL_EPISODES = 1000  # evaluation episodes per learner and evaluation: one environment each
 
 
 def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
@@ -162,12 +165,21 @@ def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
 
 
 def _check_members(cfg: RunConfig) -> None:
-    """The learners one process holds, before anything (a graph over them included) is built."""
+    """The learners one process holds and their networks, before anything (a graph over them included) is built."""
     members = len(cfg.seed_list()) * max(int(cfg.num_agents), 1)
     if members > MAX_MEMBERS:
         raise UsageError(f"--seeds/--num_agents: {len(cfg.seed_list())} seed(s) x {cfg.num_agents} agent(s) = {members} "
                          f"learners in one process, at most {MAX_MEMBERS}; split the seeds over several processes "
                          "(python -m utils.sweep does) or use fewer agents")
+    widths = cfg.algo.get("hidden") or [cfg.algo.get("hidden_size") or 256] * 2
+    if min(widths) > 0:
+        # hidden-to-hidden weights of an actor and two critics, online and target, and Adam's two moments: a lower
+        # bound (the input and output layers come on top), float32
+        per_member = 4 * 3 * 4 * (sum(a * b for a, b in zip(widths, widths[1:])) + sum(widths))
+        flag = "--hidden_sizes" if cfg.algo.get("hidden") else "--hidden_size"
+        shown = " ".join(map(str, widths)) if cfg.algo.get("hidden") else str(widths[0])
+        check_fits(f"{flag} {shown}: the networks of {members} learner(s)", members * per_member,
+                   cfg.device if str(cfg.device).startswith("cuda") else None, f"lower {flag}")
 
 
 def _check_numbers(cfg: RunConfig, flag) -> None:
@@ -180,6 +192,9 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     for name, value in positive.items():
         if value <= 0:
             raise UsageError(f"{flag(name)} must be a positive integer, got {value}")
+    if cfg.eval_episodes > MAX_EVAL_EPISODES:
+        raise UsageError(f"--eval_episodes {cfg.eval_episodes}: at most {MAX_EVAL_EPISODES} episodes per evaluation "
+                         "(each is an environment per learner)")
     if not cfg.method.multi_agent and cfg.num_agents != 1:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy}, "
                          f"DPD_{cfg.policy} or DIFF_{cfg.policy} for several")
@@ -196,6 +211,9 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
         raise UsageError(str(e)) from None
     if cfg.n_step <= 0:
         raise UsageError(f"--n_step must be a positive integer, got {cfg.n_step}")
+    if cfg.n_step > 1 and cfg.n_step * cfg.num_agents > cfg.buffer_size:
+        raise UsageError(f"--n_step {cfg.n_step}: the buffer (--buffer_size {cfg.buffer_size}) cannot hold {cfg.n_step} "
+                         f"steps of {cfg.num_agents} agent(s); lower --n_step")
     if cfg.per:
         p = cfg.per
         for ok, message in [(p["alpha"] >= 0, f"--per_alpha {p['alpha']} must be >= 0"),
@@ -289,6 +307,9 @@ def _check_execution(cfg: RunConfig) -> None:
         raise UsageError(f"--env_workers must be >= 0 (0 steps the environments in this process), got {cfg.env_workers}")
     if cfg.threads is not None and cfg.threads <= 0:
         raise UsageError(f"--threads must be a positive integer, got {cfg.threads}")
+    if cfg.threads is not None and cfg.threads > 4 * available_cores():
+        raise UsageError(f"--threads {cfg.threads}: this machine has {available_cores()} cores; give at most "
+                         f"{4 * available_cores()}")
     if cfg.checkpoint_freq < 0:
         raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
     if cfg.tensorboard:
