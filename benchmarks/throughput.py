@@ -37,6 +37,7 @@ import torch
 
 from utils.cli import Parser, resolve_device
 from utils.errors import UsageError
+from utils.io import output_file_problem
 from utils.envs.registry import make_env, resolve_env_id
 from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
 from utils.run import RunConfig, Trainer
@@ -320,6 +321,12 @@ def _main(argv=None) -> int:
     for flag, values in positive.items():
         if any(v < 1 for v in values):
             p.error(f"{flag} {' '.join(map(str, values))}: must be positive")
+    if args.n_step > 1000 or args.updates > 10**6 or args.warmup > 10**6:
+        p.error("--n_step at most 1000, --updates and --warmup at most 1000000")
+    if args.json is not None:
+        problem = output_file_problem(args.json)
+        if problem:
+            p.error(f"--json {args.json[:60]}: {problem}")
     if args.warmup < 0 or args.start_time_steps < 0:
         p.error("--warmup and --start_time_steps must be >= 0")
     if args.threads:

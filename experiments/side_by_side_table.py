@@ -93,6 +93,27 @@ def table() -> list[str]:
     seeds = {name: sorted(set().union(*(v.keys() for v in values[name].values()))) for name in groups}
     lines.append("")
     lines.append("Seeds: " + "; ".join(f"{name} {', '.join(map(str, s))}" for name, s in seeds.items()) + ".")
+    return lines + switches(values["our DASE_TD3"])
+
+
+# differences between the two codes, switched in ours one at a time: (label, policy stem of its files)
+SWITCHES = [("--kl_precision float32 (the paper's float32 weighting)", "DASE_TD3_float32")]
+
+
+def switches(ours: dict[int, dict[int, float]]) -> list[str]:
+    """Our DASE_TD3 with one difference switched to the paper's code's way, against ours on the same seeds."""
+    lines = []
+    for label, stem in SWITCHES:
+        switched = {step: at(curves, step) for curves in [runs(OURS, stem)] for step in STEPS}
+        if not any(switched.values()):
+            continue
+        if not lines:
+            lines += ["", "| our DASE_TD3 with one switch, against ours on the same seeds | "
+                      + " | ".join(f"{s // 1000}k" for s in STEPS) + " |", "|---" * (len(STEPS) + 1) + "|"]
+        same = {step: {k: v for k, v in ours[step].items() if k in switched[step]} for step in STEPS}
+        lines.append(f"| {label} | " + " | ".join(cell(switched[s]) for s in STEPS) + " |")
+        lines.append("| ours, same seeds | " + " | ".join(cell(same[s]) for s in STEPS) + " |")
+        lines.append("| switched − ours | " + " | ".join(diff(switched[s], same[s]) for s in STEPS) + " |")
     return lines
 
 

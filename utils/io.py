@@ -31,6 +31,54 @@ def bad_name(path: str | os.PathLike) -> str | None:
     return None
 
 
+def folder_problem(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` cannot take the files of a tool (an empty path, a name the file system refuses, a file in the
+    way, no write permission), or None; what it creates to find out, it removes."""
+    if not os.fspath(folder).strip():
+        return "an empty path names no folder; give a folder's name"
+    refused = bad_name(folder)
+    if refused:
+        return refused + "; pick a shorter path"
+    blocked = file_in_the_way(folder)
+    if blocked is not None:
+        return f"{blocked} is a file, not a folder; pick another path"
+    reason = unwritable(folder)
+    if reason:
+        return f"cannot write there ({reason}); pick another path"
+    return None
+
+
+def input_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be read from (a name the file system refuses, nothing there), or None."""
+    refused = bad_name(path)
+    if refused:
+        return refused
+    if not Path(path).exists():
+        return "no such file or folder"
+    return None
+
+
+def output_file_problem(path: str | os.PathLike) -> str | None:
+    """Why a file cannot be written at ``path`` (its name, a file where its folder should be, an unwritable or
+    missing folder, a folder in its place), or None; creates nothing."""
+    if not os.fspath(path).strip():
+        return "an empty path names no file"
+    refused = bad_name(path)
+    if refused:
+        return refused
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder"
+    blocked = file_in_the_way(path.parent)
+    if blocked is not None:
+        return f"{blocked} is a file, not a folder"
+    if not path.parent.is_dir():
+        return f"no folder {path.parent}"
+    if not os.access(path.parent, os.W_OK):
+        return f"cannot write in {path.parent}"
+    return None
+
+
 def file_in_the_way(folder: str | os.PathLike) -> Path | None:
     """The file that keeps ``folder`` from being a folder (it, or the nearest existing parent, is not a directory);
     None when the folder exists or can be created."""

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .cli import Parser, kl_variance
+from .io import folder_problem
 
 # action dimensions and max_action of the paper's environments
 ENVIRONMENTS = {
@@ -134,8 +135,9 @@ def main(argv=None) -> int:
         print(f"python -m utils.weight_map: error: --expl_noise {args.expl_noise} must be positive", file=sys.stderr)
         return 2
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        print(f"python -m utils.weight_map: error: --out {out} is a file; pick a folder", file=sys.stderr)
+    problem = folder_problem(args.out)
+    if problem:
+        print(f"python -m utils.weight_map: error: --out {args.out[:60]}: {problem}", file=sys.stderr)
         return 2
     lines = table(args.kl_div_var, args.expl_noise, args.similarity)
     print("\n".join(lines))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import input_problem
 from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX, \
     WEIGHTS_SUFFIX as WEIGHTS
 
@@ -141,9 +142,10 @@ def run_stem_of(curve: Path) -> str:
 def _npy_files(dirs: list[str | Path]) -> list[Path]:
     paths = []
     for d in dirs:
+        problem = input_problem(d)
+        if problem:
+            raise PlotError(f"{str(d)[:60]}: {problem}")
         d = Path(d)
-        if not d.exists():
-            raise PlotError(f"{d}: no such folder")
         paths += [d] if d.is_file() else sorted(d.rglob("*.npy"))
     return paths
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import Parser
+from ..io import input_problem
 from ..naming import CURVE_NAME, TASKS_SUFFIX
 from .cli import check_out
 from .curves import PlotError
@@ -30,8 +31,9 @@ def find_task_scores(dirs: list[str]) -> dict[tuple[str, str], list[tuple[int, n
     """(environment, method label) -> [(agent index, scores [evaluations, agents])] of every task-score file."""
     found = defaultdict(list)
     for d in dirs:
-        if not Path(d).exists():
-            raise PlotError(f"{d}: no such folder")
+        problem = input_problem(d)
+        if problem:
+            raise PlotError(f"{str(d)[:60]}: {problem}")
         for path in sorted(Path(d).rglob(f"*{TASKS_SUFFIX}.npy")):
             m = CURVE_NAME.match(path.stem[:-len(TASKS_SUFFIX)])
             if m is None or m.group("agent") is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import input_problem
 from ..naming import CURVE_NAME, EPISODES_SUFFIX
 from .curves import PlotError, warn
 from .stats import bootstrap_ci, mean_band
@@ -61,9 +62,10 @@ def find_episode_logs(dirs: list[str]) -> dict[tuple[str, str], dict[int, SeedEp
     """{(env, setting): {seed: SeedEpisodes}} from every ``*_episodes.csv`` under ``dirs``."""
     found: dict[tuple[str, str], dict[int, SeedEpisodes]] = defaultdict(dict)
     for d in dirs:
+        problem = input_problem(d)
+        if problem:
+            raise PlotError(f"{str(d)[:60]}: {problem}")
         d = Path(d)
-        if not d.exists():
-            raise PlotError(f"{d}: no such folder")
         paths = [d] if d.is_file() else sorted(d.rglob(f"*{EPISODES_SUFFIX}.csv"))
         for path in paths:
             m = CURVE_NAME.match(re.sub(f"{EPISODES_SUFFIX}$", "", path.stem))

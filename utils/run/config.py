@@ -192,6 +192,8 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     for name, value in positive.items():
         if value <= 0:
             raise UsageError(f"{flag(name)} must be a positive integer, got {value}")
+    if cfg.updates_per_step > 1000:
+        raise UsageError(f"{flag('updates_per_step')} {cfg.updates_per_step}: at most 1000 updates per environment step")
     if cfg.eval_episodes > MAX_EVAL_EPISODES:
         raise UsageError(f"--eval_episodes {cfg.eval_episodes}: at most {MAX_EVAL_EPISODES} episodes per evaluation "
                          "(each is an environment per learner)")
