@@ -154,6 +154,8 @@ ERRORS = [
     (DASE_main, ["--policy", "DIFF_TD3", "--num_agents", "2", "--adjacency", "[[0,1],[1,1]]"],
      "--adjacency: its diagonal must be 0"),
     (DASE_main, ["--buffer_size", "1e11", "--seeds", "0-3"], "lower --buffer_size or run fewer --seeds"),
+    # a legal-but-odd budget's notice must not come before a refusal that needs the environment's sizes
+    (DASE_main, ["--buffer_size", "1e18", "--max_time_steps", "2000"], "would allocate"),
     (sac_main, ["--buffer_size", "1e12"], "would allocate"),
     (DASE_main, ["--seeds", "0-200000"], "at most 4096"),
     (DASE_main, ["--policy", "DIFF_TD3", "--num_agents", "100000"], "at most 4096"),

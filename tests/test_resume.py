@@ -282,3 +282,28 @@ def test_every_resume_is_recorded_and_a_new_thread_count_is_noticed(tmp_path, ca
     record = json.loads((tmp_path / f"{STEM}.json").read_text())
     assert [(r["step"], r["threads"]) for r in record["resumes"]] == [(300, 2), (600, 2)]
     assert record["finished_at_step"] == 900
+
+
+def test_a_resume_on_another_cpu_instruction_set_is_noticed_and_recorded(tmp_path, capsys, monkeypatch):
+    """float32 rounds differently under AVX2 and AVX-512 kernels: a checkpoint made on one and resumed on the other
+    continues, says so on one line, and the record names each resume's CPU and the run's."""
+    import utils.run.files as files
+    import utils.run.loop as loop
+
+    args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
+    piece = lambda stop, *more: Trainer(DASE_main.build_config(  # noqa: E731
+        DASE_main.parse(args + list(more)))).run(stop_at=stop)
+    for module in (files, loop):
+        monkeypatch.setattr(module, "cpu_capability", lambda: "AVX2")
+    piece(300)
+    capsys.readouterr()
+    for module in (files, loop):
+        monkeypatch.setattr(module, "cpu_capability", lambda: "AVX512")
+    piece(600, "--resume")
+    notes = [line for line in capsys.readouterr().err.splitlines() if "CPU" in line]
+    assert len(notes) == 1 and "checkpointed on a CPU with AVX2 kernels and resumes on one with AVX512" in notes[0], notes
+    piece(None, "--resume")  # AVX512 -> AVX512: nothing to say
+    assert "CPU" not in capsys.readouterr().err
+    record = json.loads((tmp_path / f"{STEM}.json").read_text())
+    assert [(r["step"], r["cpu"]) for r in record["resumes"]] == [(300, "AVX512"), (600, "AVX512")]
+    assert record["device_name"].endswith("AVX512")

@@ -85,6 +85,24 @@ def test_grid_expands_to_one_process_per_setting_env_policy(tmp_path):
     assert [Path(p).name for p, _ in td3.expected_files()][:2] == ["TD3_Pendulum-v1_0.json", "TD3_Pendulum-v1_0.npy"]
 
 
+def test_a_long_list_of_seeds_gets_a_log_name_the_file_system_takes(tmp_path):
+    """100 non-consecutive seeds spelled out would be a 500-byte log name (OSError when the sweep opens it)."""
+    def run_of(seeds):
+        path = write(tmp_path, {"envs": ["Pendulum-v1"], "policies": ["DASE_TD3"], "seeds": seeds, "steps": 1000,
+                                "settings": {"a": {"results_dir": str(tmp_path / "r")}}})
+        (run,) = sweep.expand(sweep.load_experiment(path), threads=1)
+        return run.log_path()
+
+    many = list(range(1000, 1300, 3))
+    name = run_of(many).name
+    assert len(name.encode()) <= 200 and name.startswith("DASE_TD3_Pendulum-v1_1000-1297_100seeds_")
+    assert run_of(many[:-1] + [1298]).name != name  # another list with the same ends and count: another log
+    assert run_of([0, 1, 2, 5]).name == "DASE_TD3_Pendulum-v1_0-2_5.log"  # short lists keep their spelling
+    log = run_of(many)
+    log.parent.mkdir(parents=True)
+    log.write_text("opens\n")
+
+
 def test_num_agents_flag_sets_the_expected_curves(tmp_path):
     path = write(tmp_path, {"envs": ["Pendulum-v1"], "policies": ["DASE_TD3"], "seeds": [3], "steps": 1000,
                             "settings": {"five": {"results_dir": str(tmp_path), "flags": {"num_agents": 5}}}})

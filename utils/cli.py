@@ -390,15 +390,17 @@ def resolve_env(env: str, quiet: bool) -> str:
 
 
 def train_checked(cfg, names: dict[str, str] | None = None):
-    """A command line's run: reject impossible settings (UsageError), print the notices about legal but unlikely
-    ones unless --quiet, then train. ``names`` maps RunConfig fields to the script's flag names."""
-    from .run import notices, train, validate  # the training stack only once the command line is parsed
+    """A command line's run: reject impossible settings (UsageError), the ones that need the environment's sizes
+    too (the trainer's own checks), then print the notices about legal but unlikely ones unless --quiet (so a
+    refusal stays one line), then train. ``names`` maps RunConfig fields to the script's flag names."""
+    from .run import notices, trainer, validate  # the training stack only once the command line is parsed
 
     validate(cfg, names)
+    run = trainer(cfg, validated=True)
     if not cfg.quiet:
         for line in notices(cfg, names):
             print(line, file=sys.stderr)
-    return train(cfg, validated=True)
+    return run.run()
 
 
 def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:

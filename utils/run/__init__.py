@@ -3,6 +3,6 @@ buffers (learner, buffer), the CUDA-graph replay of the update (cuda_graphs), ev
 seed's files, checkpoint and lock (files, checkpoint). Environments live in ``utils.envs``."""
 from .checks import validate
 from .config import RunConfig, notices
-from .loop import Trainer, train
+from .loop import Trainer, train, trainer
 
-__all__ = ["RunConfig", "Trainer", "notices", "train", "validate"]
+__all__ = ["RunConfig", "Trainer", "notices", "train", "trainer", "validate"]

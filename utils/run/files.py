@@ -25,6 +25,15 @@ from .config import RunConfig
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels use here (AVX2, AVX512, ...): float32 results are bit-identical
+    between two machines only when it is the same."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except AttributeError:  # torch before 2.1 has no such call
+        return "unknown"
+
+
 def software_versions() -> dict:
     import gymnasium
 
@@ -152,9 +161,11 @@ class RunFiles:
         adds itself to the list of every resume so far, ``resumes``: [{step, threads, at}, ...]."""
         resumes = self.resumes() if t else []
         if t:
-            resumes.append({"step": t, "threads": torch.get_num_threads(), "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            resumes.append({"step": t, "threads": torch.get_num_threads(), "cpu": cpu_capability(),
+                            "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
         record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
-                  "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+                  "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else
+                  f"{platform.machine()} {cpu_capability()}",
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curves],
                   "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
                   "env_workers_used": env_workers, "tasks": tasks if tasks is not None else [None] * len(self.curves),

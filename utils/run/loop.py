@@ -33,7 +33,7 @@ from .replay.buffer import SharedReplayBuffer
 from .episodes import EpisodeEvals
 from .onpolicy.episode_log import EpisodeLog
 from .evaluation import Evaluation
-from .files import RunFiles, plan_resume
+from .files import RunFiles, cpu_capability, plan_resume
 from .replay.learner import Learner
 from .onpolicy.rollout import RolloutLearner
 from .progress import Progress, StopSignals, interrupted_message, non_finite_message
@@ -392,14 +392,22 @@ class Trainer:
         return False
 
     def note_thread_change(self, states: list[dict]) -> None:
-        """One line on stderr when a CPU run resumes with another torch thread count than its checkpoint's: the
-        rest of the run is then not bit for bit the run that would not have stopped (matrix products' last bits)."""
+        """One line on stderr when a CPU run resumes with another torch thread count, or on a CPU with another
+        instruction set (AVX2 / AVX-512: float32 rounds otherwise), than its checkpoint's: the rest of the run is then
+        not bit for bit the run that would not have stopped (matrix products' last bits)."""
+        if self.device.type != "cpu" or self.cfg.quiet:
+            return
         before = sorted({s["torch_threads"] for s in states if s.get("torch_threads")})  # older checkpoints: unknown
         now = torch.get_num_threads()
-        if self.device.type == "cpu" and before and before != [now] and not self.cfg.quiet:
+        if before and before != [now]:
             print(f"note: {self.cfg.name} was checkpointed with {' / '.join(map(str, before))} torch thread(s) and "
                   f"resumes with {now} (--threads): the curves from step {self.t} on may differ in the last bits from "
                   f"an uninterrupted run; the record's 'resumes' lists each resume's threads", file=sys.stderr)
+        cpus = sorted({s["cpu_capability"] for s in states if s.get("cpu_capability")})
+        if cpus and cpus != [cpu_capability()]:
+            print(f"note: {self.cfg.name} was checkpointed on a CPU with {' / '.join(cpus)} kernels and resumes on "
+                  f"one with {cpu_capability()}: the curves from step {self.t} on may differ in the last bits from an "
+                  f"uninterrupted run; the record's 'resumes' lists each resume's CPU", file=sys.stderr)
 
     def checkpoint_due(self) -> bool:
         """A periodic checkpoint (--checkpoint_freq) falls on this step (or within the K environment steps it just
@@ -417,7 +425,7 @@ class Trainer:
         """The k-th seed's checkpoint: what a process of that seed alone would write."""
         rows = self.rows(k)
         return {"format": CHECKPOINT_FORMAT, "config": asdict(self.seed_cfgs[k]), "t": self.t,
-                "torch_threads": torch.get_num_threads(),
+                "torch_threads": torch.get_num_threads(), "cpu_capability": cpu_capability(),
                 "curves": self.curves[rows], "weight_curves": self.weight_curves[rows],
                 "consensus_curve": self.consensus_curves[k],
                 "task_curves": self.task_curves[rows], "gossip_curves": self.gossip_curves[rows],
@@ -477,11 +485,17 @@ class Trainer:
             self.episode_evals.close()
 
 
-def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
-    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves.
-    A3C's asynchronous workers have their own trainer (onpolicy/asynchronous.py); every other algorithm runs this loop."""
+def trainer(cfg: RunConfig, validated: bool = False):
+    """The trainer of cfg, built: what needs the environment's sizes (the replay buffers' memory) is checked here,
+    before anything is written. A3C's asynchronous workers have their own trainer (onpolicy/asynchronous.py); every
+    other algorithm runs this loop."""
     if ALGORITHM[cfg.algorithm].family == "async":
         from .onpolicy.asynchronous import AsyncTrainer
 
-        return AsyncTrainer(cfg, validated).run()
-    return Trainer(cfg, validated).run()
+        return AsyncTrainer(cfg, validated)
+    return Trainer(cfg, validated)
+
+
+def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
+    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves."""
+    return trainer(cfg, validated).run()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import io
 import shlex
@@ -14,6 +15,9 @@ from ..naming import (algorithm_of, curve_length, curve_names, default_num_agent
                       method_of, run_stem, script_of, variant_of, with_diffusion)
 from .execute import files_complete
 from .experiment import ROOT, Experiment, ExperimentError, positive, flag_args, seed_tokens
+
+
+LOG_SEEDS_BYTES = 96  # the seeds' part of a log file name; policy, environment and variant stay well under 255 with it
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,13 @@ class Run:
         return root / self.results_dir
 
     def log_path(self, root: Path = ROOT) -> Path:
-        return self.folder(root) / "logs" / f"{run_stem(self.policy, self.env, '_'.join(seed_tokens(self.seeds)), self.variant)}.log"
+        """{stem}.log with the seeds as --seeds tokens ("0-4"); a seed list too long for a file name (many
+        non-consecutive seeds) becomes its first and last seed, its count and a hash of the whole list."""
+        seeds = "_".join(seed_tokens(self.seeds))
+        if len(seeds.encode()) > LOG_SEEDS_BYTES:
+            digest = hashlib.sha256(seeds.encode()).hexdigest()[:10]
+            seeds = f"{min(self.seeds)}-{max(self.seeds)}_{len(self.seeds)}seeds_{digest}"
+        return self.folder(root) / "logs" / f"{run_stem(self.policy, self.env, seeds, self.variant)}.log"
 
     variant: str = ""  # naming.VARIANTS: part of every file name of the run
 
