@@ -16,10 +16,13 @@ import time
 import torch
 
 from algorithms.nets import DeterministicActor, init_generators
-from utils.cli import Parser, resolve_device
+from utils.cli import Parser, available_cores, resolve_device, tool_guard
 from utils.envs.workers import make_envs
-from utils.envs.registry import resolve_env_id
+from utils.envs.registry import make_env, resolve_env_id
+from utils.io import output_file_problem
 from utils.run.evaluation import Evaluation
+
+PROG = "python -m benchmarks.evaluation"
 
 
 def measure(env_id: str, members: int, episodes: int, workers: int, device: torch.device) -> dict:
@@ -46,7 +49,12 @@ def measure(env_id: str, members: int, episodes: int, workers: int, device: torc
 
 
 def main(argv=None) -> int:
-    p = Parser(prog="python -m benchmarks.evaluation", description=__doc__.split("\n\n")[0])
+    """The measurement; bad input (a count, an environment, a device, the --json path) is one line, exit 2."""
+    return tool_guard(PROG, _main, argv)
+
+
+def _main(argv=None) -> int:
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--env", type=str, default="HalfCheetah-v5", help="environment (default: HalfCheetah-v5)")
     p.add_argument("--members", type=int, default=20, help="seeds x agents evaluated (default: 20)")
     p.add_argument("--episodes", type=int, default=10, help="episodes per member (default: 10)")
@@ -55,10 +63,23 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    for flag, value, most in (("--members", args.members, 4096), ("--episodes", args.episodes, 1000),
+                              ("--threads", 1 if args.threads is None else args.threads, 4 * available_cores())):
+        if not 1 <= value <= most:
+            p.error(f"{flag} {value}: give 1 to {most}")
+    if any(not 0 <= w <= 4 * available_cores() for w in args.workers):
+        p.error(f"--workers {' '.join(map(str, args.workers))}: each 0 (in this process) to {4 * available_cores()}")
+    if args.json is not None and (problem := output_file_problem(args.json)):
+        p.error(f"--json {args.json[:60]}: {problem}")
     env_id, _ = resolve_env_id(args.env)
     device = torch.device(resolve_device(args.device, 0))
+    env = make_env(env_id, actions=("box",), who="the evaluated TD3 actors")
+    flat = len(env.observation_space.shape) == 1
+    env.close()
+    if not flat:
+        p.error(f"--env {env_id}: image observations; the evaluated actors take flat ones (HalfCheetah-v5)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows = []
     for workers in args.workers:
         row = measure(env_id, args.members, args.episodes, workers, device)

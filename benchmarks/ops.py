@@ -16,14 +16,16 @@ import json
 import numpy as np
 import torch
 
-from utils.cli import Parser
+from utils.cli import Parser, tool_guard
 from utils.envs.registry import make_env, resolve_env_id
-from utils.naming import algorithm_of
+from utils.io import output_file_problem
+from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 from utils.opcheck import count_ops, optimizers_as_on_cuda
 
 SAC_KW = {"policy_type": "Gaussian"}
+PROG = "python -m benchmarks.ops"
 
 
 def build(policy: str, env_id: str, n: int, batch_size: int = 256, seed: int = 0) -> Learner:
@@ -62,13 +64,37 @@ def op_counts(policy: str, env_id: str, n: int, gpu_optimizers: bool = False) ->
 
 
 def main(argv=None) -> int:
-    p = Parser(prog="python -m benchmarks.ops", description=__doc__.split("\n\n")[0])
-    p.add_argument("--policies", nargs="+", default=["DASE_TD3", "DASE_DDPG", "DASE_SAC", "DPD_TD3"])
-    p.add_argument("--env", default="Pendulum-v1", help="environment (default: Pendulum-v1)")
+    """The counts; bad input (a policy, an environment, a count, the --json path) is one line, exit 2."""
+    return tool_guard(PROG, _main, argv)
+
+
+def _main(argv=None) -> int:
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p.add_argument("--policies", nargs="+", default=["DASE_TD3", "DASE_DDPG", "DASE_SAC", "DPD_TD3"],
+                   help="replay policies of DASE_main.py and sac_main.py (default: DASE_TD3 DASE_DDPG DASE_SAC "
+                        "DPD_TD3)")
+    p.add_argument("--env", default="Pendulum-v1", help="environment with continuous actions (default: Pendulum-v1)")
     p.add_argument("--agents", type=int, default=2, help="agents (default: 2)")
     p.add_argument("--json", default=None, help="write the counts here as JSON")
     args = p.parse_args(argv)
+    for policy in args.policies:
+        parsed = parse_policy(policy)
+        if parsed is None or ALGORITHM[parsed[1]].family != "replay":
+            p.error(f"--policies: {policy!r} is not a replay policy of DASE_main.py or sac_main.py "
+                    f"(e.g. DASE_TD3, TD3, DPD_DDPG, DASE_SAC)")
+    if not 1 <= args.agents <= 64:
+        p.error(f"--agents {args.agents}: give 1 to 64")
+    if args.agents > 1 and not all(is_multi_agent(policy) for policy in args.policies):
+        p.error(f"--agents {args.agents}: {', '.join(q for q in args.policies if not is_multi_agent(q))} "
+                f"is a single agent; count it with --agents 1")
+    if args.json is not None and (problem := output_file_problem(args.json)):
+        p.error(f"--json {args.json[:60]}: {problem}")
     env_id, _ = resolve_env_id(args.env)
+    env = make_env(env_id, actions=("box",), who="the op count")
+    flat = len(env.observation_space.shape) == 1
+    env.close()
+    if not flat:
+        p.error(f"--env {env_id}: image observations; count on an environment with flat ones (Pendulum-v1)")
     torch.set_num_threads(1)
     rows = []
     for policy in args.policies:

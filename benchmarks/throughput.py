@@ -35,7 +35,7 @@ import time
 import numpy as np
 import torch
 
-from utils.cli import Parser, resolve_device
+from utils.cli import Parser, resolve_device, tool_guard
 from utils.errors import UsageError
 from utils.io import output_file_problem
 from utils.envs.registry import make_env, resolve_env_id
@@ -266,11 +266,7 @@ def rollout_main(args, env_id: str, device: torch.device) -> int:
 
 def main(argv=None) -> int:
     """The benchmark; bad input (a flag, an environment whose actions the policy cannot take) is one line, exit 2."""
-    try:
-        return _main(argv)
-    except UsageError as e:
-        print(f"python -m benchmarks.throughput: error: {e}", file=sys.stderr)
-        return 2
+    return tool_guard("python -m benchmarks.throughput", _main, argv)
 
 
 def _main(argv=None) -> int:

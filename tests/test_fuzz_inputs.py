@@ -24,12 +24,13 @@ from hypothesis import strategies as st
 import ac_main
 import DASE_main
 import sac_main
-from benchmarks import throughput
+from benchmarks import evaluation, ops, throughput
 from utils import weight_map
 from utils.cli import Parser, count, kl_variance, main_guard, real
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
 from utils.plot import windows as plot_windows
+from utils.sweep import cli as sweep_cli
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 NUMBER_TYPES = (int, float, count, real)
@@ -97,6 +98,13 @@ ENTRIES = {
     "benchmarks.throughput": (throughput.main, lambda: throughput.main([]),
                               ["--env", "Pendulum-v1", "--agents", "1", "--updates", "2", "--warmup", "0",
                                "--loop_agents", "--threads", "1", "--json", "{tmp}/out.json"]),
+    "benchmarks.ops": (ops.main, lambda: ops.main([]), ["--policies", "TD3", "--agents", "1", "--env", "Pendulum-v1",
+                                                         "--json", "{tmp}/out.json"]),
+    "benchmarks.evaluation": (evaluation.main, lambda: evaluation.main([]),
+                              ["--env", "Pendulum-v1", "--members", "2", "--episodes", "1", "--workers", "0",
+                               "--threads", "1", "--json", "{tmp}/out.json"]),
+    # --dry_run: the sweep reads, checks and plans the file's runs and starts none
+    "utils.sweep": (sweep_cli.main, lambda: sweep_cli.parse_args([]), ["{experiment}", "--dry_run"]),
 }
 
 
@@ -147,7 +155,10 @@ def check(name: str, tmp: Path, flag: str, value, strict: bool) -> None:
     run, _, base = ENTRIES[name]
     (tmp / "a_file").write_text("not a folder")
     curves = curve_dir(tmp)
-    subs = {"{tmp}": str(tmp), "{curves}": str(curves), "{file}": str(tmp / "a_file")}
+    experiment = tmp / "experiment.yaml"
+    experiment.write_text(f"envs: [Pendulum-v1]\npolicies: [TD3, DASE_TD3]\nseeds: 0-1\nsteps: 400\nstart_steps: 100\n"
+                          f"eval_freq: 200\nsettings:\n  a:\n    results_dir: {tmp / 'sweep'}\n")
+    subs = {"{tmp}": str(tmp), "{curves}": str(curves), "{file}": str(tmp / "a_file"), "{experiment}": str(experiment)}
 
     def fill(token: str) -> str:
         for k, v in subs.items():

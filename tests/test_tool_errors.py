@@ -3,7 +3,7 @@ usage block, no traceback, nothing written."""
 import pytest
 import torch
 
-from benchmarks import throughput
+from benchmarks import evaluation, ops, throughput
 from utils import weight_map
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
@@ -22,15 +22,30 @@ CASES = [
     (throughput.main, ["--batch_size", "abc"], "invalid int value"),
     (throughput.main, ["--env", "Nope-v9"], "unknown environment"),
     (throughput.main, ["--env", "CartPole-v1"], "continuous"),
+    # found by tests/test_fuzz_inputs.py once it read these two tools' parsers (tracebacks before)
+    (ops.main, ["--agents", "0"], "--agents 0: give 1 to 64"),
+    (ops.main, ["--policies", "FOO"], "'FOO' is not a replay policy"),
+    (ops.main, ["--policies", "A2C", "--agents", "1"], "'A2C' is not a replay policy"),
+    (ops.main, ["--policies", "TD3"], "TD3 is a single agent"),
+    (ops.main, ["--env", "Nope-v9"], "unknown environment"),
+    (ops.main, ["--env", "CartPole-v1"], "continuous"),
+    (ops.main, ["--json", "DIR/x/../"], "--json"),
+    (evaluation.main, ["--members", "-1"], "--members -1: give 1 to 4096"),
+    (evaluation.main, ["--episodes", "0"], "--episodes 0: give 1 to 1000"),
+    (evaluation.main, ["--workers", "0", "-1"], "--workers 0 -1"),
+    (evaluation.main, ["--threads", "0"], "--threads 0"),
+    (evaluation.main, ["--env", "Nope-v9"], "unknown environment"),
+    (evaluation.main, ["--json", "DIR"], "--json"),
 ]
 if not torch.cuda.is_available():
     CASES.append((throughput.main, ["--device", "cuda"], "no CUDA GPU"))
+    CASES.append((evaluation.main, ["--device", "cuda"], "no CUDA GPU"))
 
 
 @pytest.mark.parametrize("main,argv,needle", CASES, ids=[f"{m.__module__} {' '.join(a)}" for m, a, _ in CASES])
 def test_one_line_and_exit_2(main, argv, needle, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    argv = [str(tmp_path) if a == "DIR" else a for a in argv]
+    argv = [a.replace("DIR", str(tmp_path)) for a in argv]
     try:
         code = main(argv)
     except SystemExit as e:

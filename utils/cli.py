@@ -403,6 +403,16 @@ def train_checked(cfg, names: dict[str, str] | None = None):
     return run.run()
 
 
+def tool_guard(prog: str, body: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """A tool's command line (benchmarks, plots): a UsageError raised by ``body`` (a flag, an environment, a
+    device, a file) becomes one line, '{prog}: error: ...', and exit code 2."""
+    try:
+        return body(argv)
+    except UsageError as e:
+        sys.stderr.write(f"{prog}: error: {e}\n")
+        return EXIT_USAGE
+
+
 def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:
     """Run a command line; a UsageError becomes one line on stderr and exit code 2, spelled as argparse's own
     errors are: '{script}: error: ...'."""
