@@ -177,6 +177,10 @@ def test_diffusion_on_a_complete_graph_makes_the_agents_equal(tmp_path):
     (["--num_processes", "2"], "--num_processes applies to A3C"),
     (["--policy", "DASE_A2C"], "unknown policy"),
     (["--env", "Pendulum-v1", "--policy", "A2C", "--gae_lambda", "2"], "--gae_lambda"),
+    # sizes that pass the range checks but cannot exist: one line before anything is allocated or written
+    (["--policy", "A2C", "--n_steps", "1000000000"], "the rollouts of 1 learner(s) would fill 480.0 GB"),
+    (["--policy", "ACER", "--buffer_size", "1e15"], "the rollouts and replay of 1 learner(s) would fill"),
+    (["--policy", "A3C", "--num_processes", "1000000"], "1000000 actor-learner processes would fill"),
 ])
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, args, words):
     assert run_cli(*args, "--max_time_steps", "8000", "--results_dir", str(tmp_path)) == 2

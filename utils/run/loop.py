@@ -71,6 +71,23 @@ def set_global_seeds(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def rollout_memory(cfg: RunConfig, members: int, envs) -> tuple[str, float, str]:
+    """(what, bytes, hint) of an on-policy run's rollout storage, members x n steps x K environments of
+    (observation, next observation, action, reward, flags, behaviour), and of ACER's replay of whole rollouts
+    (``--buffer_size`` transitions per member, as algorithms.acer stores them)."""
+    n_steps, k = int(cfg.algo["n_steps"]), int(cfg.algo["envs_per_agent"])
+    obs = int(np.prod(envs.obs_shape)) * (1 if len(envs.obs_shape) > 1 else 4)
+    row = 2 * obs + (8 if envs.discrete else 4 * envs.act_dim) + 12 + 4 * envs.act_dim
+    need = members * n_steps * k * row
+    if "buffer_size" in cfg.algo:  # ACER
+        slots = max(1, int(cfg.algo["buffer_size"]) // (n_steps * k))
+        need += members * slots * n_steps * k * row
+        return (f"--n_steps {n_steps} x --envs_per_agent {k} x --buffer_size {cfg.algo['buffer_size']}: the rollouts "
+                f"and replay of {members} learner(s)", need, "lower --buffer_size, --n_steps or --envs_per_agent")
+    return (f"--n_steps {n_steps} x --envs_per_agent {k}: the rollouts of {members} learner(s)", need,
+            "lower --n_steps or --envs_per_agent")
+
+
 class Trainer:
     """One process training S seeds x N agents in lockstep; each seed writes exactly the files of its own run."""
 
@@ -141,7 +158,13 @@ class Trainer:
             except UsageError:
                 c.close()
                 raise
-        if spec.family == "rollout":
+        if spec.family == "rollout":  # the rollout storage and ACER's replay of rollouts, before they are allocated
+            try:
+                what, need, hint = rollout_memory(cfg, len(self.member_seeds), c)
+                check_fits(what, need, self.device, hint)
+            except UsageError:
+                c.close()
+                raise
             self.learner = RolloutLearner(cfg.algorithm, cfg.algo, self.member_seeds, n, c, self.device,
                                           cfg.sharing_settings(), common_init=cfg.init == "common")
         else:

@@ -50,6 +50,7 @@ from ...envs.registry import make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
 from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
+from ...memory import check_fits
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, plan_resume
@@ -57,6 +58,8 @@ from ..progress import Progress, StopSignals, interrupted_message
 from .episode_log import EpisodeLog
 
 ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
+WORKER_BYTES = 300e6  # one spawned actor-learner process (Python, torch, its environment): 370 MB resident on CartPole,
+# part of it shared libraries counted in every process
 POLL_S = 0.001  # how often an idle worker, and this process while it waits for the workers, look at the counter
 
 
@@ -101,6 +104,9 @@ def check_a3c(cfg: RunConfig) -> None:
     if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
         raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
     workers = a3c_settings(cfg.algo)["num_processes"]
+    # each actor-learner is a spawned Python process with its own torch and environment
+    check_fits(f"--num_processes {workers}: {workers} actor-learner processes", workers * WORKER_BYTES, None,
+               "lower --num_processes")
     for seed in cfg.seed_list():
         if not 0 <= seed or seed + 1000 * workers >= 2**32:
             raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {1000 * workers})")
