@@ -13,6 +13,7 @@ Hypothesis finds becomes a regular case in test_cli.py / test_tool_errors.py onc
 """
 import contextlib
 import io
+import json
 import os
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import ac_main
 import DASE_main
 import sac_main
 from benchmarks import evaluation, ops, throughput
-from utils import weight_map
+from utils import play, weight_map
 from utils.cli import Parser, count, kl_variance, main_guard, real
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
@@ -103,6 +104,8 @@ ENTRIES = {
     "benchmarks.evaluation": (evaluation.main, lambda: evaluation.main([]),
                               ["--env", "Pendulum-v1", "--members", "2", "--episodes", "1", "--workers", "0",
                                "--threads", "1", "--json", "{tmp}/out.json"]),
+    # a run record whose models were never saved: every accepted value ends at "no model file" (exit 2, one line)
+    "utils.play": (play.main, lambda: play.parse([]), ["{record}", "--episodes", "1"]),
     # --dry_run: the sweep reads, checks and plans the file's runs and starts none
     "utils.sweep": (sweep_cli.main, lambda: sweep_cli.parse_args([]), ["{experiment}", "--dry_run"]),
 }
@@ -158,7 +161,10 @@ def check(name: str, tmp: Path, flag: str, value, strict: bool) -> None:
     experiment = tmp / "experiment.yaml"
     experiment.write_text(f"envs: [Pendulum-v1]\npolicies: [TD3, DASE_TD3]\nseeds: 0-1\nsteps: 400\nstart_steps: 100\n"
                           f"eval_freq: 200\nsettings:\n  a:\n    results_dir: {tmp / 'sweep'}\n")
-    subs = {"{tmp}": str(tmp), "{curves}": str(curves), "{file}": str(tmp / "a_file"), "{experiment}": str(experiment)}
+    record = tmp / "TD3_Pendulum-v1_0.json"
+    record.write_text(json.dumps({"config": {"policy": "TD3", "env": "Pendulum-v1", "models_dir": str(tmp / "none")}}))
+    subs = {"{tmp}": str(tmp), "{curves}": str(curves), "{file}": str(tmp / "a_file"), "{experiment}": str(experiment),
+            "{record}": str(record)}
 
     def fill(token: str) -> str:
         for k, v in subs.items():

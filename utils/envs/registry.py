@@ -87,13 +87,15 @@ def _atari_name(env_id: str) -> bool:
 
 
 def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = ("box",), who: str = "DASE",
-             training: bool = True) -> gym.Env:
+             training: bool = True, render_mode: str | None = None) -> gym.Env:
     """Create one environment and check its action space is of a kind the algorithm takes (``actions``: "box",
     a bounded continuous space, and/or "discrete"; ``who`` names the algorithm in the error).
 
     ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
     its own). Atari games get the DeepMind preprocessing (``atari.make_atari``): image observations (4, 84, 84),
-    and with ``training`` one learner episode per life and clipped rewards (evaluation plays whole games)."""
+    and with ``training`` one learner episode per life and clipped rewards (evaluation plays whole games).
+    ``render_mode``: Gymnasium's (``"rgb_array"`` for frames to film); None: no rendering, as in training."""
+    extra = {} if render_mode is None else {"render_mode": render_mode}
     atari = _atari_name(env_id)
     try:
         with warnings.catch_warnings():
@@ -101,9 +103,9 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
             if atari:
                 from .atari import make_atari
 
-                env = make_atari(env_id, training)
+                env = make_atari(env_id, training, **extra)
             else:
-                env = gym.make(env_id) if task is None else gym.make(env_id, task=task)
+                env = gym.make(env_id, **extra) if task is None else gym.make(env_id, task=task, **extra)
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
     except Exception as e:  # e.g. a registered id whose module fails to import

@@ -1,0 +1,234 @@
+"""Watch a trained agent: play deterministic episodes of a saved model and film them.
+
+    python -m utils.play RUN [--episodes 5] [--gif out.gif | --mp4 out.mp4] [--agent i] [--seed S]
+
+RUN is what a run of DASE_main.py, sac_main.py or ac_main.py (A2C, DIFF_A2C, ACER) left: its JSON record
+(``{stem}.json``, the models of ``--save_model`` under its ``--models_dir``), its results folder (the record of
+``--seed`` in it, or its only one), or a checkpoint (``{stem}.pt``, also of an unfinished run). The episodes are
+the run's own evaluation episodes (the same environment, task and reset seeds, played in lockstep as the evaluation
+plays them), so with ``--episodes`` equal to the run's ``--eval_episodes`` the returns printed are exactly those of
+the run's evaluation of that model: their mean is the curve's value at the step the model was saved. The film takes
+every frame Gymnasium renders (``render_mode="rgb_array"``) of every episode in turn, written by imageio.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .cli import Parser, tool_guard
+from .errors import UsageError
+from .io import output_file_problem
+
+PROG = "python -m utils.play"
+
+
+def parse(argv):
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p.add_argument("run", help="a run's JSON record, its results folder, or its checkpoint (.pt)")
+    p.add_argument("--episodes", type=int, default=5, help="deterministic episodes to play (default: 5)")
+    p.add_argument("--agent", type=int, default=0, help="which agent of the run (default: 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="in a results folder with several seeds' runs: which seed's (default: the only one)")
+    p.add_argument("--gif", type=str, default=None, help="write the episodes as an animated GIF here")
+    p.add_argument("--mp4", type=str, default=None, help="write the episodes as an MP4 video here (imageio-ffmpeg)")
+    p.add_argument("--fps", type=int, default=30, help="frames per second of the film (default: 30)")
+    p.add_argument("--every", type=int, default=1, help="film every k-th frame, for a smaller file (default: 1)")
+    p.add_argument("--scale", type=int, default=1, help="film every k-th pixel row and column (default: 1)")
+    p.add_argument("--models_dir", type=str, default=None,
+                   help="where the record's models are, if not where it says (its --models_dir)")
+    args = p.parse_args(argv)
+    for flag, value, most in (("--episodes", args.episodes, 1000), ("--fps", args.fps, 240),
+                              ("--every", args.every, 1000), ("--scale", args.scale, 64)):
+        if not 1 <= value <= most:
+            p.error(f"{flag} {value}: give 1 to {most}")
+    if args.agent < 0:
+        p.error(f"--agent {args.agent}: agents are numbered from 0")
+    if args.gif and args.mp4:
+        p.error("give --gif or --mp4, not both")
+    for flag, path in (("--gif", args.gif), ("--mp4", args.mp4)):
+        if path is not None and (problem := output_file_problem(path)):
+            p.error(f"{flag} {path[:60]}: {problem}")
+    if args.mp4:
+        try:
+            import imageio_ffmpeg  # noqa: F401
+        except ImportError:
+            p.error("--mp4 needs imageio-ffmpeg: pip install -r requirements.txt (or use --gif)")
+    return args
+
+
+# ---- what to play ----------------------------------------------------------------------------------------------
+def _record(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: cannot read this run record ({type(e).__name__})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+        raise UsageError(f"{path}: not a run record of this program (no 'config')")
+    return record
+
+
+def find_run(run: str, seed: int | None) -> tuple[dict, Path, dict | None]:
+    """(the run's settings, the record or checkpoint they came from, the checkpoint's state or None)."""
+    from .run.checkpoint import read_checkpoint
+
+    path = Path(run)
+    if not path.exists():
+        raise UsageError(f"{run}: no such file or folder")
+    if path.is_dir():
+        records = sorted(p for p in path.glob("*.json") if "config" in _record(p))
+        if seed is not None:
+            records = [p for p in records if _record(p)["config"].get("seed") == seed]
+        if not records:
+            raise UsageError(f"{run}: no run record (*.json){'' if seed is None else f' of seed {seed}'} in this folder")
+        if len(records) > 1:
+            names = ", ".join(p.name for p in records[:4]) + (", ..." if len(records) > 4 else "")
+            raise UsageError(f"{run}: {len(records)} runs here ({names}); give one record, or --seed")
+        path = records[0]
+    if path.suffix == ".pt":
+        state = read_checkpoint(path)
+        if not isinstance(state.get("config"), dict):
+            raise UsageError(f"{path}: a checkpoint without its settings; give the run's record instead")
+        return state["config"], path, state
+    record = _record(path)
+    if seed is not None and record["config"].get("seed") != seed:
+        raise UsageError(f"{path}: the run of seed {record['config'].get('seed')}, not of --seed {seed}")
+    return record["config"], path, None
+
+
+def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None, source: Path):
+    """The run's settings for one seed and one process, writing nothing of the run's (results in ``tmp``)."""
+    from .naming import ALGORITHM
+    from .run import RunConfig
+
+    known = {f.name for f in fields(RunConfig)}
+    cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
+    if ALGORITHM[cfg.algorithm].family == "async":
+        raise UsageError(f"{source}: an A3C run; its actor-learners' shared model cannot be played yet")
+    models = models_dir if models_dir is not None else cfg.models_dir
+    return replace(cfg, seeds=None, eval_episodes=episodes, device="cpu", threads=1, env_workers=0, results_dir=tmp,
+                   checkpoint_freq=0, checkpoint_dir=None, resume=False, overwrite=False, save_model=False,
+                   load_model="", models_dir=models, quiet=True, tensorboard=False, compile=False, cuda_graphs=False)
+
+
+def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
+    """The saved model into the trainer's agents: the checkpoint's, or the record's model files. What was loaded."""
+    from .run.loop import load_models
+
+    if state is not None:
+        trainer.learner.load_state_dicts([state])
+        return f"checkpoint {source} (step {int(state['t'])})"
+    try:
+        load_models(trainer.learner.agents, replace(cfg, load_model="default"))
+    except UsageError as e:
+        raise UsageError(f"{source}: {e} -- train with --save_model, or play the run's checkpoint") from None
+    return f"models of {source.name} in {cfg.models_dir}"
+
+
+# ---- playing -----------------------------------------------------------------------------------------------------
+def play(trainer, cfg, agent: int, film: bool) -> tuple[list[float], list[int], list[list[np.ndarray]]]:
+    """The run's evaluation episodes of ``agent``, in lockstep as its evaluation plays them: returns, lengths, and
+    each episode's frames (when filming)."""
+    from .envs.registry import make_env
+    from .envs.workers import episode_seeds
+    from .naming import ALGORITHM
+
+    spec = ALGORITHM[cfg.algorithm]
+    if film:  # pygame draws off screen: no display, no sound device (SDL complains on stderr otherwise)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    members, e = len(trainer.member_seeds), cfg.eval_episodes
+    row = agent  # one seed: member index = agent
+    task = trainer.tasks[row]  # the agent's own task (task variants; None otherwise), as its curve is evaluated
+    games = [make_env(cfg.env, task, actions=spec.actions, who=cfg.algorithm, training=False,
+                      render_mode="rgb_array" if film else None) for _ in range(e)]
+    try:
+        seeds = episode_seeds(cfg.seed + 100, e)
+        first = np.stack([g.reset(seed=s)[0] for g, s in zip(games, seeds)])
+        obs = np.zeros((members, e, *first.shape[1:]), dtype=first.dtype)
+        obs[:] = first
+        policy = trainer.learner.snapshot()
+        returns, lengths, active = np.zeros(e), np.zeros(e, dtype=int), np.ones(e, dtype=bool)
+        frames: list[list[np.ndarray]] = [[g.render()] if film else [] for g in games]
+        while active.any():
+            actions = policy(obs)[row]
+            for k in np.nonzero(active)[0]:
+                o, r, terminated, truncated, _ = games[k].step(actions[k])
+                obs[:, k] = o
+                returns[k] += r
+                lengths[k] += 1
+                active[k] = not (terminated or truncated)
+                if film:
+                    frames[k].append(games[k].render())
+        return returns.tolist(), lengths.tolist(), frames
+    finally:
+        for g in games:
+            g.close()
+
+
+def write_film(path: str, frames: list[np.ndarray], fps: int, mp4: bool) -> None:
+    import imageio.v3 as iio
+
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp{Path(path).suffix}")
+    try:
+        if mp4:  # H.264 wants sides in multiples of 16: pad with the edge pixels instead of letting ffmpeg resize
+            video = np.stack(frames)
+            h, w = video.shape[1:3]
+            video = np.pad(video, ((0, 0), (0, -h % 16), (0, -w % 16), (0, 0)), mode="edge")
+            iio.imwrite(tmp, video, fps=fps, extension=".mp4")
+        else:
+            iio.imwrite(tmp, np.stack(frames), duration=1000 / fps, loop=0, extension=".gif")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def watch(args) -> dict:
+    """Play (and film) what ``args`` name; returns the episodes' returns and lengths, their frames, the run's
+    settings and what was loaded."""
+    settings, source, state = find_run(args.run, args.seed)
+    from .run import Trainer
+
+    film = bool(args.gif or args.mp4)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = build_config(settings, tmp, args.episodes, args.models_dir, source)
+        if args.agent >= cfg.num_agents:
+            raise UsageError(f"--agent {args.agent}: the run has {cfg.num_agents} agent(s), 0 to {cfg.num_agents - 1}")
+        torch.set_num_threads(1)
+        trainer = Trainer(cfg)
+        try:
+            loaded = load_weights(trainer, cfg, state, source)
+            returns, lengths, frames = play(trainer, cfg, args.agent, film)
+        finally:
+            trainer.close()
+    return {"returns": returns, "lengths": lengths, "frames": frames, "cfg": cfg, "loaded": loaded}
+
+
+def _main(argv=None) -> int:
+    args = parse(argv)
+    out = watch(args)
+    cfg, returns = out["cfg"], out["returns"]
+    print(f"{cfg.policy} on {cfg.env}, seed {cfg.seed}, agent {args.agent}: {out['loaded']}")
+    for k, (ret, n) in enumerate(zip(returns, out["lengths"])):
+        print(f"episode {k + 1}: return {ret:.2f} ({n} steps)")
+    print(f"mean return over {len(returns)} episode(s): {np.mean(returns):.2f}")
+    if args.gif or args.mp4:
+        kept = [f[::args.scale, ::args.scale] for episode in out["frames"] for f in episode[::args.every]]
+        write_film(args.gif or args.mp4, kept, args.fps, bool(args.mp4))
+        print(f"wrote {args.gif or args.mp4} ({len(kept)} frames)")
+    sys.stdout.flush()
+    return 0
+
+
+def main(argv=None) -> int:
+    return tool_guard(PROG, _main, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
