@@ -407,10 +407,14 @@ def test_runs_with_other_replay_flags_are_other_methods(tmp_path):
         run("plain", s, -100.0 - s, {"n_step": 1, "per": None})
         run("nstep", s, -50.0 - s, {"n_step": 3, "per": None})
         run("both", s, -20.0 - s, {"n_step": 3, "per": {"alpha": 0.6}})
-    assert plot.main([str(tmp_path / d) for d in ("plain", "nstep", "both")] + ["--out", str(tmp_path / "out")]) == 0
+        run("js", s, -10.0 - s, {"n_step": 1, "sharing": {"similarity": "js"}})  # the paper's: no flag to name
+        run("plain_sharing", s, -5.0 - s, {"n_step": 1, "sharing": {"similarity": "none"}})
+    folders = ("plain", "nstep", "both", "js", "plain_sharing")
+    assert plot.main([str(tmp_path / d) for d in folders] + ["--out", str(tmp_path / "out")]) == 0
     rows = read_summary(tmp_path / "out")
-    assert set(rows) == {"TD3", "TD3 --n_step 3", "TD3 --n_step 3 --prioritized"}
-    assert [rows[k]["runs"] for k in sorted(rows)] == ["2", "2", "2"]
-    assert float(rows["TD3"]["final_mean"]) == pytest.approx(-100.5)
+    assert set(rows) == {"TD3", "TD3 --n_step 3", "TD3 --n_step 3 --prioritized", "TD3 --similarity none"}
+    assert [rows[k]["runs"] for k in sorted(rows)] == ["4", "2", "2", "2"]
+    assert float(rows["TD3 --similarity none"]["final_mean"]) == pytest.approx(-5.5)
+    assert float(rows["TD3"]["final_mean"]) == pytest.approx((-100.5 - 10.5) / 2)
     assert float(rows["TD3 --n_step 3"]["final_mean"]) == pytest.approx(-50.5)
     assert float(rows["TD3 --n_step 3 --prioritized"]["final_mean"]) == pytest.approx(-20.5)

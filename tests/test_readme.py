@@ -228,3 +228,54 @@ def test_the_side_by_side_permutation_test_counts_every_relabelling():
     pooled, observed = np.concatenate([a, b]), abs(a.mean() - b.mean())
     hits = [abs(np.mean(p[:2]) - np.mean(p[2:])) >= observed - 1e-9 for p in itertools.permutations(pooled)]
     assert _side_by_side().permutation_p(a, b) == pytest.approx(np.mean(hits))
+
+
+def _tutorial():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tutorial_table", ROOT / "experiments" / "tutorial_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tutorial_table_counts_episodes_to_solve_from_the_records(tmp_path):
+    """Finished records only; an agent never solved counts as never (the median reads '> E' once half the seeds
+    never were); the interval is a percentile bootstrap of the median, checked against a plain loop."""
+    import json
+
+    module = _tutorial()
+    env = "LunarLanderContinuous-v3"
+
+    def record(policy, seed, solved, finished=True):
+        body = {"config": {"max_episodes": 1000}, "solved": [None if e is None else {"episode": e, "step": 100 * e}
+                                                             for e in solved]}
+        if finished:
+            body["finished"] = "2026-11-25T10:00:00"
+        (tmp_path / f"{policy}_{env}_{seed}.json").write_text(json.dumps(body))
+
+    for seed, e in enumerate([300, 500, None, 400, 700]):
+        record("TD3", seed, [e])
+    for seed, pair in enumerate([(200, None), (None, None), (350, 600), (None, 900)]):
+        record("DASE_TD3", seed, list(pair))
+    record("DASE_TD3", 4, [100, 100], finished=False)  # still running: no verdict
+    lines = module.table(tmp_path)
+    assert lines[2] == "| 0 | 300 | 200 | not within 1000 |"
+    assert lines[4] == "| 2 | not within 1000 | 350 | 600 |"
+    assert lines[6] == "| 4 | 700 | — | — |"
+    td3 = [300, 500, np.inf, 400, 700]
+    rng = np.random.default_rng(0)
+    medians = [np.median(np.asarray(td3)[rng.integers(0, 5, 5)]) for _ in range(module.BOOTSTRAP)]
+    lo, hi = np.percentile(medians, [2.5, 97.5], method="inverted_cdf")
+    show = lambda v: "> 1000" if not np.isfinite(v) else f"{v:.0f}"  # noqa: E731
+    median_row = lines[7].split(" | ")
+    assert median_row[1] == f"500 [{show(lo)}, {show(hi)}] (5)"
+    assert median_row[2].startswith("> 1000 [") and median_row[2].endswith("(4)")  # 2 of 4 never: median never
+    assert lines[8] == "| solved within the limit | 4 of 5 | 2 of 4 | 2 of 4 |"
+
+
+def test_the_tutorial_table_in_the_docs_is_the_committed_records():
+    lines = _tutorial().table()
+    page = (ROOT / "docs" / "tutorial.md").read_text()
+    block = page.split("<!-- tutorial_table -->\n")[1].split("<!-- /tutorial_table -->")[0]
+    assert block.strip().splitlines() == lines

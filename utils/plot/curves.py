@@ -185,8 +185,9 @@ def run_record(path: Path) -> dict | None:
 
 
 def replay_flags(path: Path) -> str:
-    """How the run's replay differs from plain uniform 1-step replay, as its flags ("--n_step 3 --prioritized"):
-    the curve file names do not say it, and runs that differ in it are different methods."""
+    """How the run's replay differs from plain uniform 1-step replay, and its sharing weights from the paper's JS
+    divergence, as its flags ("--n_step 3 --prioritized", "--similarity none"): the curve file names do not say it,
+    and runs that differ in it are different methods."""
     config = (run_record(path) or {}).get("config")
     if not isinstance(config, dict):
         return ""
@@ -197,6 +198,9 @@ def replay_flags(path: Path) -> str:
         flags.append("--prioritized")
     if (config.get("algo") or {}).get("vtrace"):
         flags.append("--vtrace")
+    similarity = (config.get("sharing") or {}).get("similarity")
+    if similarity not in (None, "js"):
+        flags.append(f"--similarity {similarity}")
     return " ".join(flags)
 
 
