@@ -340,3 +340,45 @@ def test_cnn_init_depends_only_on_the_members_generator():
         assert torch.equal(p1[0], p3[0]), name
         assert torch.equal(p3, pa), name  # deterministic
         assert not torch.equal(p3[0], p3[1]), name
+
+
+@needs_ale
+@pytest.mark.slow
+def test_an_atari_run_with_lives_resumes_exactly(tmp_path):
+    """SpaceInvaders has 3 lives: a learner episode ends at each, while the game goes on. A run stopped at a
+    checkpoint and resumed equals the uninterrupted one: curves, every training episode (return, length, step) and
+    the final model. Before the game's whole log was kept (with a reset marker per lost life), the resume could not
+    rebuild the emulator and stopped with 'cannot restore ... exactly'."""
+    import csv
+
+    import ac_main
+    from utils.run import Trainer
+
+    base = ["--policy", "A2C", "--env", "ALE/SpaceInvaders-v5", "--envs_per_agent", "2", "--n_steps", "5",
+            "--max_time_steps", "1200", "--eval_freq", "400", "--eval_episodes", "1", "--threads", "1", "--quiet",
+            "--checkpoint_freq", "400", "--save_model"]
+
+    def trainer(name, *more):
+        return Trainer(ac_main.build_config(ac_main.parse(base + ["--results_dir", str(tmp_path / name), "--models_dir",
+                                                                  str(tmp_path / name / "m"), *more])))
+
+    full = trainer("full").run()
+    trainer("cut").run(stop_at=600)
+    log = torch.load(tmp_path / "cut" / "checkpoints" / "A2C_ALE-SpaceInvaders-v5_0.pt", weights_only=True)
+    markers = sum(int((e["actions"] == -1).sum()) for e in log["episodes"])
+    assert markers >= 1, "no life was lost before the checkpoint: the test would not test the resume of a game"
+    cut = trainer("cut", "--resume").run()
+    np.testing.assert_array_equal(full[0], cut[0])
+
+    def episodes(name):
+        with open(tmp_path / name / "A2C_ALE-SpaceInvaders-v5_0_episodes.csv") as f:
+            return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
+
+    assert len(episodes("full")) >= 3 and episodes("full") == episodes("cut")
+    def tensors(state, prefix=""):  # the model file's nested dicts, flattened
+        for k, v in state.items():
+            yield from tensors(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
+
+    a, b = (dict(tensors(torch.load(tmp_path / n / "m" / "A2C_ALE-SpaceInvaders-v5_0.pt", weights_only=True)))
+            for n in ("full", "cut"))
+    assert len(a) >= 8 and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

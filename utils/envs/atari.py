@@ -197,6 +197,16 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
+def continues_game(env: gym.Env) -> bool:
+    """Whether the next ``reset()`` of ``env`` goes on with the game it is playing (a life was lost under
+    ``EpisodicLife``) rather than starting a new one; False for every other environment."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, EpisodicLife):
+            return not env.game_over
+        env = env.env
+    return False
+
+
 class FireReset(gym.Wrapper):
     """After a reset, FIRE, then action 2 (for games that wait for the button to start or serve); a step that
     ends the episode meanwhile resets again."""

@@ -5,6 +5,11 @@ stores, per environment, how the current episode began (the reset seed, or the s
 environment's random generator just before the reset) and the actions taken since. Resuming
 re-creates the environment, resets it the same way and replays those actions: MuJoCo and Box2D
 are deterministic, so this reaches the very same state, including the time-limit counter.
+
+An Atari game with lives is several learner episodes (``atari.EpisodicLife``: a lost life ends the episode, the
+next ``reset()`` goes on with the game), so its log starts where the game began and holds a ``RESET`` marker where
+a learner episode ended inside it; replaying the steps and those resets rebuilds the emulator, the frame skip's
+buffer, the frame stack and the lives exactly (the games are deterministic without sticky actions).
 """
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ import torch
 
 from ..errors import UsageError
 from .registry import make_env
+
+
+RESET = -1  # in a log of discrete actions: the learner episode ended here and reset() went on with the same game
 
 
 @dataclass
@@ -49,7 +57,10 @@ def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict
     discrete = isinstance(env.action_space, gym.spaces.Discrete)  # the log holds its actions as floats
     actions = [int(a) if discrete else a.numpy() for a in log["actions"]]
     for a in actions:
-        obs, *_ = env.step(a)
+        if discrete and a == RESET:  # a lost life inside the game (Atari): the same reset() the run called
+            obs, _ = env.reset()
+        else:
+            obs, *_ = env.step(a)
     env.action_space.np_random.bit_generator.state = action_space_state
     if not np.array_equal(np.asarray(obs, dtype=expected_obs.dtype), expected_obs):
         raise UsageError(f"cannot restore {env_id} exactly from the checkpoint (is the environment deterministic, "

@@ -20,7 +20,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from .replay import EpisodeLog, restore_env
+from .atari import continues_game
+from .replay import RESET, EpisodeLog, restore_env
 from .registry import make_env, seeded_envs
 from ..errors import UsageError, WorkerDied
 
@@ -114,7 +115,10 @@ class LocalEnvs:
             done[i] = terminated[i] or truncated
         self.obs = next_obs.copy()
         for i in np.nonzero(done)[0]:
-            self.episodes[i] = EpisodeLog.before_reset(self.envs[i])
+            if continues_game(self.envs[i]):  # an Atari life lost: the log goes on with the game (replay.RESET)
+                self.episodes[i].actions.append(RESET)
+            else:
+                self.episodes[i] = EpisodeLog.before_reset(self.envs[i])
             self.obs[i], _ = self.envs[i].reset()
             self.episode_count[i] += 1
         if eval_actions is not None:
