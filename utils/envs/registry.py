@@ -10,7 +10,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import UsageError
-from . import variants  # noqa: F401  (registers the task-variant ids: RandomExtremePendulum-v1, ...)
+from . import pomdp, variants  # noqa: F401  (register the task-variant ids, RandomExtremePendulum-v1, ..., and the
+# partially observed ones, VelocityMaskedPendulum-v1, FlickeringCartPole-v1, ...)
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
 # MuJoCo >= 3.x deprecates an attribute that Gymnasium's own model files use; it changes nothing for us
