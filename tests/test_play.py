@@ -82,6 +82,7 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys)
     record, stem = train("DASE_main", tmp_path)  # no --save_model: a finished run without models or checkpoint
     (tmp_path / "junk.json").write_text("[1, 2]")
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    (tmp_path / "a3c.json").write_text(json.dumps({"config": {"policy": "A3C", "env": "CartPole-v1"}}))
     gif = str(tmp_path / "out.gif")
     cases = [
         ([str(tmp_path / "nope")], "no such file or folder"),
@@ -93,6 +94,7 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys)
         ([str(record), "--gif", gif, "--mp4", str(tmp_path / "o.mp4")], "not both"),
         ([str(record), "--gif", str(record / "x.gif")], "--gif"),
         ([str(tmp_path / "r"), "--seed", "7"], "no run record"),
+        ([str(tmp_path / "a3c.json")], "an A3C run"),
     ]
     before = sorted(p.name for p in tmp_path.rglob("*"))
     for argv, needle in cases:
