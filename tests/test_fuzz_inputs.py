@@ -53,7 +53,8 @@ class _Captured(Exception):
 def parser_of(call) -> Parser:
     """The Parser an entry point builds, caught as it is about to parse."""
     box = {}
-    original = Parser.parse_args
+    own = "parse_args" in Parser.__dict__  # else inherited: put back by deleting, or a later patch of argparse's
+    original = Parser.parse_args           # own parse_args (test_readme's) would no longer reach Parser
 
     def grab(self, *args, **kwargs):
         box["parser"] = self
@@ -65,7 +66,10 @@ def parser_of(call) -> Parser:
     except _Captured:
         pass
     finally:
-        Parser.parse_args = original
+        if own:
+            Parser.parse_args = original
+        else:
+            del Parser.parse_args
     return box["parser"]
 
 
