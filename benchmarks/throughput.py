@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 
