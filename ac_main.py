@@ -75,7 +75,13 @@ def parse(argv=None):
                         "k mod N of the same seed would get (task variants; needs --envs_per_agent >= N); files "
                         "named {policy}_tasks{N}_...; --eval_tasks all evaluates it on the N tasks (default: 0, off)")
     p.add_argument("--hidden_size", type=count, default=64,
-                   help="width of the two hidden layers of the policy and value networks (default: 64)")
+                   help="width of the two hidden layers of the policy and value networks (default: 64); with "
+                        "--recurrent the width of its linear layer and LSTM on flat observations")
+    p.add_argument("--recurrent", action="store_true",
+                   help="A2C, A3C: an LSTM between the encoder and the policy and value heads (flat observations: "
+                        "linear --hidden_size + tanh, LSTM of --hidden_size; Atari: Nature CNN, LSTM of 256), its "
+                        "state carried across the n steps and zeroed at episode ends, as the A3C references; files "
+                        "named {policy}_lstm_...")
     return p.parse_args(argv)
 
 
@@ -89,6 +95,8 @@ def build_config(args):
     for flag, algorithms in ONLY.items():
         if algorithm not in algorithms and getattr(args, flag[2:]) is not None:
             raise UsageError(f"{flag} applies to {' and '.join(algorithms)}, not {algorithm}; drop it")
+    if args.recurrent and algorithm not in ("A2C", "A3C"):
+        raise UsageError(f"--recurrent applies to A2C and A3C, not {algorithm}; drop it")
     if algorithm != "ACER" and args.no_trust_region:
         raise UsageError(f"--no_trust_region applies to ACER, not {algorithm}; drop it")
     if algorithm == "ACER" and args.gae_lambda != 1.0:
@@ -111,6 +119,8 @@ def build_config(args):
             raise UsageError(message)
     algo = dict(lr=lr, gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, vf_coef=args.vf_coef,
                 max_grad_norm=max_grad_norm, hidden_size=args.hidden_size, n_steps=n_steps)
+    if args.recurrent:
+        algo["recurrent"] = True  # absent otherwise: feed-forward runs' records stay as they were
     if algorithm == "A3C":
         workers = args.num_processes if args.num_processes is not None else available_cores()
         if workers <= 0:

@@ -25,6 +25,7 @@ from torch import nn
 from .base import StackedAgents
 from .distributions import Categorical, DiagGaussian
 from .nets import MLP, BatchedLinear, init_generators
+from .recurrent import RecurrentActorCritic, masked
 
 
 class ActorCritic(nn.Module):
@@ -92,16 +93,23 @@ class A2C(StackedAgents):
     """N A2C members (see the module's docstring); ``update`` takes one rollout of every member."""
 
     STATS = ("policy_loss", "value_loss", "entropy")  # what ``update`` reports per member, for the curves' period
+    recurrent = False  # --recurrent (set by the constructor; ACER has none)
 
     def __init__(self, obs_shape, act_dim: int, low, high, seeds, device, discrete: bool, lr: float = 7e-4,
                  gamma: float = 0.99, gae_lambda: float = 1.0, ent_coef: float = 0.01, vf_coef: float = 0.5,
-                 max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5):
+                 max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5,
+                 recurrent: bool = False):
         super().__init__(seeds, low, high, device, expl_noise=0.0)
         self.discrete = discrete
         self.gamma, self.gae_lambda = float(gamma), float(gae_lambda)
         self.ent_coef, self.vf_coef, self.max_grad_norm = float(ent_coef), float(vf_coef), float(max_grad_norm)
         gens = init_generators(self.seeds)
-        self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
+        self.recurrent = bool(recurrent)
+        if self.recurrent:  # --recurrent: an LSTM between the encoder and the heads (algorithms/recurrent.py)
+            self.model = RecurrentActorCritic(obs_shape, act_dim, hidden_size, gens, discrete).to(self.device)
+        else:
+            self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
+        self.state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
         self.actor = self.model  # evaluation plays a copy of it
         # foreach (not fused) RMSprop: the same element-wise operations whatever the number of members
         self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps, foreach=True)
@@ -119,12 +127,32 @@ class A2C(StackedAgents):
     @torch.no_grad()
     def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Training actions for obs [N, K, ...]: [N, K] (discrete) or [N, K, A] (unclipped Gaussian draws), and
-        what the update needs of the behaviour policy (None for A2C)."""
+        what the update needs of the behaviour policy (None for A2C). Recurrent: advances the acting state."""
+        if self.recurrent:
+            dist, _, self.state = self.model.step(obs, self.acting_state(obs.shape[1]))
+            return dist.sample(self.explore_rng), None
         return self.model.policy(obs).sample(self.explore_rng), None
 
+    def acting_state(self, envs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """--recurrent: the acting state of the members' ``envs`` environments (zeros before the first step)."""
+        if self.state is None:
+            self.state = self.model.initial_state(envs)
+        return self.state
+
+    def episodes_ended(self, ended: torch.Tensor) -> None:
+        """--recurrent: zero the acting state of the environments whose episode ended [N, K] (the next
+        observation starts a new one)."""
+        if self.recurrent and self.state is not None:
+            self.state = masked(self.state, ended)
+
     @torch.no_grad()
-    def greedy(self, model: ActorCritic, obs: torch.Tensor) -> torch.Tensor:
-        """Evaluation actions of ``model`` (this model or a snapshot of it): the mode, clipped to the bounds."""
+    def greedy(self, model: ActorCritic, obs: torch.Tensor, state=None):
+        """Evaluation actions of ``model`` (this model or a snapshot of it): the mode, clipped to the bounds.
+        Recurrent: from ``state`` (h, c) [N, B, H], and returns (actions, the next state)."""
+        if self.recurrent:
+            dist, _, state = model.step(obs, state)
+            a = dist.mode()
+            return (a if self.discrete else torch.clamp(a, self.low, self.high)), state
         a = model.policy(obs).mode()
         return a if self.discrete else torch.clamp(a, self.low, self.high)
 
@@ -134,13 +162,33 @@ class A2C(StackedAgents):
 
     def update(self, rollout: dict) -> dict[str, torch.Tensor]:
         """One gradient step of every member on its rollout: obs, next_obs [N, T, K, ...], actions [N, T, K(, A)],
-        rewards, terminated, ended [N, T, K]. Returns per-member losses [N]."""
+        rewards, terminated, ended [N, T, K] (and h0, c0 [N, K, H] with --recurrent). Returns per-member losses
+        [N]."""
+        out = self.losses(rollout)
+        params = [p for group in self.opt.param_groups for p in group["params"]]
+        for p, g in zip(params, torch.autograd.grad(out["loss"].sum(), params)):
+            p.grad = g.contiguous()
+        if self.max_grad_norm > 0:  # 0: no clipping (Diff-DAC's reference leaves it unset)
+            clip_per_member(params, self.max_grad_norm)
+        self.opt.step()
+        self.updates += 1
+        return {key: v.detach() for key, v in out.items()}
+
+    def losses(self, rollout: dict) -> dict[str, torch.Tensor]:
+        """Per member, the A2C loss of its rollout and its parts [N] (``loss`` with the graph to the parameters)."""
         obs, next_obs = rollout["obs"], rollout["next_obs"]
         n, t, k = obs.shape[:3]
         flat = lambda x: x.reshape(n, t * k, *x.shape[3:])  # noqa: E731
-        dist, values = self.model(flat(obs))
+        if self.recurrent:  # replayed from the state the rollout began with (truncated back-propagation over n)
+            starts = torch.cat([torch.zeros_like(rollout["ended"][:, :1]), rollout["ended"][:, :-1]], dim=1)
+            dist, values, after = self.model.unroll(obs, (rollout["h0"], rollout["c0"]), starts)
+            with torch.no_grad():
+                next_values = self.model.next_values(next_obs, after).view(n, t, k)
+        else:
+            dist, values = self.model(flat(obs))
+            with torch.no_grad():
+                next_values = self.model.value(flat(next_obs)).view(n, t, k)
         with torch.no_grad():
-            next_values = self.model.value(flat(next_obs)).view(n, t, k)
             adv = advantages(rollout["rewards"], values.detach().view(n, t, k), next_values, rollout["terminated"],
                              rollout["ended"], self.gamma, self.gae_lambda)
             returns = (adv + values.detach().view(n, t, k)).view(n, t * k)
@@ -149,12 +197,4 @@ class A2C(StackedAgents):
         value_loss = (returns - values).pow(2).mean(1)
         entropy = dist.entropy().mean(1)
         loss = policy_loss + self.vf_coef * value_loss - self.ent_coef * entropy
-        params = [p for group in self.opt.param_groups for p in group["params"]]
-        for p, g in zip(params, torch.autograd.grad(loss.sum(), params)):
-            p.grad = g.contiguous()
-        if self.max_grad_norm > 0:  # 0: no clipping (Diff-DAC's reference leaves it unset)
-            clip_per_member(params, self.max_grad_norm)
-        self.opt.step()
-        self.updates += 1
-        return {"policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach(),
-                "loss": loss.detach()}
+        return {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy, "loss": loss}

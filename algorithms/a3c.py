@@ -27,6 +27,7 @@ from torch.distributions import Categorical, Normal
 
 DEFAULTS = {"lr": 1e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 40.0,
             "n_steps": 20, "num_processes": 2, "hidden_size": 64}
+OPTIONAL = ("recurrent",)  # settings a run lists only when given (--recurrent), so earlier records stay as they were
 
 
 def mlp(inp: int, hidden: int, out: int) -> nn.Sequential:
@@ -44,15 +45,24 @@ class ActorCritic(nn.Module):
     PyTorch's default, so that the first policy is close to uniform (discrete) or centred (Box).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, low=None, high=None):
+    def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, low=None, high=None,
+                 recurrent: bool = False):
         super().__init__()
         self.discrete = low is None
         self.obs_dim, self.act_dim, self.hidden_size = obs_dim, act_dim, hidden_size
-        self.policy = mlp(obs_dim, hidden_size, act_dim)
-        self.value = mlp(obs_dim, hidden_size, 1)
+        self.recurrent = bool(recurrent)
+        if self.recurrent:  # linear + tanh, an LSTM cell, then linear heads on its output (the references' A3C)
+            self.fc = nn.Linear(obs_dim, hidden_size)
+            self.lstm = nn.LSTMCell(hidden_size, hidden_size)
+            self.policy, self.value = nn.Linear(hidden_size, act_dim), nn.Linear(hidden_size, 1)
+            last = self.policy
+        else:
+            self.policy = mlp(obs_dim, hidden_size, act_dim)
+            self.value = mlp(obs_dim, hidden_size, 1)
+            last = self.policy[-1]
         with torch.no_grad():
-            self.policy[-1].weight.mul_(0.01)
-            self.policy[-1].bias.zero_()
+            last.weight.mul_(0.01)
+            last.bias.zero_()
         if not self.discrete:
             self.log_std = nn.Parameter(torch.zeros(act_dim))
             self.register_buffer("low", torch.as_tensor(np.asarray(low), dtype=torch.float32))
@@ -61,19 +71,32 @@ class ActorCritic(nn.Module):
     def spec(self) -> dict:
         """The constructor's arguments: enough to build an identical (untrained) model in another process."""
         spec = {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "hidden_size": self.hidden_size}
+        if self.recurrent:
+            spec["recurrent"] = True
         if not self.discrete:
             spec.update(low=self.low.tolist(), high=self.high.tolist())
         return spec
 
     def distribution(self, obs: torch.Tensor):
-        out = self.policy(obs)
+        return self.head_distribution(self.policy(obs))
+
+    def head_distribution(self, out: torch.Tensor):
         if self.discrete:
             return Categorical(logits=out, validate_args=False)
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
     def forward(self, obs: torch.Tensor):
-        """(action distribution, V(s)) for observations [..., obs_dim]."""
+        """(action distribution, V(s)) for observations [..., obs_dim] (feed-forward models)."""
         return self.distribution(obs), self.value(obs).squeeze(-1)
+
+    # ---- --recurrent: a state (h, c) [B, H], zeros at an episode's start -------------------------------------
+    def initial_state(self, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(batch, self.hidden_size), torch.zeros(batch, self.hidden_size)
+
+    def step(self, obs: torch.Tensor, state):
+        """One step: obs [B, obs_dim], state (h, c) [B, H] -> (the policy head's output, V [B], the next state)."""
+        h, c = self.lstm(torch.tanh(self.fc(obs)), state)
+        return self.policy(h), self.value(h).squeeze(-1), (h, c)
 
     def log_prob(self, dist, actions: torch.Tensor) -> torch.Tensor:
         lp = dist.log_prob(actions)
@@ -84,11 +107,18 @@ class ActorCritic(nn.Module):
         return h if self.discrete else h.sum(-1)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, greedy: bool = False) -> tuple[torch.Tensor, np.ndarray]:
+    def act(self, obs: torch.Tensor, greedy: bool = False, state=None):
         """(the action to learn from, the action for the environment): a sample (greedy: the argmax / the mean),
         and that action clipped to the bounds (Box) or as integers (discrete). Draws as ``distribution`` would
-        describe, without building the distribution object (most of the cost of a step on small networks)."""
-        out = self.policy(obs)
+        describe, without building the distribution object (most of the cost of a step on small networks).
+        Recurrent: from ``state``, and the next state comes third."""
+        if self.recurrent:
+            out, _, state = self.step(obs.reshape(-1, self.obs_dim), state)
+            a, env_action = self._draw(out.reshape(*obs.shape[:-1], -1), greedy)
+            return a, env_action, state
+        return self._draw(self.policy(obs), greedy)
+
+    def _draw(self, out: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, np.ndarray]:
         if self.discrete:
             if greedy:
                 a = out.argmax(-1)
@@ -114,6 +144,7 @@ class Rollout:
     terminated: torch.Tensor
     truncated: torch.Tensor
     next_obs: torch.Tensor
+    state: tuple | None = None  # --recurrent: the state (h, c) [1, H] the rollout began with
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -140,10 +171,25 @@ def nstep_targets(rewards: torch.Tensor, values: torch.Tensor, next_values: torc
 
 def rollout_loss(model: ActorCritic, rollout: Rollout, gamma: float = 0.99, gae_lambda: float = 1.0,
                  ent_coef: float = 0.01, vf_coef: float = 0.5) -> torch.Tensor:
-    """The A3C loss of one rollout (a scalar with the graph to ``model``'s parameters)."""
-    dist, values = model(rollout.obs)
-    with torch.no_grad():
-        next_values = model.value(rollout.next_obs).squeeze(-1)
+    """The A3C loss of one rollout (a scalar with the graph to ``model``'s parameters). Recurrent: replayed step by
+    step from the state the rollout began with, the state zeroed after an episode's end (back-propagation through
+    the rollout's n steps); V(s'_i) from the state after step i."""
+    if model.recurrent:
+        state, heads, vals, nexts = rollout.state, [], [], []
+        for i in range(len(rollout)):
+            out, v, state = model.step(rollout.obs[i:i + 1], state)
+            heads.append(out)
+            vals.append(v)
+            with torch.no_grad():
+                nexts.append(model.step(rollout.next_obs[i:i + 1], state)[1])
+            if rollout.terminated[i] or rollout.truncated[i]:
+                state = model.initial_state()
+        dist, values = model.head_distribution(torch.cat(heads)), torch.cat(vals)
+        next_values = torch.cat(nexts)
+    else:
+        dist, values = model(rollout.obs)
+        with torch.no_grad():
+            next_values = model.value(rollout.next_obs).squeeze(-1)
     returns, advantages = nstep_targets(rollout.rewards, values.detach(), next_values, rollout.terminated,
                                         rollout.truncated, gamma, gae_lambda)
     policy_loss = -(model.log_prob(dist, rollout.actions) * advantages).sum()

@@ -11,7 +11,8 @@ variant names settings that change what a method is rather than how it is tuned,
 files: ``matched`` (``--kl_div_var matched``), ``float32`` (``--kl_precision float32``), the graph when it is not complete (``ring``, ``star``, ``none``,
 or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops,
 ``sync{K}`` (and ``delay{d}``) lazy gossip, and
-``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``.
+``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``,
+``lstm`` for a recurrent network (``--recurrent``).
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lstm)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -196,6 +197,8 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
             tokens.append(f"delay{float(settings['message_delay']):g}")
     if int(settings.get("task_per_env") or 0) > 0:
         tokens.append(f"tasks{int(settings['task_per_env'])}")
+    if settings.get("recurrent"):
+        tokens.append("lstm")
     if policy is not None and settings.get("init") not in (None, default_init(policy)):
         tokens.append(f"{settings['init']}init")
     return "_".join(tokens)

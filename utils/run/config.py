@@ -100,7 +100,8 @@ class RunConfig:
 
     @property
     def variant(self) -> str:
-        return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env}, self.policy)
+        return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env,
+                           "recurrent": self.algo.get("recurrent")}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""

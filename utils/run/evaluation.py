@@ -41,7 +41,10 @@ class Evaluation:
         if self.tasks == 1:
             return self.policy(self.obs), self.active.copy()
         e = self.obs.shape[1] // self.tasks
-        return (np.concatenate([self.policy(np.ascontiguousarray(self.obs[:, j * e:(j + 1) * e]))
+        # a recurrent policy keeps one state per task's block of episodes (``part``)
+        call = (lambda o, j: self.policy(o, part=j)) if getattr(self.policy, "stateful", False) else \
+            (lambda o, j: self.policy(o))
+        return (np.concatenate([call(np.ascontiguousarray(self.obs[:, j * e:(j + 1) * e]), j)
                                 for j in range(self.tasks)], axis=1), self.active.copy())
 
     def observe(self, obs: np.ndarray, rewards: np.ndarray, ended: np.ndarray) -> None:

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from algorithms.a3c import DEFAULTS, ActorCritic, Rollout, SharedAdam, rollout_loss
+from algorithms.a3c import DEFAULTS, OPTIONAL, ActorCritic, Rollout, SharedAdam, rollout_loss
 from ...envs.registry import make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
@@ -67,7 +67,7 @@ POLL_S = 0.001  # how often an idle worker, and this process while it waits for 
 def a3c_settings(algo: dict) -> dict:
     """cfg.algo with every A3C setting filled in from ``algorithms.a3c.DEFAULTS``; a UsageError names a key that
     A3C does not know or a value out of range."""
-    unknown = sorted(set(algo) - set(DEFAULTS))
+    unknown = sorted(set(algo) - set(DEFAULTS) - set(OPTIONAL))
     if unknown:
         raise UsageError(f"A3C has no setting {unknown[0]!r}; its settings are {', '.join(DEFAULTS)}")
     s = {**DEFAULTS, **algo}
@@ -172,6 +172,7 @@ class ActorLearner:
         self.shared, self.optimizer, self.env, self.s = shared, optimizer, env, settings
         self.local = ActorCritic(**shared.spec())
         self.obs, _ = env.reset(seed=int(seed))
+        self.state = self.local.initial_state() if self.local.recurrent else None  # --recurrent: the acting state
         self.ep_return, self.ep_length = 0.0, 0
         self.finished: list[tuple[float, int]] = []  # (return, length) of the episodes ended since the last take
 
@@ -181,9 +182,13 @@ class ActorLearner:
     def rollout(self, n: int) -> Rollout:
         """n steps with the local model's sampled actions; an episode that ends is reset at once."""
         obs, actions, rewards, term, trunc, next_obs = [], [], [], [], [], []
+        start = self.state
         for _ in range(n):
             o = torch.as_tensor(self.obs, dtype=torch.float32)
-            a, env_action = self.local.act(o)
+            if self.state is None:
+                a, env_action = self.local.act(o)
+            else:
+                a, env_action, self.state = self.local.act(o, state=self.state)
             nxt, r, terminated, truncated, _ = self.env.step(int(env_action) if self.local.discrete else env_action)
             obs.append(o)
             actions.append(a)
@@ -195,9 +200,11 @@ class ActorLearner:
             if terminated or truncated:
                 self.finished.append((self.ep_return, self.ep_length))
                 self.ep_return, self.ep_length = 0.0, 0
+                if self.state is not None:
+                    self.state = self.local.initial_state()
             self.obs = self.env.reset()[0] if terminated or truncated else nxt
         return Rollout(torch.stack(obs), torch.stack(actions), torch.tensor(rewards), torch.tensor(term),
-                       torch.tensor(trunc), torch.stack(next_obs))
+                       torch.tensor(trunc), torch.stack(next_obs), start)
 
     def push(self, rollout: Rollout) -> None:
         """The rollout's gradient (of the local copy, clipped by norm) onto the shared parameters; one shared step.
@@ -266,8 +273,13 @@ class GreedyEvaluation:
     def __call__(self, model: ActorCritic) -> float:
         obs = np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, self.seeds)])
         returns, active = np.zeros(len(self.envs)), np.ones(len(self.envs), dtype=bool)
+        state = model.initial_state(len(self.envs)) if model.recurrent else None
         while active.any():
-            _, actions = model.act(torch.as_tensor(obs, dtype=torch.float32), greedy=True)
+            o = torch.as_tensor(obs, dtype=torch.float32)
+            if state is None:
+                _, actions = model.act(o, greedy=True)
+            else:  # one state per episode; an episode that ended keeps stepping its state, unused
+                _, actions, state = model.act(o, greedy=True, state=state)
             for e in np.nonzero(active)[0]:
                 o, r, terminated, truncated, _ = self.envs[e].step(int(actions[e]) if model.discrete else actions[e])
                 obs[e], returns[e] = o, returns[e] + r
@@ -336,7 +348,8 @@ class AsyncTrainer:
         task = task_for(cfg.env, cfg.seed)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
-        self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds).share_memory()
+        self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds,
+                                 recurrent=s.get("recurrent", False)).share_memory()
         self.optimizer = SharedAdam(self.model.parameters(), lr=s["lr"])
         self.t, self.curve, self.last_checkpoint = 0, [], None
         # the training episodes, as the lockstep family logs them (env = the worker's index)

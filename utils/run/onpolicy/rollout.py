@@ -51,6 +51,9 @@ class RolloutLearner:
                         **{key: torch.zeros((m, t, k), device=device) for key in ("rewards", "terminated", "ended")}}
         if self.agents.behaviour_width:  # ACER: the behaviour policy's probabilities, for importance weights
             self.rollout["mu"] = torch.zeros((m, t, k, self.agents.behaviour_width), device=device)
+        if self.agents.recurrent:  # --recurrent: the acting state each rollout began with, for its update
+            h, c = self.agents.acting_state(k)
+            self.rollout["h0"], self.rollout["c0"] = torch.zeros_like(h), torch.zeros_like(c)
         self.position = 0  # steps of the current rollout collected so far
         self.pending: Optional[torch.Tensor] = None  # the actions drawn for the step being taken (unclipped)
         names = self.agents.STATS
@@ -64,6 +67,10 @@ class RolloutLearner:
         if warmup:
             return None, None
         obs_t = self.agents._obs(obs).view(self.members, self.per_member, *self.obs_shape)
+        if self.agents.recurrent and self.position == 0:
+            h, c = self.agents.acting_state(self.per_member)
+            self.rollout["h0"].copy_(h)
+            self.rollout["c0"].copy_(c)
         self.pending, self.behaviour = self.agents.sample(obs_t)
         actions = self.agents.env_actions(self.pending)
         return actions.reshape(self.members * self.per_member, *actions.shape[2:]).cpu().numpy(), None
@@ -83,6 +90,7 @@ class RolloutLearner:
         r["ended"][:, i] = view(ended, torch.float32)
         if "mu" in r:
             r["mu"][:, i] = self.behaviour
+        self.agents.episodes_ended(r["ended"][:, i])  # --recurrent: a new episode starts from a zero state
         self.position += 1
         self.pending = None
 
@@ -106,6 +114,8 @@ class RolloutLearner:
         """The policies as they are now, for evaluation: obs [M, E, ...] -> greedy actions [M, E(, A)]."""
         torch._foreach_copy_(list(self.eval_model.parameters()), list(self.agents.model.parameters()))
         model, agents = self.eval_model, self.agents
+        if agents.recurrent:
+            return recurrent_policy(agents, model)
 
         def policy(obs: np.ndarray) -> np.ndarray:
             return agents.greedy(model, agents._obs(obs)).cpu().numpy()
@@ -132,7 +142,9 @@ class RolloutLearner:
     def state_dict(self, seed_index: int) -> dict:
         """One seed's agents, its part of the rollout being collected, and the period's sums."""
         rows = slice(seed_index * self.agents_per_seed, (seed_index + 1) * self.agents_per_seed)
-        return {"agents": self.agents.state_dict(rows), "period_stats": self.stats[:, rows].cpu().clone(),
+        acting = {"acting_state": [x[rows].cpu().clone() for x in self.agents.acting_state(self.per_member)]} \
+            if self.agents.recurrent else {}
+        return {"agents": self.agents.state_dict(rows), "period_stats": self.stats[:, rows].cpu().clone(), **acting,
                 "rollout": {k: v[rows].cpu().clone() for k, v in self.rollout.items()},
                 "rollout_position": self.position, **self.scheme.state_dict(rows),
                 **({"replay": self.agents.replay_state(rows)} if hasattr(self.agents, "replay_state") else {})}
@@ -143,6 +155,26 @@ class RolloutLearner:
         for key, value in self.rollout.items():
             value.copy_(torch.cat([s["rollout"][key] for s in states]).to(self.device))
         self.position = int(states[0]["rollout_position"])
+        if self.agents.recurrent:
+            self.agents.state = tuple(torch.cat([s["acting_state"][j] for s in states]).to(self.device)
+                                      for j in range(2))
         if hasattr(self.agents, "replay_state"):
             self.agents.load_replay_state([s["replay"] for s in states])
         self.scheme.load_state_dicts(states)
+
+
+def recurrent_policy(agents, model):
+    """A recurrent model's greedy policy for one evaluation: obs [M, E, ...] -> actions [M, E(, A)], each call
+    one step of the episodes of ``part`` (an evaluation on several tasks calls it once per task and step), every
+    part's state starting at zero (an evaluation's episodes all start together and each column holds one)."""
+    states: dict[int, tuple] = {}
+
+    def policy(obs: np.ndarray, part: int = 0) -> np.ndarray:
+        obs_t = agents._obs(obs)
+        state = states.get(part)
+        if state is None:
+            state = model.initial_state(obs_t.shape[1])
+        actions, states[part] = agents.greedy(model, obs_t, state)
+        return actions.cpu().numpy()
+    policy.stateful = True
+    return policy
