@@ -19,6 +19,7 @@ One rollout of n steps s_0, a_0, r_0, ..., s_{n-1}, a_{n-1}, r_{n-1} (an episode
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -28,6 +29,20 @@ from torch.distributions import Categorical, Normal
 DEFAULTS = {"lr": 1e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 40.0,
             "n_steps": 20, "num_processes": 2, "hidden_size": 64}
 OPTIONAL = ("recurrent",)  # settings a run lists only when given (--recurrent), so earlier records stay as they were
+
+
+NATURE_FEATURES, ATARI_LSTM = 512, 256  # the Nature CNN's output; the LSTM after it (--recurrent)
+
+
+def nature_cnn(frames: Sequence[int]) -> nn.Sequential:
+    """The Nature DQN's encoder (Mnih et al. 2015) for [B, C, 84, 84] frames in [0, 1]: 32 8x8/4, 64 4x4/2,
+    64 3x3/1, ReLU after each, then a linear layer of 512 and ReLU."""
+    c, h, w = frames
+    convs = nn.Sequential(nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
+                          nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten())
+    with torch.no_grad():
+        flat = convs(torch.zeros(1, c, h, w)).shape[1]
+    return nn.Sequential(*convs, nn.Linear(flat, NATURE_FEATURES), nn.ReLU())
 
 
 def mlp(inp: int, hidden: int, out: int) -> nn.Sequential:
@@ -46,20 +61,30 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, low=None, high=None,
-                 recurrent: bool = False):
+                 recurrent: bool = False, frames: Sequence[int] | None = None):
         super().__init__()
         self.discrete = low is None
         self.obs_dim, self.act_dim, self.hidden_size = obs_dim, act_dim, hidden_size
         self.recurrent = bool(recurrent)
-        if self.recurrent:  # linear + tanh, an LSTM cell, then linear heads on its output (the references' A3C)
-            self.fc = nn.Linear(obs_dim, hidden_size)
-            self.lstm = nn.LSTMCell(hidden_size, hidden_size)
-            self.policy, self.value = nn.Linear(hidden_size, act_dim), nn.Linear(hidden_size, 1)
+        self.frames = tuple(frames) if frames is not None else None  # stacked image frames (C, H, W): Atari
+        self.obs_shape = self.frames or (obs_dim,)
+        if self.frames is not None:  # the Nature CNN's trunk, shared by the heads (then the LSTM, if recurrent)
+            self.fc = nature_cnn(self.frames)
+            width = ATARI_LSTM if self.recurrent else NATURE_FEATURES
+        elif self.recurrent:  # linear + tanh, an LSTM cell, then linear heads on its output (the references' A3C)
+            self.fc = nn.Sequential(nn.Linear(obs_dim, hidden_size), nn.Tanh())
+            width = hidden_size
+        if self.recurrent:
+            self.lstm = nn.LSTMCell(NATURE_FEATURES if self.frames else hidden_size, width)
+        if self.recurrent or self.frames is not None:
+            self.policy, self.value = nn.Linear(width, act_dim), nn.Linear(width, 1)
             last = self.policy
-        else:
+        else:  # flat observations, feed-forward: separate policy and value MLPs
+            self.fc = None
             self.policy = mlp(obs_dim, hidden_size, act_dim)
             self.value = mlp(obs_dim, hidden_size, 1)
             last = self.policy[-1]
+        self.width = width if self.fc is not None else hidden_size
         with torch.no_grad():
             last.weight.mul_(0.01)
             last.bias.zero_()
@@ -73,12 +98,23 @@ class ActorCritic(nn.Module):
         spec = {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "hidden_size": self.hidden_size}
         if self.recurrent:
             spec["recurrent"] = True
+        if self.frames is not None:
+            spec["frames"] = list(self.frames)
         if not self.discrete:
             spec.update(low=self.low.tolist(), high=self.high.tolist())
         return spec
 
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the heads (or the LSTM) read: the observation itself (flat, feed-forward), else the trunk's output."""
+        if self.fc is None:
+            return obs
+        if self.frames is not None:
+            lead = obs.shape[:-3]
+            return self.fc(obs.reshape(-1, *self.frames) / 255.0).reshape(*lead, -1)
+        return self.fc(obs)
+
     def distribution(self, obs: torch.Tensor):
-        return self.head_distribution(self.policy(obs))
+        return self.head_distribution(self.policy(self.features(obs)))
 
     def head_distribution(self, out: torch.Tensor):
         if self.discrete:
@@ -87,15 +123,20 @@ class ActorCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor):
         """(action distribution, V(s)) for observations [..., obs_dim] (feed-forward models)."""
-        return self.distribution(obs), self.value(obs).squeeze(-1)
+        x = self.features(obs)
+        return self.head_distribution(self.policy(x)), self.value(x).squeeze(-1)
+
+    def state_value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s) [...] of a feed-forward model."""
+        return self.value(self.features(obs)).squeeze(-1)
 
     # ---- --recurrent: a state (h, c) [B, H], zeros at an episode's start -------------------------------------
     def initial_state(self, batch: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.zeros(batch, self.hidden_size), torch.zeros(batch, self.hidden_size)
+        return torch.zeros(batch, self.width), torch.zeros(batch, self.width)
 
     def step(self, obs: torch.Tensor, state):
-        """One step: obs [B, obs_dim], state (h, c) [B, H] -> (the policy head's output, V [B], the next state)."""
-        h, c = self.lstm(torch.tanh(self.fc(obs)), state)
+        """One step: obs [B, ...], state (h, c) [B, H] -> (the policy head's output, V [B], the next state)."""
+        h, c = self.lstm(self.features(obs), state)
         return self.policy(h), self.value(h).squeeze(-1), (h, c)
 
     def log_prob(self, dist, actions: torch.Tensor) -> torch.Tensor:
@@ -112,10 +153,13 @@ class ActorCritic(nn.Module):
         and that action clipped to the bounds (Box) or as integers (discrete). Draws as ``distribution`` would
         describe, without building the distribution object (most of the cost of a step on small networks).
         Recurrent: from ``state``, and the next state comes third."""
+        lead = obs.shape[:obs.dim() - len(self.obs_shape)]
         if self.recurrent:
-            out, _, state = self.step(obs.reshape(-1, self.obs_dim), state)
-            a, env_action = self._draw(out.reshape(*obs.shape[:-1], -1), greedy)
+            out, _, state = self.step(obs.reshape(-1, *self.obs_shape), state)
+            a, env_action = self._draw(out.reshape(*lead, -1), greedy)
             return a, env_action, state
+        if self.frames is not None:
+            return self._draw(self.policy(self.features(obs.reshape(-1, *self.frames))).reshape(*lead, -1), greedy)
         return self._draw(self.policy(obs), greedy)
 
     def _draw(self, out: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, np.ndarray]:
@@ -189,7 +233,7 @@ def rollout_loss(model: ActorCritic, rollout: Rollout, gamma: float = 0.99, gae_
     else:
         dist, values = model(rollout.obs)
         with torch.no_grad():
-            next_values = model.value(rollout.next_obs).squeeze(-1)
+            next_values = model.state_value(rollout.next_obs)
     returns, advantages = nstep_targets(rollout.rewards, values.detach(), next_values, rollout.terminated,
                                         rollout.truncated, gamma, gae_lambda)
     policy_loss = -(model.log_prob(dist, rollout.actions) * advantages).sum()

@@ -18,17 +18,22 @@ RUNS = {  # script, policy, environment, the script's step flags
     "sac_main": (sac_main, "SAC", "Pendulum-v1", ["--num_steps", "600", "--start_steps", "300"]),
     "ac_main": (ac_main, "ACER", "CartPole-v1", ["--max_time_steps", "1600", "--envs_per_agent", "2",
                                                  "--replay_start", "100"]),
+    "ac_main_lstm": (ac_main, "A2C", "Pendulum-v1", ["--max_time_steps", "1600", "--envs_per_agent", "2",
+                                                     "--recurrent"]),
+    "ac_main_a3c": (ac_main, "A3C", "CartPole-v1", ["--max_time_steps", "1600", "--num_processes", "1"]),
+    "ac_main_a3c_lstm": (ac_main, "A3C", "Pendulum-v1", ["--max_time_steps", "1600", "--num_processes", "1",
+                                                         "--recurrent"]),
 }
 
 
 def train(name, tmp_path, *more):
     module, policy, env, steps = RUNS[name]
-    eval_freq = "800" if name == "ac_main" else "300"
+    eval_freq = "800" if name.startswith("ac_main") else "300"
     args = ["--policy", policy, "--env", env, *steps, "--eval_freq", eval_freq, "--eval_episodes", "3",
             "--threads", "1", "--quiet", "--results_dir", str(tmp_path / "r"), "--models_dir", str(tmp_path / "m"),
             "--seed", "4", *more]
     assert main_guard(module.run, args) == 0
-    stem = f"{policy}_{env}_4"
+    stem = f"{policy}{'_lstm' if '--recurrent' in steps else ''}_{env}_4"
     return tmp_path / "r" / f"{stem}.json", stem
 
 
@@ -94,7 +99,7 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys)
         ([str(record), "--gif", gif, "--mp4", str(tmp_path / "o.mp4")], "not both"),
         ([str(record), "--gif", str(record / "x.gif")], "--gif"),
         ([str(tmp_path / "r"), "--seed", "7"], "no run record"),
-        ([str(tmp_path / "a3c.json")], "an A3C run"),
+        ([str(tmp_path / "a3c.json")], "no model file"),
     ]
     before = sorted(p.name for p in tmp_path.rglob("*"))
     for argv, needle in cases:

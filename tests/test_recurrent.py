@@ -251,7 +251,7 @@ def test_recurrent_a3c_loss_equals_the_plain_loop():
              "actions": rollout.actions.view(1, n, 1), "rewards": rollout.rewards.view(1, n, 1),
              "terminated": term.float().view(1, n, 1), "ended": (term | trunc).float().view(1, n, 1),
              "h0": h0[0].view(1, 1, 6), "c0": h0[1].view(1, 1, 6)}
-    expected = reference_loss((model.fc, model.lstm, model.policy, model.value), batch, 0, 0.99, 0.01, 0.5)
+    expected = reference_loss((model.fc[0], model.lstm, model.policy, model.value), batch, 0, 0.99, 0.01, 0.5)
     got = rollout_loss(model, rollout, gamma=0.99, ent_coef=0.01, vf_coef=0.5)
     torch.testing.assert_close(got, expected * n, rtol=1e-5, atol=1e-5)
 

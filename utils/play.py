@@ -2,7 +2,7 @@
 
     python -m utils.play RUN [--episodes 5] [--gif out.gif | --mp4 out.mp4] [--agent i] [--seed S]
 
-RUN is what a run of DASE_main.py, sac_main.py or ac_main.py (A2C, DIFF_A2C, ACER) left: its JSON record
+RUN is what a run of DASE_main.py, sac_main.py or ac_main.py (A2C, DIFF_A2C, ACER, A3C) left: its JSON record
 (``{stem}.json``, the models of ``--save_model`` under its ``--models_dir``), its results folder (the record of
 ``--seed`` in it, or its only one), or a checkpoint (``{stem}.pt``, also of an unfinished run). The episodes are
 the run's own evaluation episodes (the same environment, task and reset seeds, played in lockstep as the evaluation
@@ -109,8 +109,6 @@ def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None
 
     known = {f.name for f in fields(RunConfig)}
     cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
-    if ALGORITHM[cfg.algorithm].family == "async":
-        raise UsageError(f"{source}: an A3C run; its actor-learners' shared model cannot be played yet")
     models = models_dir if models_dir is not None else cfg.models_dir
     return replace(cfg, seeds=None, eval_episodes=episodes, device="cpu", threads=1, env_workers=0, results_dir=tmp,
                    checkpoint_freq=0, checkpoint_dir=None, resume=False, overwrite=False, save_model=False,
@@ -131,10 +129,42 @@ def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
     return f"models of {source.name} in {cfg.models_dir}"
 
 
+def a3c_policy(cfg, state: dict | None, source: Path):
+    """(A3C's greedy policy obs [1, E, ...] -> actions [1, E(, A)] from the checkpoint ``state`` or the record's
+    --save_model file, what was loaded)."""
+    from .run.onpolicy.asynchronous import a3c_model, a3c_spec
+
+    if state is not None:
+        model, loaded = a3c_model(a3c_spec(cfg), state["model"]), f"checkpoint {source} (step {int(state['t'])})"
+    else:
+        path = Path(cfg.models_dir) / f"{cfg.stem}.pt"
+        if not path.is_file():
+            raise UsageError(f"{source}: no model file {path} -- train with --save_model, or play the run's "
+                             "checkpoint")
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            model = a3c_model(saved["spec"], saved["model"])
+        except Exception as e:
+            raise UsageError(f"{path}: not an A3C model file of this program ({type(e).__name__})") from None
+        loaded = f"model of {source.name} in {cfg.models_dir} (step {int(saved['t'])})"
+    memory = {}
+
+    @torch.no_grad()
+    def policy(obs: np.ndarray) -> np.ndarray:
+        o = torch.as_tensor(obs[0], dtype=torch.float32)
+        if not model.recurrent:
+            return model.act(o, greedy=True)[1][None]
+        _, actions, memory["state"] = model.act(o, greedy=True, state=memory.get("state") or
+                                                model.initial_state(len(o)))
+        return actions[None]
+    return policy, loaded
+
+
 # ---- playing -----------------------------------------------------------------------------------------------------
-def play(trainer, cfg, agent: int, film: bool) -> tuple[list[float], list[int], list[list[np.ndarray]]]:
-    """The run's evaluation episodes of ``agent``, in lockstep as its evaluation plays them: returns, lengths, and
-    each episode's frames (when filming)."""
+def play(policy, cfg, members: int, agent: int, task, film: bool) -> tuple[list[float], list[int],
+                                                                            list[list[np.ndarray]]]:
+    """The run's evaluation episodes of ``agent`` (of ``members`` in the run's process, playing ``task``), in
+    lockstep as its evaluation plays them: returns, lengths, and each episode's frames (when filming)."""
     from .envs.registry import make_env
     from .envs.workers import episode_seeds
     from .naming import ALGORITHM
@@ -143,9 +173,8 @@ def play(trainer, cfg, agent: int, film: bool) -> tuple[list[float], list[int], 
     if film:  # pygame draws off screen: no display, no sound device (SDL complains on stderr otherwise)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    members, e = len(trainer.member_seeds), cfg.eval_episodes
+    e = cfg.eval_episodes
     row = agent  # one seed: member index = agent
-    task = trainer.tasks[row]  # the agent's own task (task variants; None otherwise), as its curve is evaluated
     games = [make_env(cfg.env, task, actions=spec.actions, who=cfg.algorithm, training=False,
                       render_mode="rgb_array" if film else None) for _ in range(e)]
     try:
@@ -153,7 +182,6 @@ def play(trainer, cfg, agent: int, film: bool) -> tuple[list[float], list[int], 
         first = np.stack([g.reset(seed=s)[0] for g, s in zip(games, seeds)])
         obs = np.zeros((members, e, *first.shape[1:]), dtype=first.dtype)
         obs[:] = first
-        policy = trainer.learner.snapshot()
         returns, lengths, active = np.zeros(e), np.zeros(e, dtype=int), np.ones(e, dtype=bool)
         frames: list[list[np.ndarray]] = [[g.render()] if film else [] for g in games]
         while active.any():
@@ -193,6 +221,7 @@ def watch(args) -> dict:
     """Play (and film) what ``args`` name; returns the episodes' returns and lengths, their frames, the run's
     settings and what was loaded."""
     settings, source, state = find_run(args.run, args.seed)
+    from .naming import ALGORITHM
     from .run import Trainer
 
     film = bool(args.gif or args.mp4)
@@ -201,12 +230,20 @@ def watch(args) -> dict:
         if args.agent >= cfg.num_agents:
             raise UsageError(f"--agent {args.agent}: the run has {cfg.num_agents} agent(s), 0 to {cfg.num_agents - 1}")
         torch.set_num_threads(1)
-        trainer = Trainer(cfg)
-        try:
-            loaded = load_weights(trainer, cfg, state, source)
-            returns, lengths, frames = play(trainer, cfg, args.agent, film)
-        finally:
-            trainer.close()
+        if ALGORITHM[cfg.algorithm].family == "async":  # A3C: one shared model, played as its evaluation plays it
+            from .envs.variants import task_for
+
+            policy, loaded = a3c_policy(cfg, state, source)
+            returns, lengths, frames = play(policy, cfg, 1, 0, task_for(cfg.env, cfg.seed), film)
+        else:
+            trainer = Trainer(cfg)
+            try:
+                loaded = load_weights(trainer, cfg, state, source)
+                # the agent's own task (task variants; None otherwise), as its curve is evaluated
+                returns, lengths, frames = play(trainer.learner.snapshot(), cfg, len(trainer.member_seeds),
+                                                args.agent, trainer.tasks[args.agent], film)
+            finally:
+                trainer.close()
     return {"returns": returns, "lengths": lengths, "frames": frames, "cfg": cfg, "loaded": loaded}
 
 

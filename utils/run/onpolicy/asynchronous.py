@@ -311,7 +311,9 @@ class AsyncTrainer:
         probe = make_env(cfg.env, task_for(cfg.env, cfg.seed), actions=ACTIONS, who="A3C")
         space = probe.action_space
         self.discrete = not hasattr(space, "low")
-        self.obs_dim = probe.observation_space.shape[0]
+        shape = probe.observation_space.shape
+        self.obs_dim = shape[0]
+        self.frames = {"frames": list(shape)} if len(shape) == 3 else {}  # Atari: the Nature CNN's input
         self.act_dim = int(space.n) if self.discrete else space.shape[0]
         self.bounds = {} if self.discrete else {"low": space.low.tolist(), "high": space.high.tolist()}
         probe.close()
@@ -348,7 +350,7 @@ class AsyncTrainer:
         task = task_for(cfg.env, cfg.seed)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
-        self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds,
+        self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds, **self.frames,
                                  recurrent=s.get("recurrent", False)).share_memory()
         self.optimizer = SharedAdam(self.model.parameters(), lr=s["lr"])
         self.t, self.curve, self.last_checkpoint = 0, [], None
@@ -503,6 +505,8 @@ class AsyncTrainer:
         score = evaluation(model)
         self.curve.append(score)
         files.save_curves([self.curve])
+        if self.cfg.save_model:  # the model just evaluated, playable by python -m utils.play
+            files.save_models([a3c_model_file(model, t)])
         self.save_episodes(files)
         progress.evaluation(t, np.array([score]), {}, progress.rate(t))
         return score
@@ -520,6 +524,38 @@ class AsyncTrainer:
                                 "wall": self.episode_log.wall_before + time.time() - self.epoch}
         files.save_checkpoint(state)
         self.last_checkpoint = self.t
+
+
+def a3c_model_file(model: ActorCritic, t: int) -> dict:
+    """What --save_model writes for A3C: the shared model's parameters, how to build it, and its step."""
+    return {"algorithm": "A3C", "spec": model.spec(), "model": {k: v.clone() for k, v in model.state_dict().items()},
+            "t": int(t)}
+
+
+def a3c_model(spec: dict, weights: dict) -> ActorCritic:
+    """An A3C model built from its ``spec`` with ``weights`` loaded (a model file's or a checkpoint's)."""
+    model = ActorCritic(**spec)
+    model.load_state_dict(weights)
+    return model.eval()
+
+
+def a3c_spec(cfg: RunConfig) -> dict:
+    """The spec of the model a run of ``cfg`` trains (its environment probed for the spaces)."""
+    probe = make_env(cfg.env, task_for(cfg.env, cfg.seed), actions=ACTIONS, who="A3C")
+    try:
+        shape, space = probe.observation_space.shape, probe.action_space
+        discrete = not hasattr(space, "low")
+        spec = {"obs_dim": shape[0], "act_dim": int(space.n) if discrete else space.shape[0],
+                "hidden_size": a3c_settings(cfg.algo)["hidden_size"]}
+        if not discrete:
+            spec.update(low=space.low.tolist(), high=space.high.tolist())
+        if cfg.algo.get("recurrent"):
+            spec["recurrent"] = True
+        if len(shape) == 3:
+            spec["frames"] = list(shape)
+        return spec
+    finally:
+        probe.close()
 
 
 def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
