@@ -279,3 +279,19 @@ def test_the_tutorial_table_in_the_docs_is_the_committed_records():
     page = (ROOT / "docs" / "tutorial.md").read_text()
     block = page.split("<!-- tutorial_table -->\n")[1].split("<!-- /tutorial_table -->")[0]
     assert block.strip().splitlines() == lines
+
+
+def test_the_diff_dac_table_in_the_docs_is_the_committed_curves(capsys):
+    """docs/actor_critic.md's Diff-DAC verdict table is what experiments/diff_dac_table.py computes from the curves,
+    consensus files and training-episode logs committed under 'Learning Curves/diff_dac', line for line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("diff_dac_table", ROOT / "experiments" / "diff_dac_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    assert table.main() == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert sum(line.startswith("| ") and "[" in line for line in lines) == 6 + 4  # every setting, every pair
+    page = (ROOT / "docs" / "actor_critic.md").read_text()
+    block = page.split("<!-- diff_dac_table -->\n")[1].split("<!-- /diff_dac_table -->")[0]
+    assert block.strip().splitlines() == lines

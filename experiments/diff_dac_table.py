@@ -1,0 +1,96 @@
+"""The verdict table of docs/actor_critic.md: Diff-DAC's settings on RandomExtremeAcrobot-v1 (experiments/diff_dac.yaml).
+
+    python experiments/diff_dac_table.py          # after: python -m utils.sweep experiments/diff_dac.yaml --workers 2
+
+Per seed (the unit; its agents averaged within it first): the final return on each agent's own task and averaged
+over all 4 tasks (the mean of the last 3 evaluations; the ring of 25 is evaluated on its own tasks only), the final
+parameter disagreement (the consensus file's last value), and the reference's own metric: the mean return of each
+agent's last 100 training episodes. Then the mean over the 5 seeds with a 95 % percentile bootstrap interval over
+seeds (2000 resamples, utils.plot.stats.bootstrap_ci). Every setting spends 1M environment steps in total.
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from utils.plot.stats import bootstrap_ci  # noqa: E402
+
+CURVES = ROOT / "Learning Curves" / "diff_dac"
+ENV = "RandomExtremeAcrobot-v1"
+# setting -> (what it is, file stem before the seed, agents per seed)
+SETTINGS = {
+    "ring4": ("ring of 4, common init (the reference's default init)", "DIFF_A2C_ring", 4),
+    "ring4_separate": ("ring of 4, separate init", "DIFF_A2C_ring_separateinit", 4),
+    "ring4_sync5": ("ring of 4, lazy gossip `--sync_freq 5`", "DIFF_A2C_ring_sync5", 4),
+    "ring25": ("ring of 25 (the reference's default size)", "DIFF_A2C_ring", 25),
+    "isolated4": ("4 isolated learners (no links)", "DIFF_A2C_none", 4),
+    "central4": ("one centralised learner of the 4 tasks", "A2C_tasks4", 1),
+}
+SEEDS, LAST_EVALS, LAST_EPISODES = range(5), 3, 100
+# paired by seed (a seed's 4 tasks are the same in every setting): the difference a - b per seed
+PAIRS = (("ring4", "isolated4"), ("ring4", "central4"), ("ring4", "ring4_separate"), ("ring4_sync5", "ring4"))
+
+
+def agent_stems(stem: str, seed: int, agents: int) -> list[str]:
+    return [f"{stem}_{ENV}_{seed}"] if agents == 1 else [f"{stem}_{ENV}_{seed}_Agent_{i}" for i in range(agents)]
+
+
+def training_mean(path: Path) -> float:
+    """The mean return of the last LAST_EPISODES training episodes of one agent's log."""
+    with path.open() as f:
+        returns = [float(row["return"]) for row in csv.DictReader(f)]
+    return float(np.mean(returns[-LAST_EPISODES:]))
+
+
+def seed_values(folder: Path, stem: str, seed: int, agents: int) -> dict[str, float] | None:
+    names = agent_stems(stem, seed, agents)
+    if not all((folder / f"{n}.npy").is_file() for n in names):
+        return None
+    own = np.mean([np.load(folder / f"{n}.npy")[-LAST_EVALS:].mean() for n in names])
+    tasks = [folder / f"{n}_tasks.npy" for n in names]
+    every = np.mean([np.load(p)[-LAST_EVALS:].mean() for p in tasks]) if all(p.is_file() for p in tasks) else np.nan
+    consensus = folder / f"{stem}_{ENV}_{seed}_consensus.npy"
+    disagreement = float(np.load(consensus)[-1]) if consensus.is_file() else np.nan
+    training = np.mean([training_mean(folder / f"{n}_episodes.csv") for n in names])
+    return {"own": float(own), "all": float(every), "disagreement": disagreement, "training": float(training)}
+
+
+def cell(values: list[float], digits: int = 1) -> str:
+    v = np.asarray(values, dtype=float)
+    if np.isnan(v).any():
+        return "—"
+    lo, hi = bootstrap_ci(v, np.mean)
+    return f"{v.mean():.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def main() -> int:
+    lines = ["| setting | seeds | own task | all 4 tasks | disagreement | last 100 training episodes |",
+             "|---|---|---|---|---|---|"]
+    found = {}
+    for setting, (what, stem, agents) in SETTINGS.items():
+        folder = CURVES / setting / "A2C" / ENV
+        rows = [seed_values(folder, stem, s, agents) for s in SEEDS]
+        if any(r is None for r in rows):
+            print(f"{setting}: not finished in {folder}", file=sys.stderr)
+            continue
+        found[setting] = rows
+        col = lambda key: [r[key] for r in rows]  # noqa: E731
+        lines.append(f"| {what} | {len(rows)} | {cell(col('own'))} | {cell(col('all'))} | "
+                     f"{cell(col('disagreement'), 4)} | {cell(col('training'))} |")
+    lines += ["", "| paired by seed | own task | all 4 tasks | last 100 training episodes |", "|---|---|---|---|"]
+    for a, b in PAIRS:
+        if a in found and b in found:
+            diff = lambda key: [x[key] - y[key] for x, y in zip(found[a], found[b])]  # noqa: E731
+            lines.append(f"| {a} − {b} | {cell(diff('own'))} | {cell(diff('all'))} | {cell(diff('training'))} |")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
