@@ -1,6 +1,7 @@
 """Train the parallel actor-critic family on one Gymnasium environment and save learning curves: A2C (synchronous,
 batched, K environments per agent), DIFF_A2C (A2C agents on a graph averaging parameters, Diff-DAC's Diff-A2C),
-A3C (asynchronous workers in processes, Hogwild) and ACER (discrete actions, replay with Retrace)."""
+A3C (asynchronous workers in processes, Hogwild) and ACER (replay with Retrace; discrete actions, and continuous ones with
+a Gaussian policy and a stochastic dueling network)."""
 from __future__ import annotations
 
 import sys
@@ -22,7 +23,8 @@ DEFAULTS = {"A2C": dict(lr=7e-4, n_steps=5, max_grad_norm=0.5),  # SB3 / Diff-DA
 ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms_alpha": ("A2C", "ACER"),
         "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
-        "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",)}
+        "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
+        "--sdn_samples": ("ACER",)}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -70,6 +72,12 @@ def parse(argv=None):
                    help="ACER: Polyak rate of the average policy network (default: 0.99)")
     p.add_argument("--trust_region_threshold", type=real, default=None,
                    help="ACER: delta, the trust region's bound on k^T z (default: 1)")
+    p.add_argument("--action_std", type=real, default=None,
+                   help="ACER on a Box action space: the Gaussian policy's fixed standard deviation, as a fraction of "
+                        "half the action range per dimension (default: 0.3)")
+    p.add_argument("--sdn_samples", type=count, default=None,
+                   help="ACER on a Box action space: n, the actions sampled for the stochastic dueling network's "
+                        "mean advantage (default: 5)")
     p.add_argument("--task_per_env", type=int, default=0, metavar="N",
                    help="the centralised multi-task baseline: one agent whose environment k plays the task agent "
                         "k mod N of the same seed would get (task variants; needs --envs_per_agent >= N); files "
@@ -144,6 +152,14 @@ def build_config(args):
         del algo["gae_lambda"]
         algo["q_coef"] = algo.pop("vf_coef")
         algo.update(acer, trust_region=not args.no_trust_region)
+        if args.action_std is not None:  # continuous ACER's own settings: recorded only when given
+            if not 0.0 < args.action_std <= 10.0:
+                raise UsageError(f"--action_std {args.action_std} must be in (0, 10]")
+            algo["action_std"] = args.action_std
+        if args.sdn_samples is not None:
+            if not 1 <= args.sdn_samples <= 1000:
+                raise UsageError(f"--sdn_samples {args.sdn_samples} must be in [1, 1000]")
+            algo["sdn_samples"] = args.sdn_samples
     if args.task_per_env and algorithm == "A3C":
         raise UsageError("--task_per_env: A3C's workers each play the agent's own task; use A2C or ACER")
     return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),

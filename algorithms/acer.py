@@ -47,8 +47,8 @@ class ACER(A2C):
                  trust_region: bool = True, trust_region_decay: float = 0.99, trust_region_threshold: float = 1.0,
                  replay_ratio: float = 4.0, replay_start: int = 1000, buffer_size: int = 100_000,
                  rollout: tuple[int, int] = (20, 8)):
-        if not discrete:
-            raise ValueError("ACER here takes discrete actions only")
+        if not discrete and type(self) is ACER:
+            raise ValueError("ACER takes discrete actions; continuous actions: acer_continuous.ContinuousACER")
         super(A2C, self).__init__(seeds, low, high, device, expl_noise=0.0)
         self.discrete = True
         self.gamma, self.ent_coef, self.q_coef = float(gamma), float(ent_coef), float(q_coef)
@@ -56,12 +56,8 @@ class ACER(A2C):
         self.use_trust_region, self.decay, self.delta = bool(trust_region), float(trust_region_decay), \
             float(trust_region_threshold)
         self.replay_ratio, self.replay_start = float(replay_ratio), int(replay_start)
-        gens = init_generators(self.seeds)
-        self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, True,
-                                 value_outputs=act_dim).to(self.device)
+        self.model, self.average = self.build(obs_shape, act_dim, hidden_size)
         self.actor = self.model
-        self.average = freeze(ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), init_generators(self.seeds),
-                                          True, value_outputs=act_dim).to(self.device))
         self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps, foreach=True)
         self.networks = {"model": self.model, "average": self.average}
         self.behaviour_width = act_dim
@@ -72,6 +68,14 @@ class ACER(A2C):
         self.memory: dict[str, torch.Tensor] = {}
         self.stored = 0  # rollouts stored so far (the same for every member)
         self.replay_rng = AgentRNG([stream_seed(s, "replay") for s in self.seeds], self.device)
+
+    def build(self, obs_shape, act_dim: int, hidden_size: int):
+        """The online network and its Polyak average (frozen), both drawn from the members' seeds."""
+        model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), init_generators(self.seeds), True,
+                            value_outputs=act_dim).to(self.device)
+        average = freeze(ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), init_generators(self.seeds),
+                                     True, value_outputs=act_dim).to(self.device))
+        return model, average
 
     # ---- acting -------------------------------------------------------------------------------------------
     @torch.no_grad()

@@ -73,7 +73,7 @@ ALGORITHM_SPECS = (
     Algorithm("SAC", "sac_main.py", "replay", actions=("box", "discrete")),  # discrete: Christodoulou's SAC
     Algorithm("A2C", "ac_main.py", "rollout", methods=("", "DIFF"), actions=("discrete", "box")),
     Algorithm("A3C", "ac_main.py", "async", methods=("",), actions=("discrete", "box")),
-    Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete",)),
+    Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box")),
 )
 ALGORITHM = {a.name: a for a in ALGORITHM_SPECS}
 ALGORITHMS = {a.name: a.script for a in ALGORITHM_SPECS}  # algorithm -> command line

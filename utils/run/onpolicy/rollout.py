@@ -16,7 +16,9 @@ import torch
 
 from algorithms.a2c import A2C
 from algorithms.acer import ACER
+from algorithms.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
 
+from ...errors import UsageError
 from ..sharing import Scheme, SharingSettings, independent
 
 AGENTS = {"A2C": A2C, "ACER": ACER}  # naming.ALGORITHM (family "rollout") -> class
@@ -33,6 +35,11 @@ class RolloutLearner:
         self.agents_per_seed, self.members, self.device = num_agents, len(member_seeds), device
         self.obs_shape, self.discrete = tuple(envs.obs_shape), envs.discrete
         cls = AGENTS[algorithm]
+        if cls is ACER and not envs.discrete:  # Wang et al.'s continuous ACER (Gaussian policy, SDN)
+            cls = ContinuousACER
+        elif any(key in algo for key in CONTINUOUS_DEFAULTS):
+            raise UsageError(f"--{next(key for key in CONTINUOUS_DEFAULTS if key in algo)} applies to ACER on a Box "
+                             "action space; drop it")
         if getattr(cls, "REPLAY", False):
             algo["rollout"] = (self.n_steps, self.per_member)
         self.agents = cls(self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device, envs.discrete,
