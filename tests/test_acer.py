@@ -115,7 +115,7 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--policy", "ACER", "--env", "Pendulum-v1"], "ACER needs a discrete action space"),
+    (["--policy", "ACER", "--env", "CartPole-v1", "--sdn_samples", "3"], "--sdn_samples applies to ACER on a Box"),
     (["--policy", "ACER", "--gae_lambda", "0.95"], "--gae_lambda: ACER"),
     (["--policy", "A2C", "--replay_ratio", "2"], "--replay_ratio applies to ACER"),
     (["--policy", "ACER", "--buffer_size", "10"], "cannot hold one rollout"),
