@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from utils.cli import (Parser, add_common_flags, available_cores, check_policy, count, default_agents, main_guard, real,
                        resolve_env, resolve_policy, run_flags, shared_settings, train_checked)
 from utils.errors import UsageError
@@ -24,7 +26,7 @@ ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms
         "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
-        "--sdn_samples": ("ACER",)}
+        "--sdn_samples": ("ACER",), "--reward_scale": ("A2C", "ACER")}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -78,6 +80,9 @@ def parse(argv=None):
     p.add_argument("--sdn_samples", type=count, default=None,
                    help="ACER on a Box action space: n, the actions sampled for the stochastic dueling network's "
                         "mean advantage (default: 5)")
+    p.add_argument("--reward_scale", type=real, default=None,
+                   help="A2C, ACER: multiply the rewards the agents learn from by this (curves and training-episode "
+                        "logs keep the environment's rewards), e.g. 0.1 on Pendulum-v1 (default: 1)")
     p.add_argument("--task_per_env", type=int, default=0, metavar="N",
                    help="the centralised multi-task baseline: one agent whose environment k plays the task agent "
                         "k mod N of the same seed would get (task variants; needs --envs_per_agent >= N); files "
@@ -137,6 +142,10 @@ def build_config(args):
     else:
         algo.update(envs_per_agent=args.envs_per_agent if args.envs_per_agent is not None else 8,
                     rms_alpha=rms_alpha, rms_eps=rms_eps)
+    if args.reward_scale is not None:  # recorded only when given
+        if not (np.isfinite(args.reward_scale) and 0.0 < args.reward_scale <= 1e6):
+            raise UsageError(f"--reward_scale {args.reward_scale} must be in (0, 1e6]")
+        algo["reward_scale"] = args.reward_scale
     if algorithm == "ACER":
         acer = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in ACER_DEFAULTS.items()}
         checks = [(acer["replay_ratio"] >= 0, "--replay_ratio must be >= 0"),

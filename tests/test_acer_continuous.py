@@ -164,3 +164,24 @@ def test_continuous_flags_are_checked(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0], (extra, err)
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").glob("*.npy"))
+
+
+def test_reward_scale_scales_what_the_agents_learn_from_not_the_curves(tmp_path):
+    from utils.run import Trainer
+
+    cfg = ac_main.build_config(ac_main.parse([*SHORT, "--reward_scale", "0.1", "--results_dir", str(tmp_path)]))
+    trainer = Trainer(cfg)
+    learner, seen = trainer.learner, []
+    store = learner.store
+
+    def spy(obs, actions, rewards, *args, **kwargs):
+        i = learner.position
+        store(obs, actions, rewards, *args, **kwargs)
+        seen.append((np.asarray(rewards, dtype=np.float32), learner.rollout["rewards"][:, i].reshape(-1).numpy().copy()))
+    learner.store = spy
+    trainer.run(stop_at=200)
+    assert len(seen) == 100  # 200 steps of 2 environments
+    for raw, stored in seen:
+        np.testing.assert_allclose(stored, raw * np.float32(0.1), rtol=1e-6)
+    curve = np.load(tmp_path / "ACER_Pendulum-v1_0.npy")
+    assert curve[0] < -100  # evaluations report the environment's returns, not scaled ones

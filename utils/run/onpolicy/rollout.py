@@ -31,6 +31,7 @@ class RolloutLearner:
                  device: torch.device, sharing: SharingSettings | None = None, common_init: bool = False):
         algo = dict(algo)
         self.n_steps, self.per_member = int(algo.pop("n_steps")), int(algo.pop("envs_per_agent"))
+        self.reward_scale = float(algo.pop("reward_scale", 1.0))  # what learning sees: r * scale (curves: raw r)
         self.steps_per_iteration = self.per_member  # environment steps per member and loop step
         self.agents_per_seed, self.members, self.device = num_agents, len(member_seeds), device
         self.obs_shape, self.discrete = tuple(envs.obs_shape), envs.discrete
@@ -93,6 +94,8 @@ class RolloutLearner:
         r["next_obs"][:, i] = view(next_obs, r["next_obs"].dtype)
         r["actions"][:, i] = self.pending
         r["rewards"][:, i] = view(rewards, torch.float32)
+        if self.reward_scale != 1.0:
+            r["rewards"][:, i] *= self.reward_scale
         r["terminated"][:, i] = view(terminated, torch.float32)
         r["ended"][:, i] = view(ended, torch.float32)
         if "mu" in r:
