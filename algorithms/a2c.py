@@ -82,7 +82,16 @@ def advantages(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.T
 def clip_per_member(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale each member's gradient (its slice of every parameter) to global norm at most ``max_norm``, as
     ``torch.nn.utils.clip_grad_norm_`` does for one model; returns the norms before clipping [N]."""
-    norm = torch.stack([p.grad.reshape(p.shape[0], -1).pow(2).sum(1) for p in params]).sum(0).sqrt()
+    # Each member's squared norm is summed parameter by parameter in a fixed order, and each parameter's rows are
+    # reduced as a batch of at least two rows: torch reduces a column of a [params, N] stack, and a lone [1, D] row,
+    # in an order that depends on N, so a member's clipping (hence its run) would depend on how many members share
+    # the model (found on Pendulum, where Gaussian actions carry the last bits on).
+    total = None
+    for p in params:
+        g = p.grad.reshape(p.shape[0], -1)
+        sq = g.expand(2, -1).pow(2).sum(1)[:1] if g.shape[0] == 1 else g.pow(2).sum(1)
+        total = sq if total is None else total + sq
+    norm = total.sqrt()
     scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
     for p in params:
         p.grad.mul_(scale.view(-1, *(1,) * (p.dim() - 1)))

@@ -143,6 +143,19 @@ def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+def test_gaussian_seeds_batched_in_any_group_equal_seeds_alone(tmp_path):
+    """On Pendulum (Gaussian actions carry any last-bit difference on), with gradient clipping active: seed 1
+    alone, beside seed 0, and beside seeds 2 and 3 writes the same curve, bit for bit (the per-member gradient norm
+    does not depend on how many members share the model)."""
+    args = [*SHORT, "--env", "Pendulum-v1"]
+    for name, seeds in (("one", ["--seed", "1"]), ("two", ["--seeds", "0", "1"]), ("three", ["--seeds", "1", "2", "3"])):
+        assert run_cli(*args, *seeds, "--results_dir", str(tmp_path / name)) == 0
+    one = np.load(tmp_path / "one" / "A2C_Pendulum-v1_1.npy")
+    assert len(set(one.tolist())) == len(one)
+    for name in ("two", "three"):
+        np.testing.assert_array_equal(one, np.load(tmp_path / name / "A2C_Pendulum-v1_1.npy"))
+
+
 def test_env_workers_give_the_same_curves(tmp_path):
     args = [*SHORT[:-5], "--policy", "DIFF_A2C", "--num_agents", "2", "--threads", "1", "--quiet"]
     assert run_cli(*args, "--env_workers", "0", "--results_dir", str(tmp_path / "local")) == 0
