@@ -113,3 +113,18 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
     record_text = json.loads(record.read_text())
     assert record_text["config"]["save_model"] is False
+
+
+def test_an_a3c_checkpoint_plays_the_model_of_its_step(tmp_path):
+    """An unfinished A3C run's checkpoint (the shared model, workers idle at the gate) plays the evaluation of its
+    step exactly."""
+    from utils.run.onpolicy.asynchronous import AsyncTrainer
+
+    args = ["--policy", "A3C", "--env", "CartPole-v1", "--max_time_steps", "1600", "--eval_freq", "800",
+            "--eval_episodes", "3", "--num_processes", "1", "--checkpoint_freq", "800", "--quiet", "--seed", "4",
+            "--results_dir", str(tmp_path)]
+    AsyncTrainer(ac_main.build_config(ac_main.parse(args))).run(stop_at=800)
+    curve = np.load(tmp_path / "A3C_CartPole-v1_4.npy")
+    assert len(curve) == 2  # steps 0 and 800
+    out = play.watch(play.parse([str(tmp_path / "checkpoints" / "A3C_CartPole-v1_4.pt"), "--episodes", "3"]))
+    assert np.mean(out["returns"]) == curve[-1] and "(step 800)" in out["loaded"]
