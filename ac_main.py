@@ -26,7 +26,7 @@ ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms
         "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
-        "--sdn_samples": ("ACER",), "--reward_scale": ("A2C", "ACER")}
+        "--sdn_samples": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER")}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -81,7 +81,7 @@ def parse(argv=None):
                    help="ACER on a Box action space: n, the actions sampled for the stochastic dueling network's "
                         "mean advantage (default: 5)")
     p.add_argument("--reward_scale", type=real, default=None,
-                   help="A2C, ACER: multiply the rewards the agents learn from by this (curves and training-episode "
+                   help="multiply the rewards the agents learn from by this (curves and training-episode "
                         "logs keep the environment's rewards), e.g. 0.1 on Pendulum-v1 (default: 1)")
     p.add_argument("--task_per_env", type=int, default=0, metavar="N",
                    help="the centralised multi-task baseline: one agent whose environment k plays the task agent "

@@ -28,7 +28,8 @@ from torch.distributions import Categorical, Normal
 
 DEFAULTS = {"lr": 1e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 40.0,
             "n_steps": 20, "num_processes": 2, "hidden_size": 64}
-OPTIONAL = ("recurrent",)  # settings a run lists only when given (--recurrent), so earlier records stay as they were
+# settings a run lists only when given (--recurrent, --reward_scale), so earlier records stay as they were
+OPTIONAL = ("recurrent", "reward_scale")
 
 
 NATURE_FEATURES, ATARI_LSTM = 512, 256  # the Nature CNN's output; the LSTM after it (--recurrent)

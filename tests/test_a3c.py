@@ -212,3 +212,23 @@ def test_a3c_learns_cartpole(tmp_path):
     curve = AsyncTrainer(cfg).run(stop_when=lambda score: score >= 475)[0]
     print(f"A3C CartPole-v1: {curve.tolist()} ({time.time() - start:.0f} s)")
     assert curve.max() >= 475, curve.tolist()
+
+
+def test_reward_scale_scales_what_a_worker_learns_from_not_its_episode_returns():
+    """Two workers on the same seeded CartPole with the same model and sampling seed, one with --reward_scale 0.5:
+    the same actions, rewards halved in the rollout, the finished episodes' returns the environment's."""
+    torch.manual_seed(0)
+    model = ActorCritic(4, 2)
+    rollouts, finished = [], []
+    for scale in (1.0, 0.5):
+        settings = a3c_settings({"n_steps": 5, **({"reward_scale": scale} if scale != 1.0 else {})})
+        torch.manual_seed(3)
+        learner = ActorLearner(model, SharedAdam(model.parameters()), make_env("CartPole-v1", actions=ACTIONS,
+                                                                                 who="A3C"), settings, seed=1)
+        learner.pull()
+        rollouts.append(learner.rollout(60))
+        finished.append(list(learner.finished))
+    plain, scaled = rollouts
+    assert torch.equal(plain.actions, scaled.actions)
+    torch.testing.assert_close(scaled.rewards, plain.rewards * 0.5)
+    assert finished[0] and finished[0] == finished[1]  # episodes ended, their returns unscaled

@@ -173,6 +173,7 @@ class ActorLearner:
         self.local = ActorCritic(**shared.spec())
         self.obs, _ = env.reset(seed=int(seed))
         self.state = self.local.initial_state() if self.local.recurrent else None  # --recurrent: the acting state
+        self.reward_scale = float(settings.get("reward_scale", 1.0))
         self.ep_return, self.ep_length = 0.0, 0
         self.finished: list[tuple[float, int]] = []  # (return, length) of the episodes ended since the last take
 
@@ -192,7 +193,7 @@ class ActorLearner:
             nxt, r, terminated, truncated, _ = self.env.step(int(env_action) if self.local.discrete else env_action)
             obs.append(o)
             actions.append(a)
-            rewards.append(float(r))
+            rewards.append(float(r) * self.reward_scale)  # what the update learns from (episode returns: raw)
             term.append(bool(terminated))
             trunc.append(bool(truncated))
             next_obs.append(torch.as_tensor(nxt, dtype=torch.float32))
