@@ -154,14 +154,12 @@ class ActorCritic(nn.Module):
         and that action clipped to the bounds (Box) or as integers (discrete). Draws as ``distribution`` would
         describe, without building the distribution object (most of the cost of a step on small networks).
         Recurrent: from ``state``, and the next state comes third."""
-        lead = obs.shape[:obs.dim() - len(self.obs_shape)]
         if self.recurrent:
+            lead = obs.shape[:obs.dim() - len(self.obs_shape)]
             out, _, state = self.step(obs.reshape(-1, *self.obs_shape), state)
             a, env_action = self._draw(out.reshape(*lead, -1), greedy)
             return a, env_action, state
-        if self.frames is not None:
-            return self._draw(self.policy(self.features(obs.reshape(-1, *self.frames))).reshape(*lead, -1), greedy)
-        return self._draw(self.policy(obs), greedy)
+        return self._draw(self.policy(self.features(obs)), greedy)
 
     def _draw(self, out: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, np.ndarray]:
         if self.discrete:

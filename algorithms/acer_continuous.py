@@ -84,8 +84,7 @@ class ContinuousACER(ACER):
         super().__init__(obs_shape, act_dim, low, high, seeds, device, True, **kwargs)
         self.discrete = False
         half = (torch.as_tensor(high, dtype=torch.float32) - torch.as_tensor(low, dtype=torch.float32)) / 2
-        self.sigma = (self.action_std * half).to(self.device)  # [d]
-        self.behaviour_width = act_dim  # the behaviour mean, for importance weights
+        self.sigma = (self.action_std * half).to(self.device)  # [d]; the rollout keeps the behaviour mean (width d)
         self.sdn_rng = AgentRNG([stream_seed(s, "sdn") for s in self.seeds], self.device)
         self.sdn_rng.blocks = False  # its counters are put back for masked members, which a block cache would miss
 
@@ -101,7 +100,7 @@ class ContinuousACER(ACER):
         return mean + self.sigma * self.explore_rng.normal(*mean.shape[1:]), mean
 
     @torch.no_grad()
-    def greedy(self, model, obs: torch.Tensor, state=None):
+    def greedy(self, model, obs: torch.Tensor):
         return torch.clamp(model.mean(obs), self.low, self.high)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,6 @@ class BatchedLSTMCell(nn.Module):
     def __init__(self, fan_in: int, hidden: int, gens: Sequence[torch.Generator]):
         super().__init__()
         n, bound = len(gens), 1.0 / math.sqrt(hidden)
-        self.hidden = hidden
         w_ih, w_hh = torch.empty(n, 4 * hidden, fan_in), torch.empty(n, 4 * hidden, hidden)
         b_ih, b_hh = torch.empty(n, 4 * hidden), torch.empty(n, 4 * hidden)
         with torch.no_grad():

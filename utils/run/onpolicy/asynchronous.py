@@ -309,15 +309,7 @@ class AsyncTrainer:
         self.cfg, self.s = cfg, cfg.algo
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        probe = make_env(cfg.env, task_for(cfg.env, cfg.seed), actions=ACTIONS, who="A3C")
-        space = probe.action_space
-        self.discrete = not hasattr(space, "low")
-        shape = probe.observation_space.shape
-        self.obs_dim = shape[0]
-        self.frames = {"frames": list(shape)} if len(shape) == 3 else {}  # Atari: the Nature CNN's input
-        self.act_dim = int(space.n) if self.discrete else space.shape[0]
-        self.bounds = {} if self.discrete else {"low": space.low.tolist(), "high": space.high.tolist()}
-        probe.close()
+        self.spec = a3c_spec(cfg)  # how every seed's shared model is built
         self.processes: list = []  # the current seed's worker processes
         self.last_checkpoint: int | None = None
 
@@ -351,8 +343,7 @@ class AsyncTrainer:
         task = task_for(cfg.env, cfg.seed)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
-        self.model = ActorCritic(self.obs_dim, self.act_dim, s["hidden_size"], **self.bounds, **self.frames,
-                                 recurrent=s.get("recurrent", False)).share_memory()
+        self.model = ActorCritic(**self.spec).share_memory()
         self.optimizer = SharedAdam(self.model.parameters(), lr=s["lr"])
         self.t, self.curve, self.last_checkpoint = 0, [], None
         # the training episodes, as the lockstep family logs them (env = the worker's index)
