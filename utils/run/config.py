@@ -101,7 +101,8 @@ class RunConfig:
     @property
     def variant(self) -> str:
         return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env,
-                           "recurrent": self.algo.get("recurrent")}, self.policy)
+                           "recurrent": self.algo.get("recurrent"),
+                           "seq_encoder": self.algo.get("seq_encoder")}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""

@@ -35,6 +35,7 @@ from .onpolicy.episode_log import EpisodeLog
 from .evaluation import Evaluation
 from .files import RunFiles, cpu_capability, plan_resume
 from .replay.learner import Learner
+from .replay.recurrent import RecurrentLearner
 from .onpolicy.rollout import RolloutLearner
 from .progress import Progress, StopSignals, interrupted_message, non_finite_message
 
@@ -168,7 +169,8 @@ class Trainer:
             self.learner = RolloutLearner(cfg.algorithm, cfg.algo, self.member_seeds, n, c, self.device,
                                           cfg.sharing_settings(), common_init=cfg.init == "common")
         else:
-            self.learner = Learner(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low,
+            kind = RecurrentLearner if cfg.algo.get("seq_encoder") else Learner
+            self.learner = kind(cfg.algorithm, cfg.algo, self.member_seeds, n, c.obs_dim, c.act_dim, c.low,
                                    c.high, cfg.buffer_size, cfg.batch_size, cfg.updates_per_step, self.device,
                                    cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step, cfg.per or None,
                                    common_init=cfg.init == "common")

@@ -38,19 +38,14 @@ class Learner:
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         # a discrete action space (act_dim actions, no bounds: low and high None) takes the algorithm's discrete form
         discrete = low is None
-        self.agents = (DISCRETE if discrete else ALGORITHMS)[algorithm](obs_dim, act_dim, low, high, member_seeds,
-                                                                        device, **algo)
+        self.agents = self.make_agents(algorithm, algo, discrete, obs_dim, act_dim, low, high, member_seeds, device)
         if common_init:  # before anything (the sharing scheme) reads or copies the parameters
             self.agents.start_equal(num_agents)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.groups_per_seed = self.scheme.groups // self.scheme.seeds
         gamma = algo.get("discount", algo.get("gamma", 0.99))
-        # a discrete action is stored as its index, in an action column of width 1
-        self.buffer = SharedReplayBuffer(obs_dim, 1 if discrete else act_dim, self.scheme.capacity(buffer_size, n_step),
-                                         self.scheme.writers, device, self.agents.gaussian_behaviour,
-                                         groups=self.scheme.groups, behaviour_width=self.agents.behaviour_width,
-                                         n_step=n_step, gamma=gamma, sequences=bool(algo.get("vtrace")),
-                                         prioritized=prioritized)
+        self.buffer = self.make_buffer(obs_dim, 1 if discrete else act_dim, buffer_size, n_step, gamma,
+                                       bool(algo.get("vtrace")), prioritized)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.eval_actor = copy.deepcopy(self.agents.actor).requires_grad_(False)
@@ -61,6 +56,18 @@ class Learner:
         self.stats = torch.zeros((len(STATS), self.members), dtype=torch.float64, device=device)
         self.step_t = torch.zeros((), dtype=torch.long, device=device)  # the environment step, for first_bad
         self.graphs = UpdateGraphs(self) if cuda_graphs else None
+
+    def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
+        """The batched agents of ``algorithm`` (its discrete form on a discrete action space)."""
+        return (DISCRETE if discrete else ALGORITHMS)[algorithm](*args, **algo)
+
+    def make_buffer(self, obs_dim: int, act_dim: int, buffer_size: int, n_step: int, gamma: float, sequences: bool,
+                    prioritized: dict | None) -> SharedReplayBuffer:
+        """The replay buffers of all groups (a discrete action is stored as its index, ``act_dim`` 1)."""
+        return SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size, n_step), self.scheme.writers,
+                                  self.device, self.agents.gaussian_behaviour, groups=self.scheme.groups,
+                                  behaviour_width=self.agents.behaviour_width, n_step=n_step, gamma=gamma,
+                                  sequences=sequences, prioritized=prioritized)
 
     @torch.no_grad()
     def snapshot(self):
@@ -111,7 +118,7 @@ class Learner:
         finite = torch.isfinite(info["critic_loss"])
         if "actor_loss" in info:
             finite = finite & torch.isfinite(info["actor_loss"])
-        self.accumulate(batch.own, info)
+        self.accumulate(info.get("own", batch.own), info)  # a recurrent update's samples are its trained steps
         finite = self.scheme.after_update(self.buffer, finite)
         self.first_bad.copy_(torch.where((self.first_bad < 0) & ~finite, self.step_t, self.first_bad))
 

@@ -1,0 +1,170 @@
+"""--seq_encoder (recurrent SAC with sequence replay): the batched GRU against torch.nn.GRUCell, windows that stay
+inside what was stored and zero the state at every episode start, stored states that are the states the agents
+acted with, the update against a plain per-member loop of torch modules, and whole runs (seeds batched = alone =
+killed and resumed; DASE; bad values)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import sac_main
+from algorithms.nets import AgentRNG
+from algorithms.sequence import BatchedGRUCell, SequenceEncoder
+from utils.cli import main_guard
+from utils.run.replay.sequences import SequenceReplayBuffer
+
+
+def run_cli(*args: str) -> int:
+    return main_guard(sac_main.run, list(args))
+
+
+def test_gru_cell_is_torchs_gru_cell_per_member():
+    """Member i is drawn as torch draws a GRUCell from the same seed, and computes what that cell computes."""
+    seeds, fan_in, hidden = [5, 11], 3, 4
+    cell = BatchedGRUCell(fan_in, hidden, [torch.Generator().manual_seed(s) for s in seeds])
+    x, h = torch.randn(2, 6, fan_in), torch.randn(2, 6, hidden)
+    out = cell(x, h)
+    for i, s in enumerate(seeds):
+        torch.manual_seed(s)
+        ref = nn.GRUCell(fan_in, hidden)
+        torch.testing.assert_close(cell.w_ih[i], ref.weight_ih.T, rtol=0, atol=0)
+        torch.testing.assert_close(cell.w_hh[i], ref.weight_hh.T, rtol=0, atol=0)
+        torch.testing.assert_close(cell.b_hh[i, 0], ref.bias_hh, rtol=0, atol=0)
+        torch.testing.assert_close(out[i], ref(x[i], h[i]), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_unroll_zeroes_the_state_at_episode_starts_and_equals_steps(kind):
+    """Unrolling T steps equals T single steps with the state zeroed where an episode starts; the features of the
+    next observations are one more step from each state after."""
+    enc = SequenceEncoder(kind, 3, 5, [torch.Generator().manual_seed(s) for s in (1, 2)])
+    obs, first = torch.randn(2, 4, 6, 3), (torch.rand(2, 4, 6) < 0.3).float()
+    state0 = torch.randn(2, 4, enc.state_size)
+    features, after = enc.unroll(obs, state0, first)
+    state = state0
+    for t in range(6):
+        f, state = enc.step(obs[:, :, t], state * (1 - first[:, :, t, None]))
+        torch.testing.assert_close(features[:, :, t], f)
+        torch.testing.assert_close(after[:, :, t], state)
+    nxt = torch.randn(2, 4, 6, 3)
+    torch.testing.assert_close(enc.next_features(nxt, after)[:, :, 2], enc.step(nxt[:, :, 2], after[:, :, 2])[0])
+
+
+def fill(buffer: SequenceReplayBuffer, steps: int, writers: int, rng: np.random.Generator) -> list[list[int]]:
+    """Store ``steps`` steps whose observation is (step, writer, episode) and whose stored state is (step, writer);
+    episodes end at random. Returns each writer's episode id per step."""
+    episode, first, ids = np.zeros(writers, dtype=int), np.ones(writers), []
+    for t in range(steps):
+        obs = np.stack([np.full(writers, t), np.arange(writers), episode], axis=1).astype(np.float32)
+        ended = rng.random(writers) < 0.2
+        state = torch.as_tensor(np.stack([np.full(writers, t), np.arange(writers)], axis=1), dtype=torch.float32)
+        buffer.add(obs, np.zeros((writers, 1)), np.zeros(writers), obs, ended, ended=ended, state=state, first=first)
+        ids.append(episode.tolist())
+        first = ended.astype(float)
+        episode = episode + ended
+    return ids
+
+
+@pytest.mark.parametrize("steps", [7, 23])  # filling, and after the ring (10 steps) wrapped around twice
+def test_windows_are_consecutive_stored_steps_of_one_writer_and_marked_at_every_episode_start(steps):
+    writers, length = 2, 4
+    buffer = SequenceReplayBuffer(3, 1, 10 * writers, writers, "cpu", seq_len=length, state_size=2)
+    fill(buffer, steps, writers, np.random.default_rng(0))
+    rng = AgentRNG([0, 1])
+    starts = set()
+    for _ in range(50):
+        batch = buffer.sample(16, rng)
+        obs, first = batch.obs.numpy(), batch.sequence["first"].numpy()  # [M, B, L, 3], [M, B, L]
+        step, writer, episode = obs[..., 0], obs[..., 1], obs[..., 2]
+        assert np.all(np.diff(step, axis=-1) == 1)  # consecutive steps: no wrap into overwritten or unwritten rows
+        assert step.min() >= max(0, steps - 10) and step.max() <= steps - 1
+        assert np.all(writer == writer[..., :1])  # one writer per window
+        changed = np.diff(episode, axis=-1) != 0
+        assert np.all(first[..., 1:][changed] == 1)  # a new episode inside a window is always marked
+        assert np.all(first[..., 1:][~changed] == 0)
+        state = batch.sequence["state"].numpy()  # the state stored with the window's first row
+        np.testing.assert_array_equal(state, np.stack([step[..., 0], writer[..., 0]], axis=-1))
+        own = batch.own.numpy()
+        np.testing.assert_array_equal(own, writer == np.arange(2).reshape(2, 1, 1))
+        starts |= {(int(s), int(w)) for s, w in zip(step[..., 0].ravel(), writer[..., 0].ravel())}
+    stored = min(steps, 10)
+    assert len(starts) == (stored - length + 1) * writers  # every possible window start is drawn
+
+
+def short(*extra: str) -> list[str]:
+    return ["--env", "VelocityMaskedPendulum-v1", "--seq_encoder", "gru", "--num_steps", "600", "--start_steps",
+            "200", "--eval_freq", "200", "--eval_episodes", "2", "--batch_size", "4", "--seq_len", "6", "--burn_in",
+            "2", "--seq_hidden", "32", "--hidden_size", "16", "--threads", "1", "--quiet", *extra]
+
+
+def test_stored_states_are_the_states_the_agents_acted_with(tmp_path):
+    """In the warm-up (no update: the parameters stay), every row's stored state is the member's state before it
+    acted there, and replaying the stored observations from zero at each episode start gives them all."""
+    from utils.run import Trainer
+
+    cfg = sac_main.build_config(sac_main.parse(["--policy", "DASE_SAC", *short("--results_dir", str(tmp_path),
+                                                                                "--policy_type", "Gaussian",
+                                                                                "--start_steps", "450")]))
+    trainer = Trainer(cfg)
+    learner, T = trainer.learner, 450  # Pendulum's episodes end at 200 and 400
+    before = []
+    act = learner.act
+
+    def spy_act(obs, warmup):
+        before.append(learner.agents.acting.clone())
+        return act(obs, warmup)
+    learner.act = spy_act
+    trainer.run(stop_at=T)
+    buf = learner.buffer
+    rows = T * 2
+    stored = buf.state[0, :rows].view(T, 2, -1)
+    torch.testing.assert_close(stored, torch.stack(before), rtol=0, atol=0)
+    first = buf.first[0, :rows].view(T, 2)  # [T, member]
+    assert first[0].tolist() == [1, 1] and first.sum() == 6  # the first step, and the step after each episode end
+    obs = buf.obs[0, :rows].view(T, 2, -1)
+    with torch.no_grad():  # each member's own rows, replayed with its own encoder from a zero state
+        _, after = learner.agents.encoder.unroll(obs.transpose(0, 1).unsqueeze(1), learner.agents.encoder.initial_state(1),
+                                                 first.T.unsqueeze(1))
+    expected = after[:, 0, :-1] * (1 - first[1:].T.unsqueeze(-1))  # acting zeroed the state after an episode's end
+    torch.testing.assert_close(stored[1:].transpose(0, 1), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_recurrent_sac_seeds_batched_equal_alone_and_a_cut_resume(tmp_path, seed_one_three_ways):
+    """Stopped at 333 steps (mid-evaluation period, after updates began): the checkpoint must hold the acting
+    states, the episode starts, the stored states and both encoders."""
+    args = ["--policy", "DASE_SAC", *short("--policy_type", "Gaussian")]
+    names = [f"DASE_SAC_gru_VelocityMaskedPendulum-v1_1_Agent_{i}{k}.npy" for i in range(2) for k in ("", "_weights")]
+    curves = seed_one_three_ways(sac_main, args, 333, tmp_path, names)
+    assert curves[0].shape == (4,) and len(set(curves[0].tolist())) >= 3
+    weights = curves[1]  # the mean weight of the peer's steps per period (none before the first update)
+    assert np.isnan(weights[:2]).all() and np.all((weights[2:] > 0) & (weights[2:] <= 1))
+
+
+def test_lstm_deterministic_sac_runs_and_names_its_files(tmp_path):
+    assert run_cli("--policy", "SAC", *short("--seq_encoder", "lstm", "--num_steps", "400",
+                                             "--results_dir", str(tmp_path))) == 0
+    curve = np.load(tmp_path / "SAC_lstm_VelocityMaskedPendulum-v1_0.npy")
+    assert curve.shape == (3,) and np.all(np.isfinite(curve))
+
+
+@pytest.mark.parametrize("bad, says", [
+    (["--seq_encoder", "attn"], "--seq_encoder 'attn': one of gru, lstm"),
+    (["--burn_in", "6"], "--burn_in 6 must be in [0, --seq_len 6)"),
+    (["--buffer_size", "10"], "cannot hold 6 steps of 2 agent(s)"),
+    (["--start_steps", "5"], "give at least --seq_len 6"),
+    (["--seq_len", "0"], "--seq_len must be a positive integer"),
+    (["--n_step", "3"], "not implemented for sequence replay"),
+    (["--policy", "DPD_SAC"], "not implemented with sequence replay"),
+])
+def test_bad_sequence_settings_are_one_line_and_exit_2(tmp_path, capsys, bad, says):
+    code = run_cli("--policy", "DASE_SAC", *short("--results_dir", str(tmp_path / "out")), *bad)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and says in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sequence_flags_without_an_encoder_are_refused(tmp_path, capsys):
+    assert run_cli("--policy", "SAC", "--env", "Pendulum-v1", "--burn_in", "2", "--results_dir", str(tmp_path)) == 2
+    assert "apply with --seq_encoder" in capsys.readouterr().err

@@ -1,0 +1,90 @@
+"""The learner of recurrent replay agents (``--seq_encoder``): ``Learner`` with sequence replay, each member's
+acting state carried from step to step (zeroed when its episode ends, kept in checkpoints), and a stateful policy
+for evaluation.
+
+Acting runs the encoder at every step, the warm-up's random steps included, so the state stored with each row is
+the state the member had when it acted there (R2D2's stored state); the update's burn-in refreshes it.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import numpy as np
+import torch
+
+from algorithms.recurrent_sac import RecurrentSAC
+
+from .learner import Learner
+from .sequences import SequenceReplayBuffer
+
+RECURRENT = {"SAC": RecurrentSAC}  # the algorithms with a recurrent form
+
+
+class RecurrentLearner(Learner):
+    """``Learner`` for agents with a sequence encoder (see the module's docstring)."""
+
+    def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
+        if discrete or algorithm not in RECURRENT:
+            raise ValueError(f"--seq_encoder: no recurrent form of {algorithm} on this action space")
+        return RECURRENT[algorithm](*args, **algo)
+
+    def make_buffer(self, obs_dim, act_dim, buffer_size, n_step, gamma, sequences, prioritized):
+        if n_step > 1 or prioritized or self.scheme.by_writer or self.scheme.distillation is not None:
+            raise ValueError("--seq_encoder: N-step, prioritized, graph-restricted and DPD replay are not implemented "
+                             "for sequences")
+        w = self.scheme.writers
+        self.first = np.ones(self.members, dtype=np.float32)  # every member's next step starts an episode
+        self.stored: Optional[torch.Tensor] = None  # the states of the last ``act``, for ``store``
+        return SequenceReplayBuffer(obs_dim, act_dim, buffer_size - buffer_size % w, w, self.device,
+                                    seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
+                                    groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour)
+
+    def act(self, obs: np.ndarray, warmup: bool):
+        """Every member's encoder steps (the warm-up too); exploration actions from its features (None: random)."""
+        self.stored = self.agents.acting.clone()
+        features = self.agents.observe(self.agents._obs(obs))
+        if warmup:
+            return None, None
+        action, behaviour = self.agents.explore_device(features)
+        return action.cpu().numpy(), None if behaviour is None else tuple(b.cpu().numpy() for b in behaviour)
+
+    def explore(self, obs: np.ndarray):
+        return self.act(obs, False)
+
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
+        ended = np.asarray(terminated if ended is None else ended, dtype=bool).reshape(-1)
+        self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended, state=self.stored,
+                        first=self.first)
+        self.first = ended.astype(np.float32)
+        self.agents.episodes_ended(torch.as_tensor(ended, device=self.device))
+
+    @torch.no_grad()
+    def snapshot(self):
+        """The encoders and actors as they are now, as a stateful policy: an evaluation's episodes all start
+        together from a zero state (one state per block of episodes, ``part``, for evaluations on several tasks)."""
+        agents = copy.deepcopy(self.agents.encoder), copy.deepcopy(self.agents.actor)
+        encoder, actor = agents
+        states: dict[int, torch.Tensor] = {}
+        device = self.device
+
+        @torch.no_grad()
+        def policy(obs: np.ndarray, part: int = 0) -> np.ndarray:
+            x = torch.as_tensor(obs, dtype=torch.float32, device=device)
+            state = states.get(part)
+            if state is None:
+                state = encoder.initial_state(x.shape[1])
+            features, states[part] = encoder.step(x, state)
+            return actor(features).cpu().numpy()
+        policy.stateful = True
+        return policy
+
+    def state_dict(self, seed_index: int) -> dict:
+        rows = slice(seed_index * self.agents_per_seed, (seed_index + 1) * self.agents_per_seed)
+        return {**super().state_dict(seed_index), "acting_state": self.agents.acting[rows].cpu().clone(),
+                "first": torch.from_numpy(self.first[rows].copy())}
+
+    def load_state_dicts(self, states: list[dict]) -> None:
+        super().load_state_dicts(states)
+        self.agents.acting.copy_(torch.cat([s["acting_state"] for s in states]).to(self.device))
+        self.first = torch.cat([s["first"] for s in states]).numpy().astype(np.float32)

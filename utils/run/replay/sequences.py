@@ -1,0 +1,82 @@
+"""Sequence replay for recurrent learners (``--seq_encoder``): the rows of ``SharedReplayBuffer`` plus, per row,
+whether an episode starts there and the writer's recurrent state before it acted there (R2D2's stored state).
+
+Rows are whole steps (writer w of step k at row k * writers + w), so a writer's window of L consecutive steps is
+the rows (k + j) * writers + w, j < L, across the ring's wrap-around. A member draws a window's first step
+uniformly among the steps whose L steps are all stored (none past the newest step, none overwritten), then, in a
+shared buffer (DASE), the writer uniformly among its group's writers: every stored step of every writer is equally
+likely to start a window, as every row is equally likely in one-step replay. Windows may run across an episode's
+end: the step after it is marked as a start, where the learner zeroes the state, as acting did; nothing of the
+old episode reaches the new one.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from algorithms.base import Batch
+from algorithms.nets import AgentRNG
+
+from .buffer import SharedReplayBuffer
+
+
+class SequenceReplayBuffer(SharedReplayBuffer):
+    """``SharedReplayBuffer`` with stored states and episode starts, sampled in windows of ``seq_len`` steps."""
+
+    FIELDS = SharedReplayBuffer.FIELDS + ("first", "state")
+
+    def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int, device, *, seq_len: int,
+                 state_size: int, groups: int = 1, gaussian_behaviour: bool = False):
+        if capacity % writers:
+            raise ValueError(f"sequence replay needs whole steps: capacity {capacity} is not a multiple of {writers}")
+        if capacity // writers < seq_len:
+            raise ValueError(f"a buffer of {capacity // writers} steps cannot hold a window of {seq_len}")
+        super().__init__(obs_dim, act_dim, capacity, writers, device, gaussian_behaviour, groups=groups)
+        self.seq_len = int(seq_len)
+        self.first = torch.zeros((self.groups, self.capacity, 1), dtype=torch.float32, device=self.device)
+        self.state = torch.zeros((self.groups, self.capacity, state_size), dtype=torch.float32, device=self.device)
+
+    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None, ended=None, *,
+            state: torch.Tensor, first) -> None:
+        """One step per member (see ``SharedReplayBuffer.add``), with each member's state before it acted [M, S]
+        and whether its episode started at this step [M]."""
+        g, n = self.groups, self.writers
+        rows = (self.ptr + torch.arange(n, device=self.device)) % self.capacity
+        self.state[:, rows] = state.to(self.device, torch.float32).reshape(g, n, -1)
+        self.first[:, rows] = torch.as_tensor(np.asarray(first, dtype=np.float32), device=self.device).view(g, n, 1)
+        super().add(obs, action, reward, next_obs, terminated, behaviour, ended)
+
+    def window_rows(self, batch_size: int, rng: AgentRNG) -> torch.Tensor:
+        """Each member's ``batch_size`` windows as rows of its group [M, B, L] (see the module's docstring)."""
+        w, steps, length = self.writers, self.capacity // self.writers, self.seq_len
+        stored = self.filled // w
+        offset = rng.randint(stored - (length - 1), batch_size)  # the window's first step, oldest = 0
+        oldest = torch.where(self.filled == self.capacity, self.newest // w + 1, 0)
+        start = (oldest + offset) % steps  # [M, B]
+        writer = rng.randint(w, batch_size) if w > 1 else torch.zeros_like(start)
+        k = torch.arange(length, device=self.device)
+        return ((start.unsqueeze(-1) + k) % steps) * w + writer.unsqueeze(-1)
+
+    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None,
+               step: Optional[torch.Tensor] = None) -> Batch:
+        """Windows [M, B, L, ...] of each member's own group; ``own`` [M, B, L] marks its own steps, ``sequence``
+        holds ``first`` [M, B, L] and the stored ``state`` [M, B, S] before each window's first step."""
+        if groups is not None:
+            raise ValueError("sequence replay samples a member's own group only")
+        rows = self.window_rows(batch_size, rng)
+        g = self.member_group.view(-1, 1, 1)
+        own = self.writer[g, rows] == self.member_id.view(-1, 1, 1)
+        beh = (self.behaviour_mean[g, rows], self.behaviour_std[g, rows]) if self.behaviour_mean is not None \
+            else (None, None)
+        sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]]}
+        return Batch(self.obs[g, rows], self.action[g, rows], self.reward[g, rows], self.next_obs[g, rows],
+                     self.not_done[g, rows], own, *beh, sequence=sequence)
+
+    @staticmethod
+    def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False,
+                  behaviour_width: int = 0, state_size: int = 0) -> int:
+        """Memory of one group: the one-step rows plus a start flag and a state per row."""
+        return SharedReplayBuffer.bytes_for(obs_dim, act_dim, capacity, gaussian_behaviour, behaviour_width) \
+            + capacity * 4 * (1 + state_size)
