@@ -4,6 +4,8 @@ acted with, the update against a plain per-member loop of torch modules, and who
 killed and resumed; DASE; bad values)."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -168,3 +170,107 @@ def test_bad_sequence_settings_are_one_line_and_exit_2(tmp_path, capsys, bad, sa
 def test_sequence_flags_without_an_encoder_are_refused(tmp_path, capsys):
     assert run_cli("--policy", "SAC", "--env", "Pendulum-v1", "--burn_in", "2", "--results_dir", str(tmp_path)) == 2
     assert "apply with --seq_encoder" in capsys.readouterr().err
+
+
+def _mlp(layers, i: int, x: torch.Tensor) -> torch.Tensor:
+    """Member i of a stacked MLP as plain products (ReLU between layers, none after the last)."""
+    for j, layer in enumerate(layers):
+        x = x @ layer.weight[i] + layer.bias[i, 0]
+        x = torch.relu(x) if j < len(layers) - 1 else x
+    return x
+
+
+def _gru(cell, i: int) -> nn.GRUCell:
+    ref = nn.GRUCell(cell.w_ih.shape[1], cell.w_hh.shape[1])
+    with torch.no_grad():
+        ref.weight_ih.copy_(cell.w_ih[i].T)
+        ref.weight_hh.copy_(cell.w_hh[i].T)
+        ref.bias_ih.copy_(cell.b_ih[i, 0])
+        ref.bias_hh.copy_(cell.b_hh[i, 0])
+    return ref
+
+
+@pytest.mark.parametrize("burn_in", [0, 3])
+def test_recurrent_critic_loss_and_encoder_gradient_equal_a_plain_loop_with_torch_modules(burn_in):
+    """Member by member, with torch's GRUCell and plain products: burn-in from the stored state without gradient,
+    the state zeroed at episode starts, next features one cell step from each state after, the target's action
+    from the online features and its values from the target encoder's; the critic loss and its gradient with
+    respect to the encoder are the batched update's."""
+    import algorithms.recurrent_sac as rs
+    from algorithms.base import Batch
+    from algorithms.recurrent_sac import RecurrentSAC
+
+    torch.manual_seed(0)
+    agents = RecurrentSAC(3, 2, [-1.0, -2.0], [1.0, 2.0], [4, 9], policy_type="Gaussian", seq_encoder="gru",
+                          seq_len=7, burn_in=burn_in, seq_hidden=5, hidden_size=8, reward_scale=3.0, gamma=0.9)
+    with torch.no_grad():  # targets apart from the online networks, so that mixing them up shows
+        for p in [*agents.encoder_target.parameters(), *agents.critic_target.parameters()]:
+            p.add_(0.1 * torch.randn_like(p))
+    m, b, length, t = 2, 4, 7, 7 - burn_in
+    batch = Batch(torch.randn(m, b, length, 3), torch.rand(m, b, length, 2) * 2 - 1, torch.randn(m, b, length, 1),
+                  torch.randn(m, b, length, 3), (torch.rand(m, b, length, 1) > 0.2).float(),
+                  torch.ones(m, b, length, dtype=torch.bool), torch.zeros(m, b, length, 2), torch.ones(m, b, length, 2),
+                  sequence={"first": (torch.rand(m, b, length) < 0.25).float(), "state": torch.randn(m, b, 5)})
+    rng = AgentRNG([0, 1])
+    rng.set_state(agents.update_rng.get_state())
+    eps = rng.normal(b * t, 2)  # the target's draw, the update's first
+    enc_params = list(agents.encoder.parameters())
+    before = copy.deepcopy(agents)  # the parameters the update's losses see
+    seen = {}
+    minimise = rs.minimise
+
+    def spy(opt, loss):
+        if opt is agents.critic_opt and "grads" not in seen:
+            seen["loss"], seen["grads"] = loss.detach(), torch.autograd.grad(loss, enc_params, retain_graph=True)
+        minimise(opt, loss)
+    rs.minimise = spy
+    try:
+        agents.update(batch)
+    finally:
+        rs.minimise = minimise
+    actor, q1n, q2n = before.actor, before.critic.q1.net.layers, before.critic.q2.net.layers
+    t1, t2 = before.critic_target.q1.net.layers, before.critic_target.q2.net.layers
+    total, grads = 0.0, []
+    for i in range(m):
+        cell, target_cell = _gru(before.encoder.cell, i), _gru(before.encoder_target.cell, i)
+        keep = 1 - batch.sequence["first"][i].unsqueeze(-1)
+        obs, nxt = batch.obs[i], batch.next_obs[i]
+        h = ht = batch.sequence["state"][i]
+        with torch.no_grad():
+            for s in range(burn_in):
+                h, ht = cell(obs[:, s], h * keep[:, s]), target_cell(obs[:, s], ht * keep[:, s])
+        feats, next_feats, target_next = [], [], []
+        for s in range(burn_in, length):
+            h = cell(obs[:, s], h * keep[:, s])
+            with torch.no_grad():
+                ht = target_cell(obs[:, s], ht * keep[:, s])
+                next_feats.append(torch.cat([nxt[:, s], cell(nxt[:, s], h)], -1))
+                target_next.append(torch.cat([nxt[:, s], target_cell(nxt[:, s], ht)], -1))
+            feats.append(torch.cat([obs[:, s], h], -1))
+        x, xn, xt = (torch.stack(f, 1).reshape(b * t, -1) for f in (feats, next_feats, target_next))
+        with torch.no_grad():
+            body = torch.relu(_mlp(actor.body.layers, i, xn))
+            mean = body @ actor.mean_head.weight[i] + actor.mean_head.bias[i, 0]
+            std = (body @ actor.log_std_head.weight[i] + actor.log_std_head.bias[i, 0]).clamp(-20, 2).exp()
+            e = eps[i]
+            y = torch.tanh(mean + std * e)
+            scale = torch.tensor([1.0, 2.0])
+            logp = (-0.5 * e**2 - std.log() - 0.5 * np.log(2 * np.pi) - torch.log(scale * (1 - y**2) + 1e-6)).sum(-1)
+            a = y * scale
+            soft = torch.min(_mlp(t1, i, torch.cat([xt, a], -1)), _mlp(t2, i, torch.cat([xt, a], -1))).squeeze(-1) \
+                - 0.2 * logp
+            r = batch.reward[i, :, burn_in:].reshape(-1)
+            nd = batch.not_done[i, :, burn_in:].reshape(-1)
+            target = 3.0 * r + 0.9 * nd * soft
+        act = batch.action[i, :, burn_in:].reshape(b * t, 2)
+        q1, q2 = (_mlp(q, i, torch.cat([x, act], -1)).squeeze(-1) for q in (q1n, q2n))
+        loss = ((q1 - target) ** 2 + (q2 - target) ** 2).mean()
+        total = total + loss
+        grads.append(torch.autograd.grad(loss, list(cell.parameters())))
+    torch.testing.assert_close(total.detach(), seen["loss"], rtol=1e-5, atol=1e-5)
+    for (name, p), g in zip(agents.encoder.named_parameters(), seen["grads"]):
+        for i in range(m):
+            want = dict(zip(("w_ih", "w_hh", "b_ih", "b_hh"), grads[i]))[name.split(".")[-1]]
+            got = g[i].reshape(want.T.shape if name.endswith("w_ih") or name.endswith("w_hh") else want.shape)
+            torch.testing.assert_close(got, want.T if name.endswith(("w_ih", "w_hh")) else want, rtol=1e-4,
+                                       atol=1e-6, msg=name)
