@@ -81,7 +81,6 @@ def sequence_settings(args, discrete: bool, env: str, policy: str) -> dict:
     refusals = [
         (args.seq_encoder not in ENCODERS, f"--seq_encoder {args.seq_encoder!r}: one of {', '.join(ENCODERS)} (an "
          "attention encoder is not implemented yet)"),
-        (discrete, f"--seq_encoder: {env} has discrete actions; recurrent SAC runs on continuous actions only here"),
         (not policy.startswith(("SAC", "DASE_SAC")), f"--seq_encoder: {policy} is not implemented with sequence "
          "replay (SAC and DASE_SAC are)"),
         (args.n_step > 1 or args.prioritized or args.vtrace, "--seq_encoder: --n_step, --prioritized and --vtrace "

@@ -42,6 +42,21 @@ class Batch:
     # the importance weights [N, B, 1] multiplied into the sharing weights of the losses
     index: Optional[torch.Tensor] = None
     importance: Optional[torch.Tensor] = None
+    # recurrent learners (--seq_encoder): obs and next_obs are then the encoder's features, detached, for the policy;
+    # the critics read ``critic_obs`` (the same features, with the encoder's gradient) and the target critics
+    # ``target_next_obs`` (the target encoder's features of the next observations). None: obs and next_obs.
+    critic_obs: Optional[torch.Tensor] = None
+    target_next_obs: Optional[torch.Tensor] = None
+
+    @property
+    def critic_input(self) -> torch.Tensor:
+        """What the critics read: the states, or a recurrent learner's features with their gradient."""
+        return self.obs if self.critic_obs is None else self.critic_obs
+
+    @property
+    def target_input(self) -> torch.Tensor:
+        """What the target critics read of the next states."""
+        return self.next_obs if self.target_next_obs is None else self.target_next_obs
 
     def loss_weights(self, w: torch.Tensor) -> torch.Tensor:
         """The per-sample weights of the losses: the sharing weights ``w``, times the importance weights of

@@ -110,7 +110,7 @@ class DiscreteSAC(StackedAgents):
     def target(self, batch: Batch) -> torch.Tensor:
         """scale * r + gamma * not_done * sum_a pi(a|s') (min_j Q'_j(s', a) - alpha log pi(a|s')), [N, B, 1]."""
         log_p = self.actor.log_probs(batch.next_obs)
-        q1, q2 = self.critic_target(batch.next_obs)
+        q1, q2 = self.critic_target(batch.target_input)
         soft_v = (log_p.exp() * (torch.min(q1, q2) - self.temperature() * log_p)).sum(-1, keepdim=True)
         return self.reward_scale * batch.reward + batch.not_done * batch.gamma(self.gamma) * soft_v
 
@@ -124,7 +124,7 @@ class DiscreteSAC(StackedAgents):
         target = self.target(batch)
         taken = batch.action.long()  # [N, B, 1]: the stored action indices
 
-        q1, q2 = self.critic(batch.obs)
+        q1, q2 = self.critic(batch.critic_input)
         e1, e2 = q1.gather(-1, taken) - target, q2.gather(-1, taken) - target
         critic_loss = weighted_mean(e1.pow(2) + e2.pow(2), lw)
         minimise(self.critic_opt, critic_loss.sum())

@@ -125,7 +125,7 @@ class SAC(StackedAgents):
         if self.vtrace is not None and batch.sequence is not None:
             return self.vtrace_target(batch)
         next_action, next_log_prob = self.sample(batch.next_obs, self.update_rng.normal(*batch.action.shape[1:]))
-        q1, q2 = self.critic_target(batch.next_obs, next_action)
+        q1, q2 = self.critic_target(batch.target_input, next_action)
         soft_q = torch.min(q1, q2) - self.temperature() * next_log_prob
         return self.reward_scale * batch.reward + batch.not_done * batch.gamma(self.gamma) * soft_q
 
@@ -186,7 +186,7 @@ class SAC(StackedAgents):
         lw = batch.loss_weights(w)
         target = self.target(batch)
 
-        q1, q2 = self.critic(batch.obs, batch.action)
+        q1, q2 = self.critic(batch.critic_input, batch.action)
         critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), lw)
         minimise(self.critic_opt, critic_loss.sum())
 

@@ -196,9 +196,9 @@ def test_recurrent_critic_loss_and_encoder_gradient_equal_a_plain_loop_with_torc
     the state zeroed at episode starts, next features one cell step from each state after, the target's action
     from the online features and its values from the target encoder's; the critic loss and its gradient with
     respect to the encoder are the batched update's."""
-    import algorithms.recurrent_sac as rs
+    import algorithms.sac as rs
     from algorithms.base import Batch
-    from algorithms.recurrent_sac import RecurrentSAC
+    from algorithms.sequence_agents import RecurrentSAC
 
     torch.manual_seed(0)
     agents = RecurrentSAC(3, 2, [-1.0, -2.0], [1.0, 2.0], [4, 9], policy_type="Gaussian", seq_encoder="gru",

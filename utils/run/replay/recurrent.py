@@ -13,21 +13,23 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms.recurrent_sac import RecurrentSAC
+from algorithms.sequence_agents import RecurrentDiscreteSAC, RecurrentSAC
 
 from .learner import Learner
 from .sequences import SequenceReplayBuffer
 
 RECURRENT = {"SAC": RecurrentSAC}  # the algorithms with a recurrent form
+RECURRENT_DISCRETE = {"SAC": RecurrentDiscreteSAC}
 
 
 class RecurrentLearner(Learner):
     """``Learner`` for agents with a sequence encoder (see the module's docstring)."""
 
     def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
-        if discrete or algorithm not in RECURRENT:
+        table = RECURRENT_DISCRETE if discrete else RECURRENT
+        if algorithm not in table:
             raise ValueError(f"--seq_encoder: no recurrent form of {algorithm} on this action space")
-        return RECURRENT[algorithm](*args, **algo)
+        return table[algorithm](*args, **algo)
 
     def make_buffer(self, obs_dim, act_dim, buffer_size, n_step, gamma, sequences, prioritized):
         if n_step > 1 or prioritized or self.scheme.by_writer or self.scheme.distillation is not None:
@@ -38,7 +40,8 @@ class RecurrentLearner(Learner):
         self.stored: Optional[torch.Tensor] = None  # the states of the last ``act``, for ``store``
         return SequenceReplayBuffer(obs_dim, act_dim, buffer_size - buffer_size % w, w, self.device,
                                     seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
-                                    groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour)
+                                    groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour,
+                                    behaviour_width=self.agents.behaviour_width)
 
     def act(self, obs: np.ndarray, warmup: bool):
         """Every member's encoder steps (the warm-up too); exploration actions from its features (None: random)."""

@@ -28,12 +28,13 @@ class SequenceReplayBuffer(SharedReplayBuffer):
     FIELDS = SharedReplayBuffer.FIELDS + ("first", "state")
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int, device, *, seq_len: int,
-                 state_size: int, groups: int = 1, gaussian_behaviour: bool = False):
+                 state_size: int, groups: int = 1, gaussian_behaviour: bool = False, behaviour_width: int = 0):
         if capacity % writers:
             raise ValueError(f"sequence replay needs whole steps: capacity {capacity} is not a multiple of {writers}")
         if capacity // writers < seq_len:
             raise ValueError(f"a buffer of {capacity // writers} steps cannot hold a window of {seq_len}")
-        super().__init__(obs_dim, act_dim, capacity, writers, device, gaussian_behaviour, groups=groups)
+        super().__init__(obs_dim, act_dim, capacity, writers, device, gaussian_behaviour, groups=groups,
+                         behaviour_width=behaviour_width)
         self.seq_len = int(seq_len)
         self.first = torch.zeros((self.groups, self.capacity, 1), dtype=torch.float32, device=self.device)
         self.state = torch.zeros((self.groups, self.capacity, state_size), dtype=torch.float32, device=self.device)
@@ -70,9 +71,10 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         own = self.writer[g, rows] == self.member_id.view(-1, 1, 1)
         beh = (self.behaviour_mean[g, rows], self.behaviour_std[g, rows]) if self.behaviour_mean is not None \
             else (None, None)
+        probs = self.behaviour_probs[g, rows] if self.behaviour_probs is not None else None
         sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]]}
         return Batch(self.obs[g, rows], self.action[g, rows], self.reward[g, rows], self.next_obs[g, rows],
-                     self.not_done[g, rows], own, *beh, sequence=sequence)
+                     self.not_done[g, rows], own, *beh, behaviour_probs=probs, sequence=sequence)
 
     @staticmethod
     def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False,

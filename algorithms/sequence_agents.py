@@ -1,6 +1,6 @@
-"""Recurrent SAC (``--seq_encoder``): SAC on the features of a recurrent encoder, trained on replayed windows of
-steps with R2D2's stored state and burn-in (Kapturowski et al. 2019), as Advanced-Soft-Actor-Critic trains its
-representation.
+"""Recurrent replay learners (``--seq_encoder``): SAC or discrete SAC on the features of a recurrent encoder,
+trained on replayed windows of steps with R2D2's stored state and burn-in (Kapturowski et al. 2019), as
+Advanced-Soft-Actor-Critic trains its representation.
 
 A batch holds, per member, B windows of L consecutive steps of one writer, the state that writer's encoder had
 before the window's first step, and 1 where an episode starts (the state is zeroed there, as acting zeroed it, so
@@ -10,14 +10,15 @@ no window carries memory across an episode's start). One update:
    refresh it under today's parameters; they are not trained on;
 2. the other T = L - burn_in steps: online features x_t (with gradient), the features of each step's next
    observation from the state after that step (online x'_t for the policy, target x^_t for the target critics);
-3. SAC's losses over the B x T steps, each step a sample: the critic (its gradient trains the encoder too)
+3. the algorithm's own update on the B x T steps as samples, with x_t in place of the states: the critics read x_t
+   with its gradient (the critic loss trains the encoder), the policy and temperature the detached x_t, the target
+   the policy at x'_t and the target critics at x^_t; SAC's target, for instance, is
 
-       y_t = scale r_t + gamma not_done_t (min_j Q^_j(x^_t, a') - alpha log pi(a'|x'_t)),  a' ~ pi(x'_t)
+       y_t = scale r_t + gamma not_done_t (min_j Q^_j(x^_t, a') - alpha log pi(a'|x'_t)),  a' ~ pi(x'_t).
 
-   and the actor and temperature on the detached features, all weighted per step by the sharing weights, which the
-   weighting computes on the features as on states (DASE's per-step form: every step of a shared window gets the
-   weight its own action earns; see docs/sharing.md);
-4. Polyak averaging of the target critics and the target encoder.
+   Every step is weighted by the sharing weights, which the weighting computes on the features as on states (DASE's
+   per-step form: every step of a shared window gets the weight its own action earns; docs/sharing.md);
+4. when the target critics move, the target encoder moves with them (Polyak, the same rate).
 """
 from __future__ import annotations
 
@@ -26,27 +27,28 @@ import copy
 import torch
 
 from .base import Batch, stream_seed
-from .nets import adam, freeze, init_generators, minimise, soft_update, weighted_mean
+from .discrete_sac import DiscreteSAC
+from .nets import adam, freeze, init_generators, soft_update
 from .sac import SAC
 from .sequence import SequenceEncoder
 
 
-class RecurrentSAC(SAC):
-    """SAC whose actor and critics read a recurrent encoder's features (see the module's docstring)."""
+class SequenceAgents:
+    """The recurrent form of a replay algorithm (a mixin before it; see the module's docstring)."""
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, seq_encoder="gru", seq_len=16,
-                 burn_in=0, seq_hidden=64, **sac):
+                 burn_in=0, seq_hidden=64, **algo):
         encoder = SequenceEncoder(seq_encoder, obs_dim, seq_hidden,
                                   init_generators([stream_seed(s, "encoder") for s in seeds]))
-        super().__init__(encoder.features, act_dim, low, high, seeds, device, **sac)
-        if self.vtrace:
-            raise ValueError("V-trace is not implemented for recurrent SAC")
+        super().__init__(encoder.features, act_dim, low, high, seeds, device, **algo)
+        if getattr(self, "vtrace", None):
+            raise ValueError("V-trace is not implemented for recurrent learners")
         self.encoder = encoder.to(self.device)
         self.encoder_target = freeze(copy.deepcopy(self.encoder))
         self.seq_len, self.burn_in = int(seq_len), int(burn_in)
         # the critic's loss trains the encoder: one optimizer over both (Adam is element-wise, so this is the
         # same as one each)
-        self.critic_opt = adam([*self.critic.parameters(), *self.encoder.parameters()], lr=sac.get("lr", 3e-4))
+        self.critic_opt = adam([*self.critic.parameters(), *self.encoder.parameters()], lr=algo.get("lr", 3e-4))
         self.networks.update(encoder=self.encoder, encoder_target=self.encoder_target)
         self.acting = self.encoder.initial_state(1).squeeze(1)  # [M, S]: each member's state while it acts
 
@@ -62,12 +64,6 @@ class RecurrentSAC(SAC):
     def episodes_ended(self, ended: torch.Tensor) -> None:
         """Members whose episode ended start the next one from a zero state."""
         self.acting.mul_(1.0 - ended.to(self.acting.dtype).unsqueeze(-1))
-
-    @torch.no_grad()
-    def act_stateful(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Deterministic actions for evaluation: obs [M, E, obs_dim], state [M, E, S] -> (actions, next state)."""
-        features, state = self.encoder.step(obs, state)
-        return self.actor(features), state
 
     # ---- learning -------------------------------------------------------------------------------
     def encode(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -96,36 +92,17 @@ class RecurrentSAC(SAC):
         flat = lambda x: None if x is None else x[:, :, k:].reshape(m, b * t, *x.shape[3:])  # noqa: E731
         steps = Batch(features.detach().reshape(m, b * t, -1), flat(batch.action), flat(batch.reward),
                       next_features.reshape(m, b * t, -1), flat(batch.not_done), flat(batch.own),
-                      flat(batch.behaviour_mean), flat(batch.behaviour_std))
-        w = self.weights(steps)
-        with torch.no_grad():
-            next_action, next_log_prob = self.sample(steps.next_obs, self.update_rng.normal(b * t, self.act_dim))
-            q1_t, q2_t = self.critic_target(target_next.reshape(m, b * t, -1), next_action)
-            soft_q = torch.min(q1_t, q2_t) - self.temperature() * next_log_prob
-            target = self.reward_scale * steps.reward + steps.not_done * self.gamma * soft_q
-
-        q1, q2 = self.critic(features.reshape(m, b * t, -1), steps.action)
-        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), w)
-        minimise(self.critic_opt, critic_loss.sum())
-
-        action, log_prob = self.sample(steps.obs, self.update_rng.normal(b * t, self.act_dim))
-        q1_pi, q2_pi = self.critic(steps.obs, action)
-        alpha = self.temperature().detach()
-        actor_loss = weighted_mean(alpha * log_prob - torch.min(q1_pi, q2_pi), w)
-        minimise(self.actor_opt, actor_loss.sum())
-        info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach(),
-                "td_error": None, "own": steps.own}
-        if self.auto_alpha:
-            log_alpha = self.temperature.log_alpha.view(-1, 1, 1)
-            alpha_loss = weighted_mean(-log_alpha * (log_prob.detach() + self.target_entropy), w)
-            minimise(self.alpha_opt, alpha_loss.sum())
-            info["alpha"] = self.temperature.log_alpha.detach().exp()
-        self.updates += 1
-        if self.updates % self.target_update_interval == 0:
-            soft_update(self.critic_target, self.critic, self.tau)
+                      flat(batch.behaviour_mean), flat(batch.behaviour_std), flat(batch.behaviour_probs),
+                      critic_obs=features.reshape(m, b * t, -1), target_next_obs=target_next.reshape(m, b * t, -1))
+        info = super().update(steps)
+        if self.updates % self.target_update_interval == 0:  # the target critics moved
             soft_update(self.encoder_target, self.encoder, self.tau)
-        return info
+        return {**info, "own": steps.own}
 
-    @property
-    def act_dim(self) -> int:
-        return int(self.low.shape[-1])
+
+class RecurrentSAC(SequenceAgents, SAC):
+    """SAC (Gaussian or deterministic policy) on a recurrent encoder's features."""
+
+
+class RecurrentDiscreteSAC(SequenceAgents, DiscreteSAC):
+    """Discrete SAC on a recurrent encoder's features."""
