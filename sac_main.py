@@ -84,8 +84,8 @@ def sequence_settings(args, discrete: bool, env: str, policy: str) -> dict:
          "attention encoder is not implemented yet)"),
         (not policy.startswith(("SAC", "DASE_SAC")), f"--seq_encoder: {policy} is not implemented with sequence "
          "replay (SAC and DASE_SAC are)"),
-        (args.n_step > 1 or args.prioritized or args.vtrace, "--seq_encoder: --n_step, --prioritized and --vtrace "
-         "are not implemented for sequence replay; drop them"),
+        (args.n_step > 1 or args.vtrace, "--seq_encoder: --n_step and --vtrace are not implemented for sequence "
+         "replay; drop them"),
         (getattr(args, "topology", None) not in (None, "complete") or getattr(args, "adjacency", None) is not None,
          "--seq_encoder: sequence replay samples the whole shared buffer; drop --topology/--adjacency"),
         (length < 1, f"--seq_len must be a positive integer, got {length}"),

@@ -94,6 +94,9 @@ class SequenceAgents:
                       next_features.reshape(m, b * t, -1), flat(batch.not_done), flat(batch.own),
                       flat(batch.behaviour_mean), flat(batch.behaviour_std), flat(batch.behaviour_probs),
                       critic_obs=features.reshape(m, b * t, -1), target_next_obs=target_next.reshape(m, b * t, -1))
+        if batch.index is not None:  # prioritized windows: every step of a window carries the window's weight
+            steps.index = batch.index
+            steps.importance = batch.importance.expand(m, b, t).reshape(m, b * t, 1)
         info = super().update(steps)
         if self.updates % self.target_update_interval == 0:  # the target critics moved
             soft_update(self.encoder_target, self.encoder, self.tau)

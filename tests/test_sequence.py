@@ -158,6 +158,7 @@ def test_lstm_deterministic_sac_runs_and_names_its_files(tmp_path):
     (["--start_steps", "5"], "give at least --seq_len 6"),
     (["--seq_len", "0"], "--seq_len must be a positive integer"),
     (["--n_step", "3"], "not implemented for sequence replay"),
+    (["--vtrace", "--policy_type", "Gaussian", "--n_step", "2"], "not implemented for sequence replay"),
     (["--policy", "DPD_SAC"], "not implemented with sequence replay"),
 ])
 def test_bad_sequence_settings_are_one_line_and_exit_2(tmp_path, capsys, bad, says):
@@ -274,3 +275,45 @@ def test_recurrent_critic_loss_and_encoder_gradient_equal_a_plain_loop_with_torc
             got = g[i].reshape(want.T.shape if name.endswith("w_ih") or name.endswith("w_hh") else want.shape)
             torch.testing.assert_close(got, want.T if name.endswith(("w_ih", "w_hh")) else want, rtol=1e-4,
                                        atol=1e-6, msg=name)
+
+
+PER = {"alpha": 0.6, "beta": 0.4, "beta_steps": 1000, "eps": 1e-6}
+
+
+@pytest.mark.parametrize("steps", [7, 23])
+def test_prioritized_windows_start_only_where_a_whole_window_is_stored(steps):
+    """A row is drawable once its window's last step is stored: the newest L - 1 steps' rows hold priority 0, every
+    other stored row a positive one (before and after the ring wrapped); drawn windows are consecutive stored steps."""
+    writers, length = 2, 4
+    buffer = SequenceReplayBuffer(3, 1, 10 * writers, writers, "cpu", seq_len=length, state_size=2, prioritized=PER)
+    fill(buffer, steps, writers, np.random.default_rng(1))
+    p = buffer.priorities.priorities[0].view(10, writers)  # [ring step, writer]
+    stored = [t % 10 for t in range(max(0, steps - 10), steps)]
+    ready = stored[:len(stored) - (length - 1)]
+    for step in range(10):
+        assert bool((p[step] > 0).all()) == (step in ready), (step, p[step])
+    batch = buffer.sample(32, AgentRNG([0, 1]), step=torch.tensor(10))
+    step = batch.obs[..., 0].numpy()
+    assert np.all(np.diff(step, axis=-1) == 1) and step.min() >= max(0, steps - 10) and step.max() <= steps - 1
+    assert batch.importance.shape == (2, 32, 1) and bool((batch.importance > 0).all())
+
+
+def test_a_windows_priority_is_r2d2s_mix_of_its_largest_and_mean_td_error():
+    writers, length = 1, 3
+    buffer = SequenceReplayBuffer(3, 1, 8, writers, "cpu", seq_len=length, state_size=2, prioritized=PER)
+    fill(buffer, 8, writers, np.random.default_rng(2))
+    batch = buffer.sample(2, AgentRNG([0]))
+    td = torch.tensor([[1.0, 4.0, 1.0], [0.5, 0.5, 2.0]]).view(1, 6, 1)  # two windows of 3 trained steps
+    buffer.update_priorities(batch, td)
+    expected = (0.9 * torch.tensor([4.0, 2.0]) + 0.1 * torch.tensor([2.0, 1.0]) + 1e-6) ** 0.6
+    got = buffer.priorities.priorities[0, batch.index[0]]
+    if batch.index[0, 0] == batch.index[0, 1]:  # one window drawn twice keeps the larger
+        expected = expected.max().expand(2)
+    torch.testing.assert_close(got, expected)
+
+
+def test_recurrent_prioritized_run_cut_and_resumed_equals_uninterrupted(tmp_path, seed_one_three_ways):
+    args = ["--policy", "DASE_SAC", *short("--policy_type", "Gaussian", "--prioritized")]
+    names = [f"DASE_SAC_gru_VelocityMaskedPendulum-v1_1_Agent_{i}.npy" for i in range(2)]
+    curves = seed_one_three_ways(sac_main, args, 333, tmp_path, names)
+    assert curves[0].shape == (4,) and len(set(curves[0].tolist())) >= 3

@@ -158,6 +158,15 @@ class Priorities:
         self.p[:, rows] = self.max.view(-1, 1).expand(self.members, r)
         self._refresh((rows // self.block).view(1, r).expand(self.members, r))
 
+    @torch.no_grad()
+    def clear(self, rows: torch.Tensor) -> None:
+        """Rows [R] may not be drawn (for now): priority 0 for every member (sequence replay: a window that would
+        run past the newest stored step)."""
+        rows = rows.reshape(-1)
+        r = rows.shape[0]
+        self.p[:, rows] = 0.0
+        self._refresh((rows // self.block).view(1, r).expand(self.members, r))
+
     def _k(self, batch_size: int) -> torch.Tensor:
         k = self._strata.get(batch_size)
         if k is None:

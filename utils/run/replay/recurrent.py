@@ -32,16 +32,15 @@ class RecurrentLearner(Learner):
         return table[algorithm](*args, **algo)
 
     def make_buffer(self, obs_dim, act_dim, buffer_size, n_step, gamma, sequences, prioritized):
-        if n_step > 1 or prioritized or self.scheme.by_writer or self.scheme.distillation is not None:
-            raise ValueError("--seq_encoder: N-step, prioritized, graph-restricted and DPD replay are not implemented "
-                             "for sequences")
+        if n_step > 1 or self.scheme.by_writer or self.scheme.distillation is not None:
+            raise ValueError("--seq_encoder: N-step, graph-restricted and DPD replay are not implemented for sequences")
         w = self.scheme.writers
         self.first = np.ones(self.members, dtype=np.float32)  # every member's next step starts an episode
         self.stored: Optional[torch.Tensor] = None  # the states of the last ``act``, for ``store``
         return SequenceReplayBuffer(obs_dim, act_dim, buffer_size - buffer_size % w, w, self.device,
                                     seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
                                     groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour,
-                                    behaviour_width=self.agents.behaviour_width)
+                                    behaviour_width=self.agents.behaviour_width, prioritized=prioritized)
 
     def act(self, obs: np.ndarray, warmup: bool):
         """Every member's encoder steps (the warm-up too); exploration actions from its features (None: random)."""

@@ -8,6 +8,11 @@ shared buffer (DASE), the writer uniformly among its group's writers: every stor
 likely to start a window, as every row is equally likely in one-step replay. Windows may run across an episode's
 end: the step after it is marked as a start, where the learner zeroes the state, as acting did; nothing of the
 old episode reaches the new one.
+
+Prioritized (``--prioritized``): a row's priority is that of the window starting there, R2D2's
+eta * max + (1 - eta) * mean of the window's |TD errors| (eta = 0.9), raised to alpha as in one-step prioritized
+replay. A row becomes drawable (at the largest priority so far) when the last step of its window is stored; the
+newest L - 1 steps' rows hold priority 0. Each window's importance weight applies to all of its steps.
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 
+ETA = 0.9  # R2D2's mix of a window's largest and mean |TD error| in its priority
+
 
 class SequenceReplayBuffer(SharedReplayBuffer):
     """``SharedReplayBuffer`` with stored states and episode starts, sampled in windows of ``seq_len`` steps."""
@@ -28,14 +35,15 @@ class SequenceReplayBuffer(SharedReplayBuffer):
     FIELDS = SharedReplayBuffer.FIELDS + ("first", "state")
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int, device, *, seq_len: int,
-                 state_size: int, groups: int = 1, gaussian_behaviour: bool = False, behaviour_width: int = 0):
+                 state_size: int, groups: int = 1, gaussian_behaviour: bool = False, behaviour_width: int = 0,
+                 prioritized: dict | None = None, eta: float = ETA):
         if capacity % writers:
             raise ValueError(f"sequence replay needs whole steps: capacity {capacity} is not a multiple of {writers}")
         if capacity // writers < seq_len:
             raise ValueError(f"a buffer of {capacity // writers} steps cannot hold a window of {seq_len}")
         super().__init__(obs_dim, act_dim, capacity, writers, device, gaussian_behaviour, groups=groups,
-                         behaviour_width=behaviour_width)
-        self.seq_len = int(seq_len)
+                         behaviour_width=behaviour_width, prioritized=prioritized)
+        self.seq_len, self.eta = int(seq_len), float(eta)
         self.first = torch.zeros((self.groups, self.capacity, 1), dtype=torch.float32, device=self.device)
         self.state = torch.zeros((self.groups, self.capacity, state_size), dtype=torch.float32, device=self.device)
 
@@ -48,6 +56,13 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         self.state[:, rows] = state.to(self.device, torch.float32).reshape(g, n, -1)
         self.first[:, rows] = torch.as_tensor(np.asarray(first, dtype=np.float32), device=self.device).view(g, n, 1)
         super().add(obs, action, reward, next_obs, terminated, behaviour, ended)
+        if self.priorities is not None:
+            # a row is a window's first step: drawable once the window's L steps are all stored. The new step's rows
+            # are not (yet), the rows of the step L - 1 before it just became so (at the largest priority so far)
+            self.priorities.clear(rows)
+            if self.size >= self.seq_len * n:
+                ready = (rows - (self.seq_len - 1) * n) % self.capacity
+                self.priorities.add(ready)
 
     def window_rows(self, batch_size: int, rng: AgentRNG) -> torch.Tensor:
         """Each member's ``batch_size`` windows as rows of its group [M, B, L] (see the module's docstring)."""
@@ -66,7 +81,14 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         holds ``first`` [M, B, L] and the stored ``state`` [M, B, S] before each window's first step."""
         if groups is not None:
             raise ValueError("sequence replay samples a member's own group only")
-        rows = self.window_rows(batch_size, rng)
+        index = importance = None
+        if self.priorities is None:
+            rows = self.window_rows(batch_size, rng)
+        else:  # a window's first row by its priority; the window's rows follow it, one step apart
+            index = self.priorities.sample(rng, batch_size, self.filled)  # [M, B]
+            importance = self.priorities.weights(index, self.filled, self.beta(step))
+            w, k = self.writers, torch.arange(self.seq_len, device=self.device)
+            rows = ((index // w).unsqueeze(-1) + k) % (self.capacity // w) * w + (index % w).unsqueeze(-1)
         g = self.member_group.view(-1, 1, 1)
         own = self.writer[g, rows] == self.member_id.view(-1, 1, 1)
         beh = (self.behaviour_mean[g, rows], self.behaviour_std[g, rows]) if self.behaviour_mean is not None \
@@ -74,7 +96,15 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         probs = self.behaviour_probs[g, rows] if self.behaviour_probs is not None else None
         sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]]}
         return Batch(self.obs[g, rows], self.action[g, rows], self.reward[g, rows], self.next_obs[g, rows],
-                     self.not_done[g, rows], own, *beh, behaviour_probs=probs, sequence=sequence)
+                     self.not_done[g, rows], own, *beh, behaviour_probs=probs, sequence=sequence, index=index,
+                     importance=importance)
+
+    def update_priorities(self, batch: Batch, td_error: torch.Tensor) -> None:
+        """R2D2's priority of a window from the |TD errors| of its trained steps (td_error [M, B * T, 1], window by
+        window): eta * max + (1 - eta) * mean."""
+        m, b = batch.index.shape
+        td = td_error.reshape(m, b, -1)
+        self.priorities.update(batch.index, self.eta * td.amax(-1) + (1.0 - self.eta) * td.mean(-1))
 
     @staticmethod
     def bytes_for(obs_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False,
