@@ -52,8 +52,9 @@ def parse(argv=None):
     p.add_argument("--vtrace_rho", type=real, default=1.0, help="--vtrace: rho_bar, the clip of rho (default: 1)")
     p.add_argument("--vtrace_c", type=real, default=1.0, help="--vtrace: c_bar, the clip of the traces (default: 1)")
     p.add_argument("--vtrace_lambda", type=real, default=1.0, help="--vtrace: lambda of the traces (default: 1)")
-    p.add_argument("--seq_encoder", type=str, default=None, metavar="{gru,lstm}",
-                   help="recurrent SAC (Gaussian or deterministic policy): a gru or lstm encoder shared by actor and "
+    p.add_argument("--seq_encoder", type=str, default=None, metavar="{gru,lstm,attn}",
+                   help="recurrent SAC (Gaussian or deterministic policy): a gru, lstm or attn (causal attention over "
+                        "the episode's last --seq_len observations) encoder shared by actor and "
                         "critics, trained on replayed windows of --seq_len steps with stored states and --burn_in "
                         "(R2D2); for partially observed tasks such as VelocityMaskedPendulum-v1. --batch_size then "
                         "counts windows; files named {policy}_{encoder}_... (default: none, feed-forward)")
@@ -62,7 +63,7 @@ def parse(argv=None):
     p.add_argument("--burn_in", type=int, default=None,
                    help="--seq_encoder: leading steps of a window that only refresh the stored state (default: 0)")
     p.add_argument("--seq_hidden", type=int, default=None,
-                   help="--seq_encoder: width of the recurrent state; a multiple of 32 keeps seeds batched bit-identical "
+                   help="--seq_encoder: width of the recurrent state (attn: of the attention); a multiple of 32 keeps seeds batched bit-identical "
                         "to seeds alone on the CPU (default: 64)")
     return p.parse_args(argv)
 
@@ -80,8 +81,7 @@ def sequence_settings(args, discrete: bool, env: str, policy: str) -> dict:
     seq = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in SEQUENCE_DEFAULTS.items()}
     length, burn, writers = seq["seq_len"], seq["burn_in"], default_agents(args, policy)
     refusals = [
-        (args.seq_encoder not in ENCODERS, f"--seq_encoder {args.seq_encoder!r}: one of {', '.join(ENCODERS)} (an "
-         "attention encoder is not implemented yet)"),
+        (args.seq_encoder not in ENCODERS, f"--seq_encoder {args.seq_encoder!r}: one of {', '.join(ENCODERS)}"),
         (not policy.startswith(("SAC", "DASE_SAC")), f"--seq_encoder: {policy} is not implemented with sequence "
          "replay (SAC and DASE_SAC are)"),
         (args.n_step > 1 or args.vtrace, "--seq_encoder: --n_step and --vtrace are not implemented for sequence "

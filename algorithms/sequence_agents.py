@@ -39,7 +39,7 @@ class SequenceAgents:
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, seq_encoder="gru", seq_len=16,
                  burn_in=0, seq_hidden=64, **algo):
         encoder = SequenceEncoder(seq_encoder, obs_dim, seq_hidden,
-                                  init_generators([stream_seed(s, "encoder") for s in seeds]))
+                                  init_generators([stream_seed(s, "encoder") for s in seeds]), context=seq_len)
         super().__init__(encoder.features, act_dim, low, high, seeds, device, **algo)
         if getattr(self, "vtrace", None):
             raise ValueError("V-trace is not implemented for recurrent learners")

@@ -144,15 +144,43 @@ def test_recurrent_sac_seeds_batched_equal_alone_and_a_cut_resume(tmp_path, seed
     assert np.isnan(weights[:2]).all() and np.all((weights[2:] > 0) & (weights[2:] <= 1))
 
 
-def test_lstm_deterministic_sac_runs_and_names_its_files(tmp_path):
-    assert run_cli("--policy", "SAC", *short("--seq_encoder", "lstm", "--num_steps", "400",
+@pytest.mark.parametrize("kind", ["lstm", "attn"])
+def test_deterministic_sac_with_other_encoders_runs_and_names_its_files(tmp_path, kind):
+    assert run_cli("--policy", "SAC", *short("--seq_encoder", kind, "--num_steps", "400",
                                              "--results_dir", str(tmp_path))) == 0
-    curve = np.load(tmp_path / "SAC_lstm_VelocityMaskedPendulum-v1_0.npy")
+    curve = np.load(tmp_path / f"SAC_{kind}_VelocityMaskedPendulum-v1_0.npy")
     assert curve.shape == (3,) and np.all(np.isfinite(curve))
 
 
+def test_attention_is_causal_attention_of_the_newest_over_the_episodes_last_k_observations():
+    """Step by step from an episode's start, the output equals torch's scaled_dot_product_attention of the newest
+    position over the observations seen (at most K, slot K - 1 the newest, each with its slot's position), per
+    member; the state zeroed mid-sequence forgets everything before."""
+    from torch.nn import functional as F
+
+    k, d, width = 4, 3, 8
+    enc = SequenceEncoder("attn", d, width, [torch.Generator().manual_seed(s) for s in (3, 8)], context=k)
+    attn = enc.cell
+    obs = torch.randn(2, 1, 7, d)
+    first = torch.zeros(2, 1, 7)
+    first[:, :, 5] = 1  # a new episode at step 5
+    features, _ = enc.unroll(obs, enc.initial_state(1), first)
+    for m in range(2):
+        for t in range(7):
+            start = max(5 if t >= 5 else 0, t - k + 1)
+            seen = obs[m, 0, start:t + 1]  # oldest first
+            slots = torch.arange(k - len(seen), k)
+            e = seen @ attn.embed.weight[m] + attn.embed.bias[m, 0] + attn.position[m, slots]
+            q = e[-1:] @ attn.query.weight[m] + attn.query.bias[m, 0]
+            keys = e @ attn.key.weight[m] + attn.key.bias[m, 0]
+            values = e @ attn.value.weight[m] + attn.value.bias[m, 0]
+            expected = F.scaled_dot_product_attention(q[None], keys[None], values[None])[0, 0]
+            torch.testing.assert_close(features[m, 0, t, d:], expected, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(features[m, 0, t, :d], obs[m, 0, t])
+
+
 @pytest.mark.parametrize("bad, says", [
-    (["--seq_encoder", "attn"], "--seq_encoder 'attn': one of gru, lstm"),
+    (["--seq_encoder", "transformer"], "--seq_encoder 'transformer': one of gru, lstm, attn"),
     (["--burn_in", "6"], "--burn_in 6 must be in [0, --seq_len 6)"),
     (["--buffer_size", "10"], "cannot hold 6 steps of 2 agent(s)"),
     (["--start_steps", "5"], "give at least --seq_len 6"),
