@@ -65,6 +65,13 @@ def parse(argv=None):
     p.add_argument("--seq_hidden", type=int, default=None,
                    help="--seq_encoder: width of the recurrent state (attn: of the attention); a multiple of 32 keeps seeds batched bit-identical "
                         "to seeds alone on the CPU (default: 64)")
+    p.add_argument("--use_prediction", action="store_true",
+                   help="--seq_encoder: train ASAC's prediction model beside the agent (a Gaussian over the next "
+                        "memory and the reward from the features and the action; its loss added to the critic's, so "
+                        "it shapes the encoder) (default: off)")
+    p.add_argument("--transition_kl", type=real, default=None,
+                   help="--use_prediction: weight of the KL of the predicted transition to N(0, I) (default: 0.8, "
+                        "ASAC's)")
     return p.parse_args(argv)
 
 
@@ -73,7 +80,10 @@ SEQUENCE_DEFAULTS = {"seq_len": 16, "burn_in": 0, "seq_hidden": 64}
 
 def sequence_settings(args, discrete: bool, env: str, policy: str) -> dict:
     """--seq_encoder and its numbers, checked ({} without it: feed-forward runs keep their records)."""
-    given = [f"--{k}" for k in SEQUENCE_DEFAULTS if getattr(args, k) is not None]
+    given = [f"--{k}" for k in SEQUENCE_DEFAULTS if getattr(args, k) is not None] \
+        + ["--use_prediction"] * bool(args.use_prediction)
+    if args.transition_kl is not None and not args.use_prediction:
+        raise UsageError("--transition_kl applies with --use_prediction; add it or drop --transition_kl")
     if args.seq_encoder is None:
         if given:
             raise UsageError(f"{'/'.join(given)} apply with --seq_encoder; add it or drop them")
@@ -97,10 +107,13 @@ def sequence_settings(args, discrete: bool, env: str, policy: str) -> dict:
         (args.start_steps < length, f"--start_steps {args.start_steps}: the first update needs a whole window; give "
          f"at least --seq_len {length}"),
     ]
+    kl = 0.8 if args.transition_kl is None else args.transition_kl
+    refusals.append((not kl >= 0, f"--transition_kl {kl} must be >= 0"))
     for refused, message in refusals:
         if refused:
             raise UsageError(message)
-    return {"seq_encoder": args.seq_encoder, **seq}
+    prediction = {"use_prediction": True, "transition_kl": kl} if args.use_prediction else {}
+    return {"seq_encoder": args.seq_encoder, **seq, **prediction}
 
 
 def build_config(args):

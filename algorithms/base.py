@@ -47,6 +47,13 @@ class Batch:
     # ``target_next_obs`` (the target encoder's features of the next observations). None: obs and next_obs.
     critic_obs: Optional[torch.Tensor] = None
     target_next_obs: Optional[torch.Tensor] = None
+    # a loss per member [M] minimised with the critic's (a recurrent learner's prediction model); None: none
+    auxiliary_loss: Optional[torch.Tensor] = None
+
+    def critic_objective(self, critic_loss: torch.Tensor) -> torch.Tensor:
+        """What the critic's optimizer minimises: the summed critic losses, plus the auxiliary loss if any."""
+        total = critic_loss.sum()
+        return total if self.auxiliary_loss is None else total + self.auxiliary_loss.sum()
 
     @property
     def critic_input(self) -> torch.Tensor:

@@ -127,7 +127,7 @@ class DiscreteSAC(StackedAgents):
         q1, q2 = self.critic(batch.critic_input)
         e1, e2 = q1.gather(-1, taken) - target, q2.gather(-1, taken) - target
         critic_loss = weighted_mean(e1.pow(2) + e2.pow(2), lw)
-        minimise(self.critic_opt, critic_loss.sum())
+        minimise(self.critic_opt, batch.critic_objective(critic_loss))
 
         log_p = self.actor.log_probs(batch.obs)
         p = log_p.exp()

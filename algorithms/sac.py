@@ -188,7 +188,7 @@ class SAC(StackedAgents):
 
         q1, q2 = self.critic(batch.critic_input, batch.action)
         critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), lw)
-        minimise(self.critic_opt, critic_loss.sum())
+        minimise(self.critic_opt, batch.critic_objective(critic_loss))
 
         action, log_prob = self.sample(batch.obs, self.update_rng.normal(*batch.action.shape[1:]))
         q1_pi, q2_pi = self.critic(batch.obs, action)

@@ -167,3 +167,36 @@ class SequenceEncoder(nn.Module):
         flat = lambda x: x.reshape(n, b * t, -1)  # noqa: E731
         features, _ = self.step(flat(next_obs), flat(after))
         return features.view(n, b, t, -1)
+
+
+class PredictionModel(nn.Module):
+    """Advanced-Soft-Actor-Critic's prediction model (``--use_prediction``), per member: from the features x_t and
+    the action a_t, a Gaussian over the next step's memory h_{t+1} and the reward,
+
+        (mu, log sigma) = MLP_T([x_t, a_t]),  r^ = MLP_R([x_t, a_t]),
+        L = mean_t [ -log N(h_{t+1}; mu, sigma) + kl * KL(N(mu, sigma) || N(0, I)) + (r^ - r_t)^2 ]
+
+    (constants dropped; h_{t+1} is the online encoder's memory of the next observation, without gradient). Its
+    gradient reaches the encoder through x_t: the memory is shaped to predict what comes next, as ASAC's
+    representation is. ``kl`` is ASAC's ``transition_kl`` (0.8)."""
+
+    def __init__(self, features: int, act_dim: int, memory: int, hidden: int, gens: Sequence[torch.Generator],
+                 kl: float = 0.8):
+        super().__init__()
+        from .nets import MLP
+
+        self.transition = MLP([features + act_dim, hidden, 2 * memory], gens)
+        self.reward = MLP([features + act_dim, hidden, 1], gens)
+        self.kl, self.memory = float(kl), int(memory)
+
+    def loss(self, features: torch.Tensor, action: torch.Tensor, next_memory: torch.Tensor,
+             reward: torch.Tensor) -> torch.Tensor:
+        """Per member [M]: features [M, K, F] (with gradient), action [M, K, A], next_memory [M, K, H], reward
+        [M, K, 1]."""
+        x = torch.cat([features, action], dim=-1)
+        mean, log_std = self.transition(x).split(self.memory, dim=-1)
+        log_std = log_std.clamp(-10.0, 2.0)
+        nll = (0.5 * ((next_memory - mean) * torch.exp(-log_std)).pow(2) + log_std).sum(-1)
+        kl = (0.5 * (torch.exp(2 * log_std) + mean.pow(2) - 1.0) - log_std).sum(-1)
+        mse = (self.reward(x) - reward).pow(2).squeeze(-1)
+        return (nll + self.kl * kl + mse).mean(-1)

@@ -19,6 +19,9 @@ no window carries memory across an episode's start). One update:
    Every step is weighted by the sharing weights, which the weighting computes on the features as on states (DASE's
    per-step form: every step of a shared window gets the weight its own action earns; docs/sharing.md);
 4. when the target critics move, the target encoder moves with them (Polyak, the same rate).
+
+With ``use_prediction`` (ASAC's prediction model, ``sequence.PredictionModel``) its loss on the same trained steps
+is added to the critic's and minimised with it, so it trains the model and shapes the encoder.
 """
 from __future__ import annotations
 
@@ -30,14 +33,14 @@ from .base import Batch, stream_seed
 from .discrete_sac import DiscreteSAC
 from .nets import adam, freeze, init_generators, soft_update
 from .sac import SAC
-from .sequence import SequenceEncoder
+from .sequence import PredictionModel, SequenceEncoder
 
 
 class SequenceAgents:
     """The recurrent form of a replay algorithm (a mixin before it; see the module's docstring)."""
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, seq_encoder="gru", seq_len=16,
-                 burn_in=0, seq_hidden=64, **algo):
+                 burn_in=0, seq_hidden=64, use_prediction=False, transition_kl=0.8, **algo):
         encoder = SequenceEncoder(seq_encoder, obs_dim, seq_hidden,
                                   init_generators([stream_seed(s, "encoder") for s in seeds]), context=seq_len)
         super().__init__(encoder.features, act_dim, low, high, seeds, device, **algo)
@@ -48,8 +51,17 @@ class SequenceAgents:
         self.seq_len, self.burn_in = int(seq_len), int(burn_in)
         # the critic's loss trains the encoder: one optimizer over both (Adam is element-wise, so this is the
         # same as one each)
-        self.critic_opt = adam([*self.critic.parameters(), *self.encoder.parameters()], lr=algo.get("lr", 3e-4))
         self.networks.update(encoder=self.encoder, encoder_target=self.encoder_target)
+        trained = [*self.critic.parameters(), *self.encoder.parameters()]
+        self.prediction = None
+        if use_prediction:  # trained with the critic, on the same steps (its loss added to the critic's)
+            width = self.n_actions if low is None else act_dim  # a discrete action enters one-hot
+            self.prediction = PredictionModel(encoder.features, width, encoder.hidden, seq_hidden,
+                                              init_generators([stream_seed(s, "prediction") for s in seeds]),
+                                              transition_kl).to(self.device)
+            self.networks["prediction"] = self.prediction
+            trained += list(self.prediction.parameters())
+        self.critic_opt = adam(trained, lr=algo.get("lr", 3e-4))
         self.acting = self.encoder.initial_state(1).squeeze(1)  # [M, S]: each member's state while it acts
 
     # ---- acting ---------------------------------------------------------------------------------
@@ -94,12 +106,20 @@ class SequenceAgents:
                       next_features.reshape(m, b * t, -1), flat(batch.not_done), flat(batch.own),
                       flat(batch.behaviour_mean), flat(batch.behaviour_std), flat(batch.behaviour_probs),
                       critic_obs=features.reshape(m, b * t, -1), target_next_obs=target_next.reshape(m, b * t, -1))
+        if self.prediction is not None:
+            action = steps.action
+            if self.low is None:  # discrete: the stored index, one-hot
+                action = torch.nn.functional.one_hot(action.long().squeeze(-1), self.n_actions).to(features.dtype)
+            steps.auxiliary_loss = self.prediction.loss(steps.critic_obs, action,
+                                                        steps.next_obs[..., self.encoder.obs_dim:], steps.reward)
         if batch.index is not None:  # prioritized windows: every step of a window carries the window's weight
             steps.index = batch.index
             steps.importance = batch.importance.expand(m, b, t).reshape(m, b * t, 1)
         info = super().update(steps)
         if self.updates % self.target_update_interval == 0:  # the target critics moved
             soft_update(self.encoder_target, self.encoder, self.tau)
+        if self.prediction is not None:
+            info["prediction_loss"] = steps.auxiliary_loss.detach()
         return {**info, "own": steps.own}
 
 

@@ -185,6 +185,8 @@ def test_attention_is_causal_attention_of_the_newest_over_the_episodes_last_k_ob
     (["--buffer_size", "10"], "cannot hold 6 steps of 2 agent(s)"),
     (["--start_steps", "5"], "give at least --seq_len 6"),
     (["--seq_len", "0"], "--seq_len must be a positive integer"),
+    (["--transition_kl", "0.5"], "--transition_kl applies with --use_prediction"),
+    (["--use_prediction", "--transition_kl", "-1"], "--transition_kl -1.0 must be >= 0"),
     (["--n_step", "3"], "not implemented for sequence replay"),
     (["--vtrace", "--policy_type", "Gaussian", "--n_step", "2"], "not implemented for sequence replay"),
     (["--policy", "DPD_SAC"], "not implemented with sequence replay"),
@@ -345,3 +347,43 @@ def test_recurrent_prioritized_run_cut_and_resumed_equals_uninterrupted(tmp_path
     names = [f"DASE_SAC_gru_VelocityMaskedPendulum-v1_1_Agent_{i}.npy" for i in range(2)]
     curves = seed_one_three_ways(sac_main, args, 333, tmp_path, names)
     assert curves[0].shape == (4,) and len(set(curves[0].tolist())) >= 3
+
+
+def test_prediction_loss_is_the_gaussian_nll_plus_kl_to_a_standard_normal_plus_the_reward_error():
+    """Against torch.distributions: -log N(h'; mu, sigma) (without its constant), kl * KL(N(mu, sigma) || N(0, 1))
+    and the squared reward error, per step, averaged per member."""
+    from torch.distributions import Normal, kl_divergence
+
+    from algorithms.sequence import PredictionModel
+
+    model = PredictionModel(5, 2, 3, 16, [torch.Generator().manual_seed(s) for s in (1, 2)], kl=0.8)
+    x, a, h, r = torch.randn(2, 7, 5), torch.randn(2, 7, 2), torch.randn(2, 7, 3), torch.randn(2, 7, 1)
+    got = model.loss(x, a, h, r)
+    for m in range(2):
+        out = model.transition(torch.cat([x, a], -1))[m]
+        mean, log_std = out[:, :3], out[:, 3:].clamp(-10, 2)
+        dist = Normal(mean, log_std.exp())
+        nll = -(dist.log_prob(h[m]) + 0.5 * np.log(2 * np.pi)).sum(-1)
+        kl = kl_divergence(dist, Normal(torch.zeros(3), torch.ones(3))).sum(-1)
+        mse = (model.reward(torch.cat([x, a], -1))[m] - r[m]).pow(2).squeeze(-1)
+        torch.testing.assert_close(got[m], (nll + 0.8 * kl + mse).mean(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("env", ["VelocityMaskedPendulum-v1", "VelocityMaskedCartPole-v1"])
+def test_prediction_model_trains_the_encoder_and_reports_its_loss(tmp_path, env):
+    """With --use_prediction the run is named ..._pred_..., the model's loss is finite in the period statistics, and
+    the encoder moves otherwise than without it (the model's gradient reaches it)."""
+    from utils.run import Trainer
+
+    encoders = {}
+    for extra in ([], ["--use_prediction"]):
+        args = ["--policy", "SAC", *short("--env", env, "--results_dir", str(tmp_path / str(len(extra))), *extra)]
+        trainer = Trainer(sac_main.build_config(sac_main.parse(args)))
+        trainer.run(stop_at=300)
+        stats = trainer.learner.period_stats()
+        assert ("prediction_loss" in stats) == bool(extra)
+        if extra:
+            assert np.isfinite(stats["prediction_loss"]).all()
+            assert trainer.cfg.stem.startswith("SAC_gru_pred_")
+        encoders[bool(extra)] = trainer.learner.agents.encoder.cell.w_ih.detach().clone()
+    assert not torch.equal(encoders[False], encoders[True])

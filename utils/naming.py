@@ -12,8 +12,8 @@ files: ``matched`` (``--kl_div_var matched``), ``float32`` (``--kl_precision flo
 or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops,
 ``sync{K}`` (and ``delay{d}``) lazy gossip, and
 ``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``,
-``lstm`` for a recurrent network (``--recurrent``), ``gru``/``lstm`` for a replay learner's sequence encoder
-(``--seq_encoder``).
+``lstm`` for a recurrent network (``--recurrent``), ``gru``/``lstm``/``attn`` for a replay learner's sequence encoder
+(``--seq_encoder``) and ``pred`` for its prediction model (``--use_prediction``).
 """
 from __future__ import annotations
 
@@ -202,6 +202,8 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
         tokens.append("lstm")
     if settings.get("seq_encoder"):
         tokens.append(str(settings["seq_encoder"]))
+    if settings.get("use_prediction"):
+        tokens.append("pred")
     if policy is not None and settings.get("init") not in (None, default_init(policy)):
         tokens.append(f"{settings['init']}init")
     return "_".join(tokens)

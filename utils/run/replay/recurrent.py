@@ -15,7 +15,7 @@ import torch
 
 from algorithms.sequence_agents import RecurrentDiscreteSAC, RecurrentSAC
 
-from .learner import Learner
+from .learner import STATS, Learner
 from .sequences import SequenceReplayBuffer
 
 RECURRENT = {"SAC": RecurrentSAC}  # the algorithms with a recurrent form
@@ -41,6 +41,24 @@ class RecurrentLearner(Learner):
                                     seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
                                     groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour,
                                     behaviour_width=self.agents.behaviour_width, prioritized=prioritized)
+
+    def accumulate(self, own: torch.Tensor, info: dict) -> None:
+        """The period's sums, and the prediction model's loss (``--use_prediction``)."""
+        super().accumulate(own, info)
+        if "prediction_loss" in info:
+            if not hasattr(self, "prediction_sum"):
+                self.prediction_sum = torch.zeros(self.members, dtype=torch.float64, device=self.device)
+            self.prediction_sum += info["prediction_loss"].double()
+
+    def period_stats(self) -> dict[str, np.ndarray]:
+        """``Learner.period_stats`` and, with a prediction model, its mean loss over the period's updates."""
+        updates = self.stats[STATS.index("updates")].cpu().numpy().copy()
+        stats = super().period_stats()
+        if hasattr(self, "prediction_sum"):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                stats["prediction_loss"] = self.prediction_sum.cpu().numpy() / updates
+            self.prediction_sum.zero_()
+        return stats
 
     def act(self, obs: np.ndarray, warmup: bool):
         """Every member's encoder steps (the warm-up too); exploration actions from its features (None: random)."""
