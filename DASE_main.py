@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import (Parser, add_common_flags, check_policy, count, default_agents, main_guard, real, resolve_env,
-                       resolve_policy, run_flags, shared_settings, train_checked)
+from utils.cli import (Parser, add_common_flags, add_sequence_flags, check_policy, count, default_agents, main_guard,
+                       real, resolve_env, resolve_policy, run_flags, sequence_settings, shared_settings, train_checked)
 from utils.errors import UsageError
 from utils.naming import SCRIPT_POLICIES, algorithm_of
 
@@ -55,6 +55,7 @@ def parse(argv=None):
     p.add_argument("--max_episodes", type=count, default=None,
                    help="an agent is done after this many training episodes; a seed stops when all its agents "
                         "are done or solved (default: no limit)")
+    add_sequence_flags(p)
     return p.parse_args(argv)
 
 
@@ -81,7 +82,9 @@ def build_config(args):
     else:
         algo = dict(discount=args.discount, tau=tau, expl_noise=args.expl_noise)
     algo.update(network_settings(args, algorithm))
-    return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
+    env = resolve_env(args.env, args.quiet)
+    algo.update(sequence_settings(args, env, policy, args.start_time_steps, "--start_time_steps"))
+    return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
                      algo=algo, sharing=sharing, episode_eval=args.episode_eval, solved_at=args.solved_at,
                      solved_window=args.solved_window, max_episodes=args.max_episodes,

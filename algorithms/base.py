@@ -183,6 +183,11 @@ class StackedAgents:
         """Which branch the next ``update`` takes (its kernels differ per branch: one CUDA graph each)."""
         return ()
 
+    @property
+    def target_period(self) -> int:
+        """Updates between moves of the target networks (after the update whose count is a multiple of it)."""
+        return int(getattr(self, "target_update_interval", 1))
+
     # ---- checkpoints: the whole state of all agents -------------------------------------
     def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {k: v for k, v in vars(self).items() if isinstance(v, torch.optim.Optimizer)}

@@ -40,7 +40,7 @@ class DDPG(StackedAgents):
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:
         """r + gamma * not_done * Q'(s', pi'(s'))."""
-        q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))
+        q = self.critic_target(batch.target_input, self.actor_target(batch.target_input))
         return batch.reward + batch.not_done * batch.gamma(self.discount) * q
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -51,9 +51,9 @@ class DDPG(StackedAgents):
         lw = batch.loss_weights(w)
         target = self.target(batch)
 
-        error = self.critic(batch.obs, batch.action) - target
+        error = self.critic(batch.critic_input, batch.action) - target
         critic_loss = weighted_mean(error.pow(2), lw)
-        minimise(self.critic_opt, critic_loss.sum())
+        minimise(self.critic_opt, batch.critic_objective(critic_loss))
 
         actor_loss = weighted_mean(-self.critic(batch.obs, pi), lw)
         minimise(self.actor_opt, actor_loss.sum())

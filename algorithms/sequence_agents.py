@@ -1,4 +1,4 @@
-"""Recurrent replay learners (``--seq_encoder``): SAC or discrete SAC on the features of a recurrent encoder,
+"""Recurrent replay learners (``--seq_encoder``): SAC, discrete SAC, TD3 or DDPG on the features of a recurrent encoder,
 trained on replayed windows of steps with R2D2's stored state and burn-in (Kapturowski et al. 2019), as
 Advanced-Soft-Actor-Critic trains its representation.
 
@@ -12,7 +12,8 @@ no window carries memory across an episode's start). One update:
    observation from the state after that step (online x'_t for the policy, target x^_t for the target critics);
 3. the algorithm's own update on the B x T steps as samples, with x_t in place of the states: the critics read x_t
    with its gradient (the critic loss trains the encoder), the policy and temperature the detached x_t, the target
-   the policy at x'_t and the target critics at x^_t; SAC's target, for instance, is
+   the policy at x'_t (TD3's and DDPG's target actor at x^_t) and the target critics at x^_t; SAC's target, for
+   instance, is
 
        y_t = scale r_t + gamma not_done_t (min_j Q^_j(x^_t, a') - alpha log pi(a'|x'_t)),  a' ~ pi(x'_t).
 
@@ -30,10 +31,12 @@ import copy
 import torch
 
 from .base import Batch, stream_seed
+from .ddpg import DDPG
 from .discrete_sac import DiscreteSAC
-from .nets import adam, freeze, init_generators, soft_update
+from .nets import freeze, init_generators, soft_update
 from .sac import SAC
 from .sequence import PredictionModel, SequenceEncoder
+from .td3 import TD3
 
 
 class SequenceAgents:
@@ -49,10 +52,10 @@ class SequenceAgents:
         self.encoder = encoder.to(self.device)
         self.encoder_target = freeze(copy.deepcopy(self.encoder))
         self.seq_len, self.burn_in = int(seq_len), int(burn_in)
-        # the critic's loss trains the encoder: one optimizer over both (Adam is element-wise, so this is the
-        # same as one each)
         self.networks.update(encoder=self.encoder, encoder_target=self.encoder_target)
-        trained = [*self.critic.parameters(), *self.encoder.parameters()]
+        # the critic's loss trains the encoder (and the prediction model): their parameters join the critic's
+        # optimizer, with its settings (Adam is element-wise: the same as an optimizer of their own)
+        self.critic_opt.add_param_group({"params": list(self.encoder.parameters())})
         self.prediction = None
         if use_prediction:  # trained with the critic, on the same steps (its loss added to the critic's)
             width = self.n_actions if low is None else act_dim  # a discrete action enters one-hot
@@ -60,8 +63,7 @@ class SequenceAgents:
                                               init_generators([stream_seed(s, "prediction") for s in seeds]),
                                               transition_kl).to(self.device)
             self.networks["prediction"] = self.prediction
-            trained += list(self.prediction.parameters())
-        self.critic_opt = adam(trained, lr=algo.get("lr", 3e-4))
+            self.critic_opt.add_param_group({"params": list(self.prediction.parameters())})
         self.acting = self.encoder.initial_state(1).squeeze(1)  # [M, S]: each member's state while it acts
 
     # ---- acting ---------------------------------------------------------------------------------
@@ -116,7 +118,7 @@ class SequenceAgents:
             steps.index = batch.index
             steps.importance = batch.importance.expand(m, b, t).reshape(m, b * t, 1)
         info = super().update(steps)
-        if self.updates % self.target_update_interval == 0:  # the target critics moved
+        if self.updates % self.target_period == 0:  # the target critics moved
             soft_update(self.encoder_target, self.encoder, self.tau)
         if self.prediction is not None:
             info["prediction_loss"] = steps.auxiliary_loss.detach()
@@ -129,3 +131,11 @@ class RecurrentSAC(SequenceAgents, SAC):
 
 class RecurrentDiscreteSAC(SequenceAgents, DiscreteSAC):
     """Discrete SAC on a recurrent encoder's features."""
+
+
+class RecurrentTD3(SequenceAgents, TD3):
+    """TD3 on a recurrent encoder's features (the target actor reads the target encoder's, as the target critics)."""
+
+
+class RecurrentDDPG(SequenceAgents, DDPG):
+    """DDPG on a recurrent encoder's features."""

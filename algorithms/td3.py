@@ -28,12 +28,17 @@ class TD3(StackedAgents):
         """r + gamma * not_done * min_j Q'_j(s', clip(pi'(s') + clipped noise))."""
         noise = self.update_rng.normal(*batch.action.shape[1:]) * (self.policy_noise * self.scale)
         noise = torch.maximum(torch.minimum(noise, self.noise_clip * self.scale), -self.noise_clip * self.scale)
-        next_action = torch.clamp(self.actor_target(batch.next_obs) + noise, self.low, self.high)
-        q1, q2 = self.critic_target(batch.next_obs, next_action)
+        next_action = torch.clamp(self.actor_target(batch.target_input) + noise, self.low, self.high)
+        q1, q2 = self.critic_target(batch.target_input, next_action)
         return batch.reward + batch.not_done * batch.gamma(self.discount) * torch.min(q1, q2)
 
     def schedule(self) -> tuple:
         return ((self.updates + 1) % self.policy_freq == 0,)  # the next update trains the actor too
+
+    @property
+    def target_period(self) -> int:
+        """Updates between moves of the target networks (with the delayed actor's)."""
+        return self.policy_freq
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
@@ -44,9 +49,9 @@ class TD3(StackedAgents):
         lw = batch.loss_weights(w)
         target = self.target(batch)
 
-        q1, q2 = self.critic(batch.obs, batch.action)
+        q1, q2 = self.critic(batch.critic_input, batch.action)
         critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), lw)
-        minimise(self.critic_opt, critic_loss.sum())  # summed over agents: each gets its own loss's gradient
+        minimise(self.critic_opt, batch.critic_objective(critic_loss))  # summed over agents: each its own gradient
         info = {"critic_loss": critic_loss.detach(), "weights": w.detach(), "td_error": batch.td_error(q1 - target,
                                                                                                       q2 - target)}
 

@@ -387,3 +387,65 @@ def test_prediction_model_trains_the_encoder_and_reports_its_loss(tmp_path, env)
             assert trainer.cfg.stem.startswith("SAC_gru_pred_")
         encoders[bool(extra)] = trainer.learner.agents.encoder.cell.w_ih.detach().clone()
     assert not torch.equal(encoders[False], encoders[True])
+
+
+def test_recurrent_td3_target_reads_the_target_encoder_for_the_target_actor_and_critics():
+    """TD3's target from a per-member loop of torch's GRUCell: the target encoder's features of each next
+    observation feed the target actor (plus clipped smoothing noise) and the target critics."""
+    from algorithms.base import Batch
+    from algorithms.sequence_agents import RecurrentTD3
+
+    torch.manual_seed(1)
+    agents = RecurrentTD3(3, 2, [-1.0, -2.0], [1.0, 2.0], [4, 9], seq_encoder="gru", seq_len=5, burn_in=2,
+                          seq_hidden=6, hidden=(8, 8), discount=0.9)
+    with torch.no_grad():  # targets apart from the online networks
+        for net in (agents.encoder_target, agents.actor_target, agents.critic_target):
+            for p in net.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+    m, b, length, t = 2, 3, 5, 3
+    batch = Batch(torch.randn(m, b, length, 3), torch.rand(m, b, length, 2) * 2 - 1, torch.randn(m, b, length, 1),
+                  torch.randn(m, b, length, 3), (torch.rand(m, b, length, 1) > 0.2).float(),
+                  torch.ones(m, b, length, dtype=torch.bool),
+                  sequence={"first": (torch.rand(m, b, length) < 0.25).float(), "state": torch.randn(m, b, 6)})
+    rng = AgentRNG([0, 1])
+    rng.set_state(agents.update_rng.get_state())
+    noise = rng.normal(b * t, 2)
+    before = copy.deepcopy(agents)
+    seen = {}
+    target = agents.target
+
+    def spy(steps):
+        seen["y"] = target(steps)
+        return seen["y"]
+    agents.target = spy
+    agents.update(batch)
+    scale = torch.tensor([1.0, 2.0])
+    for i in range(m):
+        cell = _gru(before.encoder_target.cell, i)
+        keep = 1 - batch.sequence["first"][i].unsqueeze(-1)
+        h = batch.sequence["state"][i]
+        nxt = []
+        with torch.no_grad():
+            for s in range(length):
+                h = cell(batch.obs[i, :, s], h * keep[:, s])
+                if s >= 2:
+                    nxt.append(torch.cat([batch.next_obs[i, :, s], cell(batch.next_obs[i, :, s], h)], -1))
+            x = torch.stack(nxt, 1).reshape(b * t, -1)
+            eps = (noise[i] * 0.2 * scale).clamp(-0.5 * scale, 0.5 * scale)
+            a = (torch.tanh(_mlp(before.actor_target.net.layers, i, x)) * scale + eps).clamp(-scale, scale)
+            xa = torch.cat([x, a], -1)
+            q = torch.min(_mlp(before.critic_target.q1.net.layers, i, xa), _mlp(before.critic_target.q2.net.layers, i, xa))
+            y = batch.reward[i, :, 2:].reshape(-1, 1) + 0.9 * batch.not_done[i, :, 2:].reshape(-1, 1) * q
+        torch.testing.assert_close(seen["y"][i], y, rtol=1e-5, atol=1e-5)
+
+
+def test_recurrent_dase_td3_seeds_batched_equal_alone_and_a_cut_resume(tmp_path, seed_one_three_ways):
+    import DASE_main
+
+    args = ["--policy", "DASE_TD3", "--env", "VelocityMaskedPendulum-v1", "--seq_encoder", "gru", "--max_time_steps",
+            "600", "--start_time_steps", "200", "--eval_freq", "200", "--eval_episodes", "2", "--batch_size", "4",
+            "--seq_len", "6", "--burn_in", "2", "--seq_hidden", "32", "--hidden_sizes", "16", "16", "--threads", "1",
+            "--quiet"]
+    names = [f"DASE_TD3_gru_VelocityMaskedPendulum-v1_1_Agent_{i}{k}.npy" for i in range(2) for k in ("", "_weights")]
+    curves = seed_one_three_ways(DASE_main, args, 333, tmp_path, names)
+    assert curves[0].shape == (4,) and len(set(curves[0].tolist())) >= 3

@@ -437,3 +437,75 @@ def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None
         sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")
         return 130
     return 0
+
+
+def add_sequence_flags(p: argparse.ArgumentParser) -> None:
+    """--seq_encoder and its settings (sac_main.py and DASE_main.py)."""
+    p.add_argument("--seq_encoder", type=str, default=None, metavar="{gru,lstm,attn}",
+                   help="a recurrent agent: a gru, lstm or attn (causal attention over the episode's last --seq_len "
+                        "observations) encoder shared by actor and critics, trained on replayed windows of --seq_len steps with stored states and --burn_in "
+                        "(R2D2); for partially observed tasks such as VelocityMaskedPendulum-v1. --batch_size then "
+                        "counts windows; files named {policy}_{encoder}_... (default: none, feed-forward)")
+    p.add_argument("--seq_len", type=int, default=None,
+                   help="--seq_encoder: steps per replayed window, burn-in included (default: 16)")
+    p.add_argument("--burn_in", type=int, default=None,
+                   help="--seq_encoder: leading steps of a window that only refresh the stored state (default: 0)")
+    p.add_argument("--seq_hidden", type=int, default=None,
+                   help="--seq_encoder: width of the recurrent state (attn: of the attention); a multiple of 32 keeps "
+                        "seeds batched bit-identical to seeds alone on the CPU (default: 64)")
+    p.add_argument("--use_prediction", action="store_true",
+                   help="--seq_encoder: train ASAC's prediction model beside the agent (a Gaussian over the next "
+                        "memory and the reward from the features and the action; its loss added to the critic's, so "
+                        "it shapes the encoder) (default: off)")
+    p.add_argument("--transition_kl", type=real, default=None,
+                   help="--use_prediction: weight of the KL of the predicted transition to N(0, I) (default: 0.8, "
+                        "ASAC's)")
+
+
+SEQUENCE_DEFAULTS = {"seq_len": 16, "burn_in": 0, "seq_hidden": 64}
+MAX_SEQ_HIDDEN = 4096  # a GRU of 4096 already holds 100M parameters per agent
+
+
+def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag: str) -> dict:
+    """--seq_encoder and its numbers, checked ({} without it: feed-forward runs keep their records)."""
+    from algorithms.sequence import ENCODERS
+
+    from .naming import method_of
+
+    given = [f"--{k}" for k in SEQUENCE_DEFAULTS if getattr(args, k) is not None] \
+        + ["--use_prediction"] * bool(args.use_prediction)
+    if args.transition_kl is not None and not args.use_prediction:
+        raise UsageError("--transition_kl applies with --use_prediction; add it or drop --transition_kl")
+    if args.seq_encoder is None:
+        if given:
+            raise UsageError(f"{'/'.join(given)} apply with --seq_encoder; add it or drop them")
+        return {}
+    seq = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in SEQUENCE_DEFAULTS.items()}
+    length, burn, writers = seq["seq_len"], seq["burn_in"], default_agents(args, policy)
+    refusals = [
+        (args.seq_encoder not in ENCODERS, f"--seq_encoder {args.seq_encoder!r}: one of {', '.join(ENCODERS)}"),
+        (method_of(policy).prefix not in ("", "DASE"), f"--seq_encoder: {policy} is not implemented with sequence "
+         "replay (independent and DASE_ agents are)"),
+        (getattr(args, "episode_eval", False) or getattr(args, "max_episodes", None) is not None,
+         "--seq_encoder: --episode_eval and --max_episodes play the greedy policy without memory here; drop them"),
+        (args.n_step > 1 or getattr(args, "vtrace", False), "--seq_encoder: --n_step and --vtrace are not "
+         "implemented for sequence replay; drop them"),
+        (getattr(args, "topology", None) not in (None, "complete") or getattr(args, "adjacency", None) is not None,
+         "--seq_encoder: sequence replay samples the whole shared buffer; drop --topology/--adjacency"),
+        (length < 1, f"--seq_len must be a positive integer, got {length}"),
+        (seq["seq_hidden"] < 1, f"--seq_hidden must be a positive integer, got {seq['seq_hidden']}"),
+        (seq["seq_hidden"] > MAX_SEQ_HIDDEN, f"--seq_hidden {seq['seq_hidden']}: at most {MAX_SEQ_HIDDEN}"),
+        (not 0 <= burn < length, f"--burn_in {burn} must be in [0, --seq_len {length}): a window needs a step to "
+         "train on"),
+        (length * writers > args.buffer_size, f"--seq_len {length}: the buffer (--buffer_size {args.buffer_size}) "
+         f"cannot hold {length} steps of {writers} agent(s)"),
+        (start_steps < length, f"{start_flag} {start_steps}: the first update needs a whole window; give at least "
+         f"--seq_len {length}"),
+    ]
+    kl = 0.8 if args.transition_kl is None else args.transition_kl
+    refusals.append((not kl >= 0, f"--transition_kl {kl} must be >= 0"))
+    for refused, message in refusals:
+        if refused:
+            raise UsageError(message)
+    prediction = {"use_prediction": True, "transition_kl": kl} if args.use_prediction else {}
+    return {"seq_encoder": args.seq_encoder, **seq, **prediction}

@@ -152,6 +152,11 @@ class Trainer:
             rows = cfg.buffer_size if self.device.type == "cuda" else \
                 min(cfg.buffer_size, cfg.max_time_steps * (n if cfg.is_dase else 1))
             row_bytes = 4 * (2 * c.obs_dim + 3 * c.act_dim + 4)  # obs, next obs, action (+ behaviour), reward, flags
+            seq = cfg.algo
+            if seq.get("seq_encoder"):  # sequence replay: an episode-start flag and the writer's state per row
+                width = {"gru": seq["seq_hidden"], "lstm": 2 * seq["seq_hidden"]}.get(
+                    seq["seq_encoder"], seq["seq_len"] * (c.obs_dim + 1))
+                row_bytes += 4 * (1 + width)
             try:
                 check_fits(f"--buffer_size {cfg.buffer_size}: the replay buffers ({len(seeds)} seed(s))",
                            groups * rows * row_bytes, self.device, "lower --buffer_size or run fewer --seeds at once",

@@ -13,12 +13,12 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms.sequence_agents import RecurrentDiscreteSAC, RecurrentSAC
+from algorithms.sequence_agents import RecurrentDDPG, RecurrentDiscreteSAC, RecurrentSAC, RecurrentTD3
 
 from .learner import STATS, Learner
 from .sequences import SequenceReplayBuffer
 
-RECURRENT = {"SAC": RecurrentSAC}  # the algorithms with a recurrent form
+RECURRENT = {"SAC": RecurrentSAC, "TD3": RecurrentTD3, "DDPG": RecurrentDDPG}  # the algorithms' recurrent forms
 RECURRENT_DISCRETE = {"SAC": RecurrentDiscreteSAC}
 
 
