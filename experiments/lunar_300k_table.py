@@ -1,0 +1,90 @@
+"""The LunarLander 300k table (issue 33, item 1): ours beside the paper's published runs at 100k, 200k and 300k.
+
+    python experiments/lunar_300k_table.py [--write]
+
+Per run (a seed; DASE_TD3 and our DPD_TD3: the mean of the seed's agents' curves) the mean of the 5 evaluations
+ending at the step; per code and method the mean over the seeds that reached the step, with a 95 % percentile
+bootstrap interval over seeds (number of seeds in brackets); our DASE_TD3 and DPD_TD3 against our TD3 with a
+two-sided permutation test over seeds. Ours: "Learning Curves/LunarLander 300k/" (experiments/lunar_300k.yaml,
+LunarLanderContinuous-v3); the paper's: ../shared/reference/paper-curves/ (LunarLanderContinuous-v2). ``--write``
+puts the table into docs/experiments.md between its markers.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+from side_by_side_table import permutation_p  # noqa: E402
+from utils.plot.stats import bootstrap_ci  # noqa: E402
+
+OURS = ROOT / "Learning Curves" / "LunarLander 300k" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v3"
+PAPER = ROOT.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v2"
+POLICIES = ("TD3", "DASE_TD3", "DPD_TD3")
+STEPS, WINDOW, EVAL_FREQ = (100_000, 200_000, 300_000), 5, 1000
+MARK = "lunar_300k_table"
+
+
+def runs(folder: Path, policy: str) -> dict[int, np.ndarray]:
+    """Seed -> the run's curve: the single file, or the mean of its agents' files (cut to their common length)."""
+    env = folder.name
+    out = {}
+    for path in sorted(folder.glob(f"{policy}_{env}_*.npy")):
+        rest = path.stem[len(f"{policy}_{env}_"):]
+        seed = rest.split("_")[0]
+        if not seed.isdigit() or int(seed) in out or rest not in (seed, f"{seed}_Agent_0"):
+            continue
+        agents = sorted(folder.glob(f"{policy}_{env}_{seed}_Agent_[0-9].npy"))
+        curves = [np.load(p) for p in (agents or [path])]
+        n = min(len(c) for c in curves)
+        out[int(seed)] = np.mean([c[:n] for c in curves], axis=0)
+    return out
+
+
+def at(curves: dict[int, np.ndarray], step: int) -> np.ndarray:
+    i = step // EVAL_FREQ
+    return np.array([c[i - WINDOW + 1:i + 1].mean() for c in curves.values() if len(c) > i])
+
+
+def cell(values: np.ndarray) -> str:
+    if len(values) == 0:
+        return "—"
+    lo, hi = bootstrap_ci(values, np.mean)
+    return f"{values.mean():.1f} [{lo:.1f}, {hi:.1f}] ({len(values)})"
+
+
+def table() -> str:
+    lines = ["| mean of the 5 evaluations up to the step, 95 % CI (seeds) | " + " | ".join(f"{s // 1000}k" for s in STEPS)
+             + " |", "|" + "---|" * (len(STEPS) + 1)]
+    ours = {p: runs(OURS, p) for p in POLICIES}
+    for label, folder in (("ours (v3)", OURS), ("paper (v2)", PAPER)):
+        for policy in POLICIES:
+            curves = ours[policy] if folder is OURS else runs(folder, policy)
+            lines.append(f"| {label} {policy} | " + " | ".join(cell(at(curves, s)) for s in STEPS) + " |")
+    for policy in POLICIES[1:]:
+        cells = []
+        for s in STEPS:
+            a, b = at(ours[policy], s), at(ours["TD3"], s)
+            cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f})" if len(a) and len(b) else "—")
+        lines.append(f"| ours {policy} − ours TD3 | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    text = table()
+    print(text)
+    if "--write" in argv:
+        doc = ROOT / "docs" / "experiments.md"
+        body = doc.read_text()
+        start, end = f"<!-- {MARK} -->", f"<!-- /{MARK} -->"
+        a, b = body.index(start) + len(start), body.index(end)
+        doc.write_text(body[:a] + "\n" + text + "\n" + body[b:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
