@@ -170,3 +170,42 @@ def test_diagonal_reference_equals_torch_distributions():
         assert bool(ok)
         torch.testing.assert_close(forward, kl_divergence(fit, ref), rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(reverse, kl_divergence(ref, fit), rtol=1e-10, atol=1e-10)
+
+
+RECURRENT = {
+    "DASE_SAC gaussian gru": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16, "seq_encoder": "gru"}, {}),
+    "DASE_TD3 lstm prioritized": ("DASE_TD3", {"hidden": (16, 16), "seq_encoder": "lstm", "burn_in": 2},
+                                  {"prioritized": dict(alpha=0.6, beta=0.4, beta_steps=100, eps=1e-6)}),
+    "SAC attn, prediction": ("SAC", {"hidden_size": 16, "seq_encoder": "attn", "use_prediction": True}, {}),
+}
+
+
+@pytest.mark.parametrize("policy", list(RECURRENT))
+def test_recurrent_update_and_acting_hold_no_capture_unsafe_op(policy):
+    """--seq_encoder: window sampling (uniform or prioritized), burn-in, unrolls, the algorithm's update, and an
+    acting step (encoder, then exploration) run no op a CUDA graph cannot hold."""
+    from utils.run.replay.recurrent import RecurrentLearner
+
+    name, algo, kwargs = RECURRENT[policy]
+    n = 2 if name.startswith("DASE") else 1
+    algo = {"seq_len": 6, "seq_hidden": 32, **algo}
+    learner = RecurrentLearner(algorithm_of(name), algo, [s + 100 * i for s in (0, 1) for i in range(n)], n, OBS, ACT,
+                               LOW, HIGH, buffer_size=500, batch_size=8, updates_per_step=1,
+                               device=torch.device("cpu"), sharing=SharingSettings.of(name, n, {}), **kwargs)
+    rng = np.random.default_rng(0)
+    m = learner.members
+    for step in range(60):
+        actions, behaviour = learner.act(rng.standard_normal((m, OBS)), warmup=step % 2 == 0)
+        actions = rng.uniform(-2, 2, (m, ACT)) if actions is None else actions
+        ended = rng.random(m) < 0.05
+        learner.store(rng.standard_normal((m, OBS)), actions, rng.standard_normal(m), rng.standard_normal((m, OBS)),
+                      ended, behaviour, ended=ended)
+    optimizers_as_on_cuda(learner.agents)
+    for _ in range(3):
+        learner.update_once()
+    records = [count_ops(learner.update_once) for _ in range(2)]
+    obs = torch.zeros((m, OBS))
+    records.append(count_ops(lambda: learner.agents.explore_device(learner.agents.observe(obs))))
+    unsafe = [op for r in records for op in r.unsafe]
+    assert not unsafe, f"{policy}: {unsafe}"
+    assert all(r.total > 10 for r in records)
