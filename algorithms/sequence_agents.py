@@ -52,6 +52,7 @@ class SequenceAgents:
         self.encoder = encoder.to(self.device)
         self.encoder_target = freeze(copy.deepcopy(self.encoder))
         self.seq_len, self.burn_in = int(seq_len), int(burn_in)
+        self.n_step = 1  # N-step returns inside a window (set by the learner from --n_step)
         self.networks.update(encoder=self.encoder, encoder_target=self.encoder_target)
         # the critic's loss trains the encoder (and the prediction model): their parameters join the critic's
         # optimizer, with its settings (Adam is element-wise: the same as an optimizer of their own)
@@ -104,10 +105,15 @@ class SequenceAgents:
         features, next_features, target_next = self.encode(batch)
         m, b, t = features.shape[:3]
         flat = lambda x: None if x is None else x[:, :, k:].reshape(m, b * t, *x.shape[3:])  # noqa: E731
-        steps = Batch(features.detach().reshape(m, b * t, -1), flat(batch.action), flat(batch.reward),
-                      next_features.reshape(m, b * t, -1), flat(batch.not_done), flat(batch.own),
+        reward, not_done, discount = batch.reward, batch.not_done, None
+        if self.n_step > 1:
+            reward, next_features, target_next, not_done, discount = self.n_step_targets(
+                batch, next_features, target_next)
+        steps = Batch(features.detach().reshape(m, b * t, -1), flat(batch.action), flat(reward),
+                      next_features.reshape(m, b * t, -1), flat(not_done), flat(batch.own),
                       flat(batch.behaviour_mean), flat(batch.behaviour_std), flat(batch.behaviour_probs),
-                      critic_obs=features.reshape(m, b * t, -1), target_next_obs=target_next.reshape(m, b * t, -1))
+                      discount=flat(discount), critic_obs=features.reshape(m, b * t, -1),
+                      target_next_obs=target_next.reshape(m, b * t, -1))
         if self.prediction is not None:
             action = steps.action
             if self.low is None:  # discrete: the stored index, one-hot
@@ -123,6 +129,37 @@ class SequenceAgents:
         if self.prediction is not None:
             info["prediction_loss"] = steps.auxiliary_loss.detach()
         return {**info, "own": steps.own}
+
+
+    @torch.no_grad()
+    def n_step_targets(self, batch: Batch, next_features: torch.Tensor, target_next: torch.Tensor):
+        """N-step returns inside the window (R2D2's): for trained step t, with j < N the last step summed (the first
+        that ended its episode, or the window's last),
+
+            reward = sum_{i <= j} gamma^i r_{t+i},  bootstrap from the features of step t+j's next observation,
+            not_done = that of step t+j,  discount = gamma^(j+1).
+
+        Returns the rewards and not_done [M, B, L, 1] (burn-in rows untouched, they are not trained on), the next
+        features (online and target) [M, B, T, F] and the discounts [M, B, L, 1]."""
+        k, n = self.burn_in, self.n_step
+        gamma = float(getattr(self, "gamma", None) or self.discount)
+        r, ended = batch.reward[:, :, k:, 0], batch.sequence["ended"][:, :, k:]  # [M, B, T]
+        m, b, t = r.shape
+        pad = lambda x, v: torch.cat([x, torch.full((m, b, n - 1), v, dtype=x.dtype, device=x.device)], -1)  # noqa: E731
+        r_n = pad(r, 0.0).unfold(-1, n, 1)  # [M, B, T, n]: r_{t+i}
+        ended_n = pad(ended, 1.0).unfold(-1, n, 1)
+        inside = pad(torch.ones_like(r), 0.0).unfold(-1, n, 1)  # step t+i lies in the window
+        alive = torch.cumprod(torch.cat([torch.ones_like(ended_n[..., :1]), 1.0 - ended_n[..., :-1]], -1), -1)
+        used = alive * inside
+        powers = gamma ** torch.arange(n, dtype=r.dtype, device=r.device)
+        reward = (used * powers * r_n).sum(-1)
+        last = used.sum(-1).long() - 1  # j
+        idx = torch.arange(t, device=r.device).view(1, 1, t) + last  # t + j
+        pick = lambda x: x.gather(2, idx.unsqueeze(-1).expand(-1, -1, -1, x.shape[-1]))  # noqa: E731
+        full = lambda x, rows: torch.cat([x[:, :, :k], rows], 2)  # noqa: E731
+        discount = gamma ** (last + 1).to(r.dtype)
+        return (full(batch.reward, reward.unsqueeze(-1)), pick(next_features), pick(target_next),
+                full(batch.not_done, pick(batch.not_done[:, :, k:])), full(batch.not_done, discount.unsqueeze(-1)))
 
 
 class RecurrentSAC(SequenceAgents, SAC):

@@ -187,7 +187,7 @@ def test_attention_is_causal_attention_of_the_newest_over_the_episodes_last_k_ob
     (["--seq_len", "0"], "--seq_len must be a positive integer"),
     (["--transition_kl", "0.5"], "--transition_kl applies with --use_prediction"),
     (["--use_prediction", "--transition_kl", "-1"], "--transition_kl -1.0 must be >= 0"),
-    (["--n_step", "3"], "not implemented for sequence replay"),
+    (["--n_step", "5"], "--n_step 5: N-step returns stay inside a window's 4 trained steps"),
     (["--vtrace", "--policy_type", "Gaussian", "--n_step", "2"], "not implemented for sequence replay"),
     (["--policy", "DPD_SAC"], "not implemented with sequence replay"),
 ])
@@ -464,3 +464,45 @@ def test_recurrent_sac_learns_the_velocity_masked_pendulum(tmp_path):
     curve = np.load(tmp_path / "SAC_gru_VelocityMaskedPendulum-v1_0.npy")
     last3 = np.convolve(curve, np.ones(3) / 3, mode="valid")
     assert last3.max() >= -300, curve
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_n_step_returns_inside_a_window_equal_a_plain_loop(n):
+    """Per trained step t: rewards summed with gamma^i up to the first step that ended its episode or the window's
+    last, bootstrapped from that step's next features (online and target) and not_done, discount gamma^(j+1)."""
+    from algorithms.base import Batch
+    from algorithms.sequence_agents import RecurrentSAC
+
+    agents = RecurrentSAC(2, 1, [-1.0], [1.0], [0], seq_encoder="gru", seq_len=7, burn_in=2, seq_hidden=4,
+                          hidden_size=8, gamma=0.9)
+    agents.n_step = n
+    m, b, length, k = 1, 5, 7, 2
+    t = length - k
+    ended = (torch.rand(m, b, length) < 0.3).float()
+    batch = Batch(torch.randn(m, b, length, 2), torch.zeros(m, b, length, 1), torch.randn(m, b, length, 1),
+                  torch.randn(m, b, length, 2), 1 - ended.unsqueeze(-1) * (torch.rand(m, b, length, 1) < 0.5),
+                  torch.ones(m, b, length, dtype=torch.bool),
+                  sequence={"first": torch.zeros(m, b, length), "state": torch.zeros(m, b, 4), "ended": ended})
+    nf, tn = torch.randn(m, b, t, 6), torch.randn(m, b, t, 6)
+    reward, nf_n, tn_n, not_done, discount = agents.n_step_targets(batch, nf, tn)
+    for w in range(b):
+        for s in range(t):
+            total, j = 0.0, 0
+            for i in range(n):
+                if s + i >= t:
+                    break
+                total += 0.9 ** i * float(batch.reward[0, w, k + s + i])
+                j = i
+                if ended[0, w, k + s + i]:
+                    break
+            assert reward[0, w, k + s, 0].item() == pytest.approx(total, rel=1e-5, abs=1e-5)
+            torch.testing.assert_close(nf_n[0, w, s], nf[0, w, s + j])
+            torch.testing.assert_close(tn_n[0, w, s], tn[0, w, s + j])
+            assert not_done[0, w, k + s, 0] == batch.not_done[0, w, k + s + j, 0]
+            assert discount[0, w, k + s, 0].item() == pytest.approx(0.9 ** (j + 1))
+
+
+def test_recurrent_n_step_run_cut_and_resumed_equals_uninterrupted(tmp_path, seed_one_three_ways):
+    args = ["--policy", "DASE_SAC", *short("--policy_type", "Gaussian", "--n_step", "3")]
+    names = [f"DASE_SAC_gru_VelocityMaskedPendulum-v1_1_Agent_{i}.npy" for i in range(2)]
+    seed_one_three_ways(sac_main, args, 333, tmp_path, names)

@@ -488,8 +488,7 @@ def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag:
          "replay (independent and DASE_ agents are)"),
         (getattr(args, "episode_eval", False) or getattr(args, "max_episodes", None) is not None,
          "--seq_encoder: --episode_eval and --max_episodes play the greedy policy without memory here; drop them"),
-        (args.n_step > 1 or getattr(args, "vtrace", False), "--seq_encoder: --n_step and --vtrace are not "
-         "implemented for sequence replay; drop them"),
+        (getattr(args, "vtrace", False), "--seq_encoder: --vtrace is not implemented for sequence replay; drop it"),
         (getattr(args, "topology", None) not in (None, "complete") or getattr(args, "adjacency", None) is not None,
          "--seq_encoder: sequence replay samples the whole shared buffer; drop --topology/--adjacency"),
         (length < 1, f"--seq_len must be a positive integer, got {length}"),
@@ -504,6 +503,8 @@ def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag:
     ]
     kl = 0.8 if args.transition_kl is None else args.transition_kl
     refusals.append((not kl >= 0, f"--transition_kl {kl} must be >= 0"))
+    refusals.append((args.n_step > length - burn, f"--n_step {args.n_step}: N-step returns stay inside a window's "
+                     f"{length - burn} trained steps (--seq_len {length} - --burn_in {burn})"))
     for refused, message in refusals:
         if refused:
             raise UsageError(message)

@@ -32,8 +32,9 @@ class RecurrentLearner(Learner):
         return table[algorithm](*args, **algo)
 
     def make_buffer(self, obs_dim, act_dim, buffer_size, n_step, gamma, sequences, prioritized):
-        if n_step > 1 or self.scheme.by_writer or self.scheme.distillation is not None:
-            raise ValueError("--seq_encoder: N-step, graph-restricted and DPD replay are not implemented for sequences")
+        if self.scheme.by_writer or self.scheme.distillation is not None:
+            raise ValueError("--seq_encoder: graph-restricted and DPD replay are not implemented for sequences")
+        self.agents.n_step = int(n_step)  # N-step returns inside each window
         w = self.scheme.writers
         self.first = np.ones(self.members, dtype=np.float32)  # every member's next step starts an episode
         self.stored: Optional[torch.Tensor] = None  # the states of the last ``act``, for ``store``

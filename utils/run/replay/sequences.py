@@ -94,7 +94,8 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         beh = (self.behaviour_mean[g, rows], self.behaviour_std[g, rows]) if self.behaviour_mean is not None \
             else (None, None)
         probs = self.behaviour_probs[g, rows] if self.behaviour_probs is not None else None
-        sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]]}
+        sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]],
+                    "ended": self.ended[g, rows].squeeze(-1)}
         return Batch(self.obs[g, rows], self.action[g, rows], self.reward[g, rows], self.next_obs[g, rows],
                      self.not_done[g, rows], own, *beh, behaviour_probs=probs, sequence=sequence, index=index,
                      importance=importance)
