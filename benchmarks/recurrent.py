@@ -18,6 +18,7 @@ import time
 import torch
 
 from algorithms.base import Batch
+from algorithms.sequence import ENCODERS
 from algorithms.sequence_agents import RecurrentSAC
 from algorithms.sac import SAC
 from utils.cli import Parser, tool_guard
@@ -59,7 +60,7 @@ def _main(argv=None) -> int:
     p.add_argument("--windows", type=int, default=16, help="windows per member and update (default: 16)")
     p.add_argument("--seq_len", type=int, default=16, help="steps per window (default: 16)")
     p.add_argument("--burn_in", type=int, default=0, help="leading steps not trained on (default: 0)")
-    p.add_argument("--encoder", type=str, default="gru", help="gru or lstm (default: gru)")
+    p.add_argument("--encoder", type=str, default="gru", help="gru, lstm or attn (default: gru)")
     p.add_argument("--seq_hidden", type=int, default=64, help="state width (default: 64)")
     p.add_argument("--obs_dim", type=int, default=2, help="observation width (default: 2, the masked Pendulum)")
     p.add_argument("--act_dim", type=int, default=1, help="action width (default: 1)")
@@ -74,8 +75,8 @@ def _main(argv=None) -> int:
             raise UsageError(f"--{name} must be a positive integer, got {getattr(args, name)}")
     if not 0 <= args.burn_in < args.seq_len:
         raise UsageError(f"--burn_in {args.burn_in} must be in [0, --seq_len {args.seq_len})")
-    if args.encoder not in ("gru", "lstm"):
-        raise UsageError(f"--encoder {args.encoder!r}: one of gru, lstm")
+    if args.encoder not in ENCODERS:
+        raise UsageError(f"--encoder {args.encoder!r}: one of {', '.join(ENCODERS)}")
     if args.json is not None and (problem := output_file_problem(args.json)):
         p.error(f"--json {args.json[:60]}: {problem}")
     torch.set_num_threads(args.threads)
