@@ -23,6 +23,9 @@ RUNS = {  # script, policy, environment, the script's step flags
     "ac_main_a3c": (ac_main, "A3C", "CartPole-v1", ["--max_time_steps", "1600", "--num_processes", "1"]),
     "ac_main_a3c_lstm": (ac_main, "A3C", "Pendulum-v1", ["--max_time_steps", "1600", "--num_processes", "1",
                                                          "--recurrent"]),
+    "sac_main_gru": (sac_main, "SAC", "VelocityMaskedPendulum-v1", ["--num_steps", "600", "--start_steps", "300",
+                                                                    "--seq_encoder", "gru", "--batch_size", "4",
+                                                                    "--seq_len", "6", "--seq_hidden", "32"]),
 }
 
 
@@ -33,7 +36,8 @@ def train(name, tmp_path, *more):
             "--threads", "1", "--quiet", "--results_dir", str(tmp_path / "r"), "--models_dir", str(tmp_path / "m"),
             "--seed", "4", *more]
     assert main_guard(module.run, args) == 0
-    stem = f"{policy}{'_lstm' if '--recurrent' in steps else ''}_{env}_4"
+    variant = "_lstm" if "--recurrent" in steps else "_gru" if "--seq_encoder" in steps else ""
+    stem = f"{policy}{variant}_{env}_4"
     return tmp_path / "r" / f"{stem}.json", stem
 
 
