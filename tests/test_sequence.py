@@ -506,3 +506,15 @@ def test_recurrent_n_step_run_cut_and_resumed_equals_uninterrupted(tmp_path, see
     args = ["--policy", "DASE_SAC", *short("--policy_type", "Gaussian", "--n_step", "3")]
     names = [f"DASE_SAC_gru_VelocityMaskedPendulum-v1_1_Agent_{i}.npy" for i in range(2)]
     seed_one_three_ways(sac_main, args, 333, tmp_path, names)
+
+
+@pytest.mark.parametrize("stem, variant, env", [
+    ("SAC_gru_VelocityMaskedPendulum-v1_0", "gru", "VelocityMaskedPendulum-v1"),
+    ("DASE_TD3_attn_pred_VelocityMaskedHopper-v5_3_Agent_1", "attn_pred", "VelocityMaskedHopper-v5"),
+    ("SAC_lstm_FlickeringCartPole-v1_2", "lstm", "FlickeringCartPole-v1"),
+])
+def test_plots_read_the_encoder_from_a_curve_name(stem, variant, env):
+    from utils.naming import CURVE_NAME
+
+    m = CURVE_NAME.match(stem)
+    assert m.group("variant") == variant and m.group("env") == env
