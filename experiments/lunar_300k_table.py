@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 from side_by_side_table import permutation_p  # noqa: E402
 from utils.plot.stats import bootstrap_ci  # noqa: E402
+from utils.plot.tables import write_between_markers  # noqa: E402
 
 OURS = ROOT / "Learning Curves" / "LunarLander 300k" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v3"
 PAPER = ROOT.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v2"
@@ -79,10 +80,7 @@ def main(argv: list[str]) -> int:
     print(text)
     if "--write" in argv:
         doc = ROOT / "docs" / "experiments.md"
-        body = doc.read_text()
-        start, end = f"<!-- {MARK} -->", f"<!-- /{MARK} -->"
-        a, b = body.index(start) + len(start), body.index(end)
-        doc.write_text(body[:a] + "\n" + text + "\n" + body[b:])
+        write_between_markers(doc, MARK, text)
     return 0
 
 

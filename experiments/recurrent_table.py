@@ -17,6 +17,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from utils.plot.stats import bootstrap_ci  # noqa: E402
+from utils.plot.tables import write_between_markers  # noqa: E402
 
 DATA = ROOT / "Learning Curves" / "recurrent_pendulum"
 ENV = "VelocityMaskedPendulum-v1"
@@ -73,10 +74,7 @@ def main(argv: list[str]) -> int:
     print(text)
     if "--write" in argv:
         doc = ROOT / "docs" / "recurrent.md"
-        body = doc.read_text()
-        start, end = f"<!-- {MARK} -->", f"<!-- /{MARK} -->"
-        a, b = body.index(start) + len(start), body.index(end)
-        doc.write_text(body[:a] + "\n" + text + "\n" + body[b:])
+        write_between_markers(doc, MARK, text)
     return 0
 
 

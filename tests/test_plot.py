@@ -418,3 +418,18 @@ def test_runs_with_other_replay_flags_are_other_methods(tmp_path):
     assert float(rows["TD3"]["final_mean"]) == pytest.approx((-100.5 - 10.5) / 2)
     assert float(rows["TD3 --n_step 3"]["final_mean"]) == pytest.approx(-50.5)
     assert float(rows["TD3 --n_step 3 --prioritized"]["final_mean"]) == pytest.approx(-20.5)
+
+
+def test_write_between_markers_replaces_only_the_block(tmp_path):
+    from utils.plot.tables import write_between_markers
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- t -->\nold | table\n<!-- /t -->\noutro <!-- u --> x <!-- /u -->\n")
+    write_between_markers(doc, "t", "| new |")
+    assert doc.read_text() == "intro\n<!-- t -->\n| new |\n<!-- /t -->\noutro <!-- u --> x <!-- /u -->\n"
+    write_between_markers(doc, "t", "| newer |")  # idempotent shape: a second write replaces the first
+    assert doc.read_text().count("| new") == 1 and "| newer |" in doc.read_text()
+    before = doc.read_text()
+    for mark in ("missing", "/t"):
+        with pytest.raises(ValueError, match="no <!--"):
+            write_between_markers(doc, mark, "x")
+    assert doc.read_text() == before

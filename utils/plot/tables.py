@@ -23,6 +23,17 @@ def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
             w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
 
 
+def write_between_markers(doc: Path, mark: str, text: str) -> None:
+    """Replace what lies between ``<!-- mark -->`` and ``<!-- /mark -->`` in ``doc`` by ``text`` (on lines of its
+    own); a document without both markers is left untouched and raises ValueError."""
+    body = doc.read_text()
+    start, end = f"<!-- {mark} -->", f"<!-- /{mark} -->"
+    a, b = body.find(start), body.find(end)
+    if a < 0 or b < a:
+        raise ValueError(f"{doc}: no {start} ... {end} block")
+    doc.write_text(body[:a + len(start)] + "\n" + text + "\n" + body[b:])
+
+
 def markdown(head: list[str], rows: list[list[str]]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
