@@ -6,8 +6,12 @@ Per run (a seed; DASE_TD3 and our DPD_TD3: the mean of the seed's agents' curves
 ending at the step; per code and method the mean over the seeds that reached the step, with a 95 % percentile
 bootstrap interval over seeds (number of seeds in brackets); our DASE_TD3 and DPD_TD3 against our TD3 with a
 two-sided permutation test over seeds. Ours: "Learning Curves/LunarLander 300k/" (experiments/lunar_300k.yaml,
-LunarLanderContinuous-v3); the paper's: ../shared/reference/paper-curves/ (LunarLanderContinuous-v2). ``--write``
-puts the table into docs/experiments.md between its markers.
+LunarLanderContinuous-v3); the paper's: ../shared/reference/paper-curves/ (LunarLanderContinuous-v2).
+
+A second table (issue 33, item 3, experiments/lunar_300k_why.yaml) sets DASE_TD3 beside its variants on the seeds
+they share (0-2): every weight 1, the matched reference variance, and the same two agents without sharing; and the
+mean weight of an external sample per 100k (the runs' {curve}_weights.npy). ``--write`` puts both tables into
+docs/experiments.md between their markers.
 """
 from __future__ import annotations
 
@@ -28,6 +32,14 @@ PAPER = ROOT.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffe
 POLICIES = ("TD3", "DASE_TD3", "DPD_TD3")
 STEPS, WINDOW, EVAL_FREQ = (100_000, 200_000, 300_000), 5, 1000
 MARK = "lunar_300k_table"
+# item 3: (label, folder under "LunarLander 300k", file prefix); the variants run on seeds 0-2
+VARIANTS = (("DASE_TD3, as published", "Unlimited_Buffer", "DASE_TD3"),
+            ("every weight 1 (`--similarity none`)", "No_Correction", "DASE_TD3"),
+            ("matched variance (`--kl_div_var matched`)", "Matched_Variance", "DASE_TD3_matched"),
+            ("2 agents, no sharing (`--topology none`)", "No_Sharing", "DASE_TD3_none"),
+            ("TD3 (one agent)", "Unlimited_Buffer", "TD3"))
+WHY_SEEDS, WHY_MARK = (0, 1, 2), "lunar_300k_why"
+WEIGHT_SPANS = ((25_000, 100_000), (100_000, 200_000), (200_000, 300_000))
 
 
 def runs(folder: Path, policy: str) -> dict[int, np.ndarray]:
@@ -75,12 +87,56 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def variant_folder(folder: str) -> Path:
+    return OURS.parents[2] / folder / "TD3" / OURS.name
+
+
+def mean_weights(folder: Path, prefix: str, seeds: tuple[int, ...]) -> list[str]:
+    """Per span: the mean over seeds (and their agents) of the external samples' mean weight in that span's
+    evaluation periods, with the lowest and highest seed; '—' where no seed's trace covers the span."""
+    cells = []
+    for lo, hi in WEIGHT_SPANS:
+        per_seed = []
+        for seed in seeds:
+            traces = [np.load(p) for p in sorted(folder.glob(f"{prefix}_{OURS.name}_{seed}_Agent_[0-9]_weights.npy"))]
+            if traces and all(len(t) > hi // EVAL_FREQ for t in traces):
+                per_seed.append(np.mean([np.nanmean(t[lo // EVAL_FREQ + 1:hi // EVAL_FREQ + 1]) for t in traces]))
+        cells.append(f"{np.mean(per_seed):.3f} ({min(per_seed):.3f}-{max(per_seed):.3f})" if per_seed else "—")
+    return cells
+
+
+def why_table() -> str:
+    head = "| on seeds " + ", ".join(map(str, WHY_SEEDS)) + ": mean of the 5 evaluations up to the step, 95 % CI (seeds) | "
+    lines = [head + " | ".join(f"{s // 1000}k" for s in STEPS) + " |", "|" + "---|" * (len(STEPS) + 1)]
+    curves = {}
+    for label, folder, prefix in VARIANTS:
+        found = runs(variant_folder(folder), prefix)
+        curves[label] = {s: c for s, c in found.items() if s in WHY_SEEDS}
+        lines.append(f"| {label} | " + " | ".join(cell(at(curves[label], s)) for s in STEPS) + " |")
+    base = VARIANTS[0][0]
+    for label, _, _ in VARIANTS[1:]:
+        cells = []
+        for s in STEPS:
+            a, b = at(curves[label], s), at(curves[base], s)
+            cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f})" if len(a) and len(b) else "—")
+        lines.append(f"| {label} − as published | " + " | ".join(cells) + " |")
+    lines += ["", "| mean weight of an external sample (lowest-highest seed) | "
+              + " | ".join(f"{lo // 1000}k-{hi // 1000}k" for lo, hi in WEIGHT_SPANS) + " |",
+              "|" + "---|" * (len(WEIGHT_SPANS) + 1)]
+    weighted = ((VARIANTS[0], tuple(range(5))), (VARIANTS[2], WHY_SEEDS))  # the variants whose weights vary
+    for (label, folder, prefix), seeds in weighted:
+        cells = mean_weights(variant_folder(folder), prefix, seeds)
+        lines.append(f"| {label}, seeds {seeds[0]}-{seeds[-1]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
-    text = table()
-    print(text)
+    text, why = table(), why_table()
+    print(text + "\n\n" + why)
     if "--write" in argv:
         doc = ROOT / "docs" / "experiments.md"
         write_between_markers(doc, MARK, text)
+        write_between_markers(doc, WHY_MARK, why)
     return 0
 
 
