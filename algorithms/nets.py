@@ -53,7 +53,11 @@ class AgentRNG:
         # one kind and shape, done at once; each call then only picks its slice (see ``_block``). Off while a
         # CUDA graph is captured: a slice index is a Python number, which a graph would freeze.
         self.blocks = True
-        self._cache: tuple | None = None  # (kind, shape, tensors [K, N, ...] per output, calls used)
+        # Calls since construction or the last ``set_state``: every call advances every counter by one, so call i
+        # hashes (counter at that time) + i, and a block made at call s holds calls s .. s + K - 1 whatever kinds
+        # are drawn in between. Per (kind, shape): (s, tensors [K, N, ...] per output).
+        self._calls = 0
+        self._blocks: dict[tuple, tuple[int, tuple[torch.Tensor, ...]]] = {}
 
     def __len__(self) -> int:
         return self.key.shape[0]
@@ -75,29 +79,37 @@ class AgentRNG:
 
     def bits(self, *shape: int) -> torch.Tensor:
         """Uniform 32-bit integers (as int64) of shape [N, *shape]; advances every agent's counter by one."""
-        self._cache = None  # a block computed before this call no longer starts at the counter
         h = self._hash(shape, None)
-        self.counter += 1
+        self._advance()
         return h
+
+    def _advance(self) -> None:
+        self.counter += 1
+        self._calls += 1
 
     def _block(self, kind: str, shape: tuple[int, ...], make) -> tuple[torch.Tensor, ...]:
         """This call's slices of a block of calls: ``make(bits [K, N, *shape]) -> tensors [K, N, ...]``, hashed
-        for K calls at once and sliced call by call, so each call returns what ``bits`` then ``make`` on [N, ...]
-        would. Every call still advances the counter by one (so states, checkpoints and the unblocked path agree);
-        a block is dropped when the calls change kind or shape, when it is used up, and on ``set_state``."""
-        c = self._cache
-        if c is None or c[0] != kind or c[1] != shape or c[3] >= c[2][0].shape[0]:
+        for K consecutive counters at once and sliced by the call's offset, so each call returns what ``bits`` then
+        ``make`` on [N, ...] would. Every call still advances the counter by one (so states, checkpoints and the
+        unblocked path agree). Calls of other kinds or shapes in between only skip entries (their counters), so
+        streams that mix kinds keep their blocks; a block is replaced once the calls pass its end, and all are
+        dropped on ``set_state``."""
+        i, key = self._calls, (kind, shape)
+        entry = self._blocks.get(key)
+        if entry is None or i >= entry[0] + entry[1][0].shape[0]:
+            for k in [k for k, (start, t) in self._blocks.items() if i >= start + t[0].shape[0]]:
+                del self._blocks[k]  # used up: their memory goes back
             per_call = len(self) * max(1, math.prod(shape))
             calls = max(1, min(self.MAX_BLOCK_CALLS, self.BLOCK_NUMBERS // per_call))
-            c = self._cache = [kind, shape, make(self._hash(shape, calls)), 0]
-        j = c[3]
-        c[3] += 1
-        self.counter += 1
-        return tuple(t[j] for t in c[2])  # [K, ...] contiguous, so each slice is contiguous, as the eager result
+            entry = self._blocks[key] = (i, make(self._hash(shape, calls)))
+        self._advance()
+        return tuple(t[i - entry[0]] for t in entry[1])  # [K, ...] contiguous: each slice is, as the eager result
 
     def uniform(self, *shape: int) -> torch.Tensor:
-        """Floats in [0, 1) with 24 random bits, [N, *shape]."""
-        return (self.bits(*shape) >> 8).to(torch.float32) * 2.0**-24
+        """Floats in [0, 1) with 24 random bits, [N, *shape] (exact in float32, so a block gives the same)."""
+        if self.blocks:
+            return self._block("uniform", shape, lambda b: (_uniform24(b),))[0]
+        return _uniform24(self.bits(*shape))
 
     def normal(self, *shape: int) -> torch.Tensor:
         """Standard normal draws of shape [N, *shape] (Box-Muller on two uniforms).
@@ -123,7 +135,7 @@ class AgentRNG:
         return list(torch.cat([self.key, self.counter.unsqueeze(1)], dim=1).cpu().unbind(0))
 
     def set_state(self, states: Sequence[torch.Tensor]) -> None:
-        self._cache = None
+        self._calls, self._blocks = 0, {}
         state = torch.stack([torch.as_tensor(s, dtype=torch.int64) for s in states]).to(self.device)
         if state.shape != (len(self), 3):
             raise ValueError(f"random state of shape {tuple(state.shape)}, expected ({len(self)}, 3)")
@@ -131,12 +143,17 @@ class AgentRNG:
         self.counter.copy_(state[:, 2])
 
 
+def _uniform24(b: torch.Tensor) -> torch.Tensor:
+    """Floats in [0, 1) from 32-bit integers: their top 24 bits times 2**-24, exact in float32."""
+    return (b >> 8).to(torch.float32) * 2.0**-24
+
+
 def _uniform_pair(b: torch.Tensor, lead: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     """Box-Muller's two uniforms from bits [..., 2, *shape] with ``lead`` leading dims: u1 in (0, 1] (its log
     stays finite), u2 in [0, 1), each exact in float32."""
     first, second = b.select(lead, 0), b.select(lead, 1)
     u1 = ((first >> 8) + 1).to(torch.float32) * 2.0**-24
-    u2 = (second >> 8).to(torch.float32) * 2.0**-24
+    u2 = _uniform24(second)
     return u1, u2
 
 

@@ -99,9 +99,25 @@ def test_blocks_of_calls_give_the_numbers_of_single_calls(shape):
         assert torch.equal(blocked.normal(*shape), single.normal(*shape)), i
         high = torch.tensor(1000 + i)
         assert torch.equal(blocked.randint(high, 7), single.randint(high, 7)), i
+        assert torch.equal(blocked.uniform(3), single.uniform(3)), i
         if i % 97 == 0:
-            assert torch.equal(blocked.uniform(3), single.uniform(3))
+            assert torch.equal(blocked.bits(2), single.bits(2))  # an unblocked call in between
         if i == 250:
             state = single.get_state()
             blocked.set_state(state)
         assert torch.equal(blocked.counter, single.counter)
+
+
+def test_interleaved_kinds_keep_their_blocks():
+    """A stream that alternates kinds (ACER's replay draws a uniform, then integers) hashes a block per kind now and
+    then, not one per call: calls of other kinds only skip the block's entries."""
+    rng, hashed = AgentRNG([4, 5]), []
+    original = rng._hash
+    rng._hash = lambda shape, calls: hashed.append(calls) or original(shape, calls)
+    for _ in range(1000):
+        rng.uniform(16)
+        rng.randint(50, 16)
+        rng.normal(16)
+    # 3000 calls; each kind's block covers 256 consecutive calls, a third of them its own
+    assert len(hashed) <= 3 * (3000 // 256 + 1) and all(c == AgentRNG.MAX_BLOCK_CALLS for c in hashed)
+    assert len(rng._blocks) <= 3
