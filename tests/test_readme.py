@@ -295,3 +295,34 @@ def test_the_diff_dac_table_in_the_docs_is_the_committed_curves(capsys):
     page = (ROOT / "docs" / "actor_critic.md").read_text()
     block = page.split("<!-- diff_dac_table -->\n")[1].split("<!-- /diff_dac_table -->")[0]
     assert block.strip().splitlines() == lines
+
+
+def _lunar_300k():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lunar_300k_table", ROOT / "experiments" / "lunar_300k_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(tmp_path):
+    """Entry k of a curve is the evaluation at step 1000 k and entry k of a weight trace covers the updates of steps
+    (1000 (k-1), 1000 k]: the return at 100k is the mean of entries 96-100, the weight of 25k-100k the mean of
+    entries 26-100; a seed's agents are averaged first; a trace that stops short of a span leaves it out."""
+    module = _lunar_300k()
+    env, k = module.OURS.name, np.arange(301, dtype=float)
+    tmp_path = tmp_path / env  # a run folder is named after its environment
+    tmp_path.mkdir()
+    for agent, scale in ((0, 1.0), (1, 3.0)):
+        np.save(tmp_path / f"DASE_TD3_{env}_0_Agent_{agent}.npy", scale * k)
+        trace = scale * k
+        trace[:26] = np.nan  # warm-up: no update
+        np.save(tmp_path / f"DASE_TD3_{env}_0_Agent_{agent}_weights.npy", trace)
+        np.save(tmp_path / f"DASE_TD3_{env}_1_Agent_{agent}_weights.npy", trace[:150])  # seed 1 stopped at 149k
+    curves = module.runs(tmp_path, "DASE_TD3")
+    assert list(curves) == [0] and module.at(curves, 100_000) == pytest.approx([2.0 * 98])
+    cells = module.mean_weights(tmp_path, "DASE_TD3", (0, 1))
+    assert cells[0] == f"{2.0 * 63:.3f} ({2.0 * 63:.3f}-{2.0 * 63:.3f})"  # both seeds
+    assert cells[1] == f"{2.0 * 150.5:.3f} ({2.0 * 150.5:.3f}-{2.0 * 150.5:.3f})"
+    assert cells[2] == f"{2.0 * 250.5:.3f} ({2.0 * 250.5:.3f}-{2.0 * 250.5:.3f})"
