@@ -200,13 +200,18 @@ def test_the_replay_table_in_the_docs_is_the_committed_curves(capsys):
         assert row in page, f"docs/replay.md lacks or misquotes: {row}"
 
 
-def _side_by_side():
+def _script(name: str):
+    """An experiments/ script loaded as a module (they are scripts, not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("side_by_side_table", ROOT / "experiments" / "side_by_side_table.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _side_by_side():
+    return _script("side_by_side_table")
 
 
 def test_the_side_by_side_table_in_the_docs_is_the_committed_curves():
@@ -231,12 +236,7 @@ def test_the_side_by_side_permutation_test_counts_every_relabelling():
 
 
 def _tutorial():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tutorial_table", ROOT / "experiments" / "tutorial_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("tutorial_table")
 
 
 def test_the_tutorial_table_counts_episodes_to_solve_from_the_records(tmp_path):
@@ -298,12 +298,7 @@ def test_the_diff_dac_table_in_the_docs_is_the_committed_curves(capsys):
 
 
 def _lunar_300k():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("lunar_300k_table", ROOT / "experiments" / "lunar_300k_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("lunar_300k_table")
 
 
 def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(tmp_path):
