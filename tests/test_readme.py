@@ -187,11 +187,7 @@ def test_figures_hold_data_and_pictures_only():
 def test_the_replay_table_in_the_docs_is_the_committed_curves(capsys):
     """docs/replay.md's LunarLander table (N-step and prioritized replay vs plain) is what experiments/replay_table.py
     computes from the curves committed under 'Learning Curves/CPU 100k': every finished run's row, number for number."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("replay_table", ROOT / "experiments" / "replay_table.py")
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    table = _script("replay_table")
     assert table.main() == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| TD3") or line.startswith("| DASE")]
     assert len(rows) >= 3  # the plain runs and TD3 --n_step 3 are committed
@@ -284,11 +280,7 @@ def test_the_tutorial_table_in_the_docs_is_the_committed_records():
 def test_the_diff_dac_table_in_the_docs_is_the_committed_curves(capsys):
     """docs/actor_critic.md's Diff-DAC verdict table is what experiments/diff_dac_table.py computes from the curves,
     consensus files and training-episode logs committed under 'Learning Curves/diff_dac', line for line."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("diff_dac_table", ROOT / "experiments" / "diff_dac_table.py")
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    table = _script("diff_dac_table")
     assert table.main() == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert sum(line.startswith("| ") and "[" in line for line in lines) == 6 + 4  # every setting, every pair
