@@ -27,7 +27,9 @@ class UpdateGraphs:
         self.graphs: dict[Hashable, object] = {}
         self.extra_warmup = extra_warmup
         self.pool = self._pool()
-        # the streams the update draws from hash on every call: a block's slice index would be frozen in a graph
+        # the streams the update draws from hash on every call: a block's slice index would be frozen in a graph.
+        # For good: a block is found by the count of Python calls, which a replayed graph advances the counters
+        # without making, so blocks turned back on after a replay would hand out the wrong numbers.
         for rng in (learner.agents.update_rng, learner.sampler, *learner.scheme.streams()):
             rng.blocks = False
 
