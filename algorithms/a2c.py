@@ -24,7 +24,7 @@ from torch import nn
 
 from .base import StackedAgents
 from .distributions import Categorical, DiagGaussian
-from .nets import MLP, BatchedLinear, init_generators
+from .nets import MLP, BatchedLinear, init_generators, rmsprop
 from .recurrent import RecurrentActorCritic, masked
 
 
@@ -120,8 +120,7 @@ class A2C(StackedAgents):
             self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
         self.state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
         self.actor = self.model  # evaluation plays a copy of it
-        # foreach (not fused) RMSprop: the same element-wise operations whatever the number of members
-        self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps, foreach=True)
+        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
         self.networks = {"model": self.model}
 
     def mixed_parameters(self) -> list[nn.Parameter]:

@@ -30,7 +30,7 @@ from .a2c import A2C, ActorCritic, clip_per_member
 from .base import stream_seed
 from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, kl_gradient_wrt_probs,
                         policy_and_values, retrace_targets, trust_region, trust_region_policy_loss)
-from .nets import AgentRNG, freeze, init_generators
+from .nets import AgentRNG, freeze, init_generators, rmsprop
 
 MAX_REPLAYS = 32  # the Poisson draw is capped here (P(k >= 32) < 1e-12 for a ratio of 4)
 
@@ -58,7 +58,7 @@ class ACER(A2C):
         self.replay_ratio, self.replay_start = float(replay_ratio), int(replay_start)
         self.model, self.average = self.build(obs_shape, act_dim, hidden_size)
         self.actor = self.model
-        self.opt = torch.optim.RMSprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps, foreach=True)
+        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
         self.networks = {"model": self.model, "average": self.average}
         self.behaviour_width = act_dim
         # the replay: per member, ``slots`` stored rollouts of n steps x K environments

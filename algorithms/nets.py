@@ -272,7 +272,20 @@ def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.
         fused = cuda
     if fused:
         return torch.optim.Adam(params, lr=lr, fused=True, capturable=cuda, **kwargs)
+    if not cuda:  # the same bits and state as torch's foreach Adam, without its 2-4 s import (algorithms/optim.py)
+        from .optim import ForeachAdam
+        return ForeachAdam(params, lr=lr, **kwargs)
     return torch.optim.Adam(params, lr=lr, foreach=True, **kwargs)
+
+
+def rmsprop(params, lr: float, alpha: float, eps: float) -> torch.optim.Optimizer:
+    """RMSprop over stacked parameters, foreach (not fused): the same element-wise operations whatever the number
+    of members. On the CPU without torch.optim's import cost (algorithms/optim.py), the same bits."""
+    params = list(params)
+    if params and params[0].is_cuda:
+        return torch.optim.RMSprop(params, lr=lr, alpha=alpha, eps=eps, foreach=True)
+    from .optim import ForeachRMSprop
+    return ForeachRMSprop(params, lr=lr, alpha=alpha, eps=eps)
 
 
 def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:

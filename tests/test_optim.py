@@ -1,0 +1,158 @@
+"""algorithms/optim.py: Adam and RMSprop without torch.optim's torch._dynamo import must step exactly as torch's
+foreach optimizers (every bit of every parameter and moment), write torch's state_dict and load it, both ways."""
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from algorithms.nets import adam, rmsprop
+from algorithms.optim import ForeachAdam, ForeachRMSprop
+from conftest import ROOT
+
+SHAPES = [(3, 5, 7), (3, 1, 7), (3, 7, 1), (3, 1, 1)]  # stacked weights, biases, a Q head, a scalar per member
+
+
+def _params(seed: int) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g)) for s in SHAPES]
+
+
+def _grads(step: int, params) -> list[torch.Tensor | None]:
+    """Gradients of a step; the last parameter has none on odd steps (it is then skipped, state and all)."""
+    g = torch.Generator().manual_seed(1000 + step)
+    grads = [torch.randn(p.shape, generator=g) * 10 ** float(i - 2) for i, p in enumerate(params)]
+    if step % 2:
+        grads[-1] = None
+    return grads
+
+
+def _step(opt, params, step: int) -> None:
+    for p, g in zip(params, _grads(step, params)):
+        p.grad = None if g is None else g.clone()
+    opt.step()
+
+
+def _same_state(a: dict, b: dict) -> None:
+    assert a["param_groups"] == b["param_groups"]
+    assert list(a["state"]) == list(b["state"])
+    for i in a["state"]:
+        assert a["state"][i].keys() == b["state"][i].keys()
+        for k in a["state"][i]:
+            x, y = a["state"][i][k], b["state"][i][k]
+            assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), (i, k)
+
+
+CASES = [
+    (lambda ps, **kw: torch.optim.Adam(ps, foreach=True, **kw), ForeachAdam, {"lr": 3e-4}),
+    (lambda ps, **kw: torch.optim.Adam(ps, foreach=True, **kw), ForeachAdam,
+     {"lr": 1e-3, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 1e-2}),
+    (lambda ps, **kw: torch.optim.RMSprop(ps, foreach=True, **kw), ForeachRMSprop,
+     {"lr": 7e-4, "alpha": 0.99, "eps": 1e-5}),
+    (lambda ps, **kw: torch.optim.RMSprop(ps, foreach=True, **kw), ForeachRMSprop,
+     {"lr": 1e-3, "alpha": 0.9, "eps": 1e-8, "weight_decay": 1e-3}),
+]
+
+
+@pytest.mark.parametrize("reference, ours, settings", CASES)
+def test_steps_bit_for_bit_as_torch_with_groups_and_missing_gradients(reference, ours, settings):
+    ref_params, our_params = _params(0), _params(0)
+    ref = reference(ref_params[:2], **settings)
+    mine = ours(our_params[:2], **settings)
+    for opt, params in ((ref, ref_params), (mine, our_params)):  # a second group, as the recurrent encoders join
+        opt.add_param_group({"params": params[2:], "lr": settings["lr"] / 3})
+    for t in range(7):
+        _step(ref, ref_params, t)
+        _step(mine, our_params, t)
+        for a, b in zip(ref_params, our_params):
+            assert torch.equal(a, b), t
+        _same_state(ref.state_dict(), mine.state_dict())
+    assert ref_params[0].ne(_params(0)[0]).any()  # the steps moved the parameters
+
+
+@pytest.mark.parametrize("reference, ours, settings", CASES)
+def test_state_dicts_load_both_ways_and_continue_identically(reference, ours, settings):
+    """A checkpoint of torch's optimizer resumes in ours and ours in torch's (runs checkpointed before this
+    module existed continue exactly)."""
+    base_params = _params(1)
+    base = reference(base_params, **settings)
+    for t in range(3):
+        _step(base, base_params, t)
+    saved = base.state_dict()
+    runs = []
+    for first, second in ((reference, ours), (ours, reference)):
+        params = [torch.nn.Parameter(p.detach().clone()) for p in base_params]
+        opt = first(params, **settings)
+        opt.load_state_dict(copy.deepcopy(saved))  # as torch's, a loaded state shares the dict's tensors
+        for t in range(3, 5):
+            _step(opt, params, t)
+        again = second([torch.nn.Parameter(p.detach().clone()) for p in params], **settings)
+        params2 = [p for g in again.param_groups for p in g["params"]]
+        again.load_state_dict(opt.state_dict())
+        for t in range(5, 8):
+            _step(again, params2, t)
+        runs.append((params2, again.state_dict()))
+    (pa, sa), (pb, sb) = runs
+    assert all(torch.equal(a, b) for a, b in zip(pa, pb))
+    _same_state(sa, sb)
+
+
+def test_load_converts_to_the_parameters_dtype_keeps_step_and_copies_the_groups():
+    """load_state_dict keeps torch's behaviour: tensors already of the parameter's dtype and device are used as
+    they are, others converted; the groups are copied (changing the saved dict's lr changes nothing)."""
+    params = _params(2)
+    opt = ForeachAdam(params, lr=1e-3)
+    _step(opt, params, 0)
+    saved = opt.state_dict()
+    other = ForeachAdam([torch.nn.Parameter(p.detach().double()) for p in params], lr=1e-3)
+    other.load_state_dict(saved)
+    first = other.param_groups[0]["params"][0]
+    assert other.state[first]["exp_avg"].dtype == torch.float64
+    assert other.state[first]["step"].dtype == torch.float32
+    saved["param_groups"][0]["lr"] = 5.0
+    assert other.param_groups[0]["lr"] == 1e-3
+
+
+def test_refuses_what_it_does_not_implement_and_mismatched_states():
+    p = _params(3)
+    with pytest.raises(ValueError):
+        ForeachAdam(p, amsgrad=True)
+    with pytest.raises(ValueError):
+        ForeachRMSprop(p, momentum=0.9)
+    with pytest.raises(TypeError):
+        ForeachAdam(p, nesterov=True)
+    with pytest.raises(ValueError):
+        ForeachAdam([], lr=1e-3)
+    with pytest.raises(ValueError):
+        ForeachAdam(p).load_state_dict(ForeachAdam(p[:2]).state_dict())
+
+
+def test_the_project_builds_these_on_the_cpu():
+    params = _params(4)
+    assert type(adam(params, lr=1e-3)) is ForeachAdam
+    assert type(adam(params, lr=1e-3, fused=True)) is torch.optim.Adam  # asked for explicitly
+    assert type(rmsprop(params, lr=1e-3, alpha=0.99, eps=1e-5)) is ForeachRMSprop
+
+
+def test_a_cpu_training_run_never_imports_torch_dynamo(tmp_path):
+    """The point of the module: torch.optim's import of torch._dynamo costs 2-4 s per process; an A2C and a
+    DASE_TD3 run, and an agent's checkpoint state written and read back, must not pay it."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+import DASE_main, ac_main
+from utils.cli import main_guard
+from algorithms.td3 import TD3
+common = ["--threads", "1", "--quiet", "--eval_episodes", "1"]
+assert main_guard(ac_main.run, ["--policy", "A2C", "--env", "CartPole-v1", "--max_time_steps", "240",
+    "--eval_freq", "120", "--results_dir", {str(tmp_path / "a")!r}, *common]) == 0
+assert main_guard(DASE_main.run, ["--policy", "DASE_TD3", "--env", "Pendulum-v1", "--max_time_steps", "200",
+    "--start_time_steps", "100", "--eval_freq", "100", "--results_dir", {str(tmp_path / "b")!r}, *common]) == 0
+agents = TD3(3, 1, [-2.0], [2.0], [0, 1])
+agents.load_state_dict(agents.state_dict())
+print("torch._dynamo" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
