@@ -112,7 +112,7 @@ class _ForeachOptimizer(torch.optim.Optimizer):
             params, grads, states = self._with_grads(group)
             if params:
                 steps = [s["step"] for s in states]
-                torch._foreach_add_(steps, torch.tensor(1.0), alpha=1.0)  # as torch.optim on the CPU
+                torch._foreach_add_(steps, 1)  # exact: whole numbers in a float scalar
                 self._update(group, params, grads, states)
         return loss
 
@@ -151,7 +151,8 @@ class _ForeachOptimizer(torch.optim.Optimizer):
                               value.to(device=p.device)) if torch.is_tensor(value) else value
                         for key, value in v.items()}
         self.state = state
-        self.param_groups = [{**s, "params": g["params"]} for g, s in zip(self.param_groups, saved)]
+        # a setting an older torch did not save (decoupled_weight_decay) keeps this optimizer's value
+        self.param_groups = [{**g, **s, "params": g["params"]} for g, s in zip(self.param_groups, saved)]
         for group in self.param_groups:
             self._check(group)
 

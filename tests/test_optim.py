@@ -156,3 +156,16 @@ print("torch._dynamo" in sys.modules)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_state_saved_without_a_newer_setting_loads_with_this_optimizers_value():
+    """torch releases add group settings (decoupled_weight_decay); a checkpoint of an older torch lacks them."""
+    params = _params(5)
+    opt = ForeachAdam(params, lr=1e-3, weight_decay=1e-2)
+    _step(opt, params, 0)
+    saved = copy.deepcopy(opt.state_dict())
+    del saved["param_groups"][0]["decoupled_weight_decay"]
+    other = ForeachAdam([torch.nn.Parameter(p.detach().clone()) for p in params], lr=1e-3)
+    other.load_state_dict(saved)
+    assert other.param_groups[0]["decoupled_weight_decay"] is False
+    assert other.param_groups[0]["weight_decay"] == 1e-2  # the saved settings win where there are some
