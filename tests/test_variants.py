@@ -280,3 +280,31 @@ def test_refusals_are_one_line_and_write_nothing(extra, needle, tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r").exists()
+
+
+def test_mujoco_loads_only_for_mujoco_tasks_and_its_variant_classes_pickle(tmp_path):
+    """Importing the registry and building a Box2D or classic task leaves MuJoCo unimported (0.3 s of every
+    start-up); a MuJoCo variant builds its class on demand, quiets MuJoCo's warnings first, and its class pickles
+    by name (worker processes receive it so)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = """
+import pickle, sys
+from utils.envs import registry
+from utils.envs.variants import VARIANTS
+registry.make_env("LunarLanderContinuous-v3").close()
+registry.make_env("RandomExtremePendulum-v1").close()
+assert "WindyHopper-v5" in VARIANTS and len(VARIANTS) == 12
+before = "mujoco" in sys.modules
+env = registry.make_env("WindyHopper-v5")
+cls = type(env.unwrapped)
+assert pickle.loads(pickle.dumps(cls)) is cls is VARIANTS["WindyHopper-v5"]
+print(before, "mujoco" in sys.modules, registry._mujoco_hooked, cls.__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True", "WindyHopper"]
+    assert "settotalmass" not in done.stderr

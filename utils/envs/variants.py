@@ -31,7 +31,10 @@ DDPG and TD3 refuse them (``make_env``).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 
 import gymnasium as gym
@@ -233,36 +236,69 @@ _CLASSIC = {
     "RandomNormalCartPole-v1": (RandomNormalCartPole, "CartPole-v1"),
     "RandomExtremeCartPole-v1": (RandomExtremeCartPole, "CartPole-v1"),
 }
-VARIANTS: dict[str, type] = {}  # every registered variant id -> its class
-_BASES: dict[str, str] = {}  # variant id -> the Gymnasium id it varies
+# The MuJoCo variants' classes are built on first use (their bases import MuJoCo: 0.3 s of every start-up otherwise)
+_MUJOCO_KINDS = {"RandomMass": (True, False, False), "Windy": (False, True, True), "AirWindMass": (True, True, True)}
+_MUJOCO_BASES = {"Hopper": "hopper_v5:HopperEnv", "HalfCheetah": "half_cheetah_v5:HalfCheetahEnv"}
 
 
-def _mujoco_classes() -> dict[str, tuple[type, str]]:
-    """The MuJoCo variants (none when MuJoCo is not installed)."""
-    try:
-        from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
-        from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
-    except Exception:  # MuJoCo is optional
+def _mujoco_class(name: str) -> type:
+    """The class of the MuJoCo variant ``name`` (e.g. WindyHopper), built once; also this module's attribute of
+    that name, which Gymnasium's entry point "utils.envs.variants:NAME" and pickle look up."""
+    if name not in globals():
+        prefix = next(p for p in _MUJOCO_KINDS if name.startswith(p))
+        module, cls_name = _MUJOCO_BASES[name[len(prefix):]].split(":")
+        env_class = getattr(importlib.import_module(f"gymnasium.envs.mujoco.{module}"), cls_name)
+        mass, wind, medium = _MUJOCO_KINDS[prefix]
+        globals()[name] = type(name, (MujocoVariant, env_class), {"MASS": mass, "WIND": wind, "MEDIUM": medium,
+                                                                  "__module__": __name__})
+    return globals()[name]
+
+
+def __getattr__(name: str):  # module attribute on demand (PEP 562): the MuJoCo variant classes
+    if any(name.startswith(p) and name[len(p):] in _MUJOCO_BASES for p in _MUJOCO_KINDS):
+        return _mujoco_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _mujoco_names() -> dict[str, tuple[str, str]]:
+    """Variant id -> (class name, base id) of the MuJoCo variants (none when MuJoCo is not installed)."""
+    if importlib.util.find_spec("mujoco") is None:  # MuJoCo is optional
         return {}
-    out = {}
-    for base, env_class in (("Hopper", HopperEnv), ("HalfCheetah", HalfCheetahEnv)):
-        for prefix, mass, wind, medium in (("RandomMass", True, False, False), ("Windy", False, True, True),
-                                           ("AirWindMass", True, True, True)):
-            name = f"{prefix}{base}"
-            cls = type(name, (MujocoVariant, env_class), {"MASS": mass, "WIND": wind, "MEDIUM": medium,
-                                                          "__module__": __name__})
-            globals()[name] = cls  # the entry point "utils.envs.variants:NAME"
-            out[f"{name}-v5"] = (cls, f"{base}-v5")
-    return out
+    return {f"{p}{base}-v5": (f"{p}{base}", f"{base}-v5") for base in _MUJOCO_BASES for p in _MUJOCO_KINDS}
+
+
+class _Variants(Mapping):
+    """Every registered variant id -> its class; a MuJoCo variant's class is built when it is first asked for."""
+
+    def __init__(self) -> None:
+        self._names = {env_id: cls.__name__ for env_id, (cls, _) in _CLASSIC.items()}
+        self._names.update({env_id: name for env_id, (name, _) in _mujoco_names().items()})
+
+    def __getitem__(self, env_id: str) -> type:
+        name = self._names[env_id]
+        return globals()[name] if name in globals() else _mujoco_class(name)
+
+    def __contains__(self, env_id) -> bool:  # Mapping's would build the class
+        return env_id in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+VARIANTS = _Variants()
+_BASES: dict[str, str] = {**{k: base for k, (_, base) in _CLASSIC.items()},
+                          **{k: base for k, (_, base) in _mujoco_names().items()}}  # variant id -> the id it varies
 
 
 def _register() -> None:
-    for env_id, (cls, base) in {**_CLASSIC, **_mujoco_classes()}.items():
-        VARIANTS[env_id], _BASES[env_id] = cls, base
+    for env_id, name in VARIANTS._names.items():
         if env_id in gym.registry:
             continue
-        spec = gym.spec(base)
-        gym.register(env_id, entry_point=f"{__name__}:{cls.__name__}", max_episode_steps=spec.max_episode_steps,
+        spec = gym.spec(_BASES[env_id])
+        gym.register(env_id, entry_point=f"{__name__}:{name}", max_episode_steps=spec.max_episode_steps,
                      reward_threshold=spec.reward_threshold)
 
 
