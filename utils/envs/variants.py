@@ -272,7 +272,7 @@ class _Variants(Mapping):
 
     def __init__(self) -> None:
         self._names = {env_id: cls.__name__ for env_id, (cls, _) in _CLASSIC.items()}
-        self._names.update({env_id: name for env_id, (name, _) in _mujoco_names().items()})
+        self._names.update({env_id: name for env_id, (name, _) in _MUJOCO_IDS.items()})
 
     def __getitem__(self, env_id: str) -> type:
         name = self._names[env_id]
@@ -288,9 +288,9 @@ class _Variants(Mapping):
         return len(self._names)
 
 
+_MUJOCO_IDS = _mujoco_names()
 VARIANTS = _Variants()
-_BASES: dict[str, str] = {**{k: base for k, (_, base) in _CLASSIC.items()},
-                          **{k: base for k, (_, base) in _mujoco_names().items()}}  # variant id -> the id it varies
+_BASES: dict[str, str] = {k: base for k, (_, base) in {**_CLASSIC, **_MUJOCO_IDS}.items()}  # id -> the id it varies
 
 
 def _register() -> None:
