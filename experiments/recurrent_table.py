@@ -1,15 +1,17 @@
-"""docs/recurrent.md's table: recurrent against feed-forward SAC on the velocity-masked Pendulum (issue 38).
+"""docs/recurrent.md's tables: recurrent against feed-forward SAC on the velocity-masked tasks (issue 38).
 
     python experiments/recurrent_table.py [--write]
 
 Per seed the mean of the last 3 evaluations up to a step (5 episodes each), then the mean over seeds with a 95 %
-percentile bootstrap interval over seeds, and the first step at which a seed's last-3 mean reached -250 (the
-issue's bar). Data: "Learning Curves/recurrent_pendulum/" from experiments/recurrent_pendulum.yaml. ``--write``
-puts the table into docs/recurrent.md between its markers.
+percentile bootstrap interval over seeds, and the first step at which a seed's last-3 mean reached the issue's bar
+(-250 on the Pendulum, 450 on CartPole). Data: "Learning Curves/recurrent_pendulum/" and
+"Learning Curves/recurrent_cartpole/" from experiments/recurrent_pendulum.yaml and recurrent_cartpole.yaml; a run
+still going shows the steps it has reached. ``--write`` puts the tables into docs/recurrent.md between their markers.
 """
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +21,38 @@ sys.path.insert(0, str(ROOT))
 from utils.plot.stats import bootstrap_ci  # noqa: E402
 from utils.plot.tables import write_between_markers  # noqa: E402
 
-DATA = ROOT / "Learning Curves" / "recurrent_pendulum"
-ENV = "VelocityMaskedPendulum-v1"
-RUNS = {"recurrent SAC (gru)": ("gru", "SAC_gru"), "feed-forward SAC": ("feed_forward", "SAC")}
-STEPS, WINDOW, EVAL_FREQ, BAR = (10_000, 15_000, 20_000, 25_000, 50_000), 3, 1000, -250.0
-MARK = "recurrent_table"
+WINDOW, EVAL_FREQ = 3, 1000
 
 
-def curves(folder: str, stem: str) -> dict[int, np.ndarray]:
-    """Seed -> curve, for the runs whose JSON says finished."""
+@dataclass(frozen=True)
+class Task:
+    data: str                                  # folder under Learning Curves/
+    env: str
+    runs: dict[str, tuple[str, str]]           # row name -> (setting folder, file stem)
+    steps: tuple[int, ...]
+    bar: float
+    mark: str                                  # docs/recurrent.md's marker
+
+
+TASKS = (
+    Task("recurrent_pendulum", "VelocityMaskedPendulum-v1",
+         {"recurrent SAC (gru)": ("gru", "SAC_gru"),
+          "recurrent SAC (gru) + prediction model": ("gru_pred", "SAC_gru_pred"),
+          "feed-forward SAC": ("feed_forward", "SAC"),
+          "feed-forward SAC, 100k run": ("feed_forward_100k", "SAC")},
+         (10_000, 15_000, 20_000, 25_000, 50_000, 100_000), -250.0, "recurrent_table"),
+    Task("recurrent_cartpole", "VelocityMaskedCartPole-v1",
+         {"recurrent discrete SAC (gru)": ("gru", "SAC_gru"),
+          "feed-forward discrete SAC": ("feed_forward", "SAC")},
+         (10_000, 25_000, 50_000, 75_000, 100_000), 450.0, "recurrent_cartpole_table"),
+)
+
+
+def curves(task: Task, folder: str, stem: str) -> dict[int, np.ndarray]:
+    """Seed -> curve (as far as the run has gone)."""
     out = {}
-    for path in sorted((DATA / folder / "SAC" / ENV).glob(f"{stem}_{ENV}_*.npy")):
+    where = ROOT / "Learning Curves" / task.data / folder / "SAC" / task.env
+    for path in sorted(where.glob(f"{stem}_{task.env}_*.npy")):
         seed = path.stem.rsplit("_", 1)[-1]
         if seed.isdigit():
             out[int(seed)] = np.load(path)
@@ -41,40 +64,42 @@ def last3(curve: np.ndarray, step: int) -> float | None:
     return float(curve[i - WINDOW + 1:i + 1].mean()) if len(curve) > i else None
 
 
-def first_at_bar(curve: np.ndarray) -> int | None:
+def first_at_bar(curve: np.ndarray, bar: float) -> int | None:
     """The first step whose last-3 mean is at least the bar (None: never)."""
     for i in range(WINDOW - 1, len(curve)):
-        if curve[i - WINDOW + 1:i + 1].mean() >= BAR:
+        if curve[i - WINDOW + 1:i + 1].mean() >= bar:
             return i * EVAL_FREQ
     return None
 
 
-def table() -> str:
-    head = "| mean of the last 3 evaluations, 95 % CI (seeds) | " + " | ".join(f"{s // 1000}k" for s in STEPS) \
-        + " | first step at >= -250 (per seed) |"
-    lines = [head, "|" + "---|" * (len(STEPS) + 2)]
-    for name, (folder, stem) in RUNS.items():
-        runs = curves(folder, stem)
+def table(task: Task) -> str:
+    head = "| mean of the last 3 evaluations, 95 % CI (seeds) | " \
+        + " | ".join(f"{s // 1000}k" for s in task.steps) + f" | first step at >= {task.bar:g} (per seed) |"
+    lines = [head, "|" + "---|" * (len(task.steps) + 2)]
+    for name, (folder, stem) in task.runs.items():
+        runs = curves(task, folder, stem)
+        if not runs:
+            continue
         cells = []
-        for step in STEPS:
+        for step in task.steps:
             values = np.array([v for v in (last3(c, step) for c in runs.values()) if v is not None])
             if len(values) == 0:
                 cells.append("—")
                 continue
             lo, hi = bootstrap_ci(values, np.mean)
             cells.append(f"{values.mean():.1f} [{lo:.1f}, {hi:.1f}] ({len(values)})")
-        reached = [first_at_bar(c) for c in runs.values()]
-        shown = ", ".join("never" if r is None else f"{r // 1000}k" for r in reached) or "—"
+        reached = [first_at_bar(c, task.bar) for c in runs.values()]
+        shown = ", ".join("never" if r is None else f"{r // 1000}k" for r in reached)
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {shown} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
-    text = table()
-    print(text)
-    if "--write" in argv:
-        doc = ROOT / "docs" / "recurrent.md"
-        write_between_markers(doc, MARK, text)
+    for task in TASKS:
+        text = table(task)
+        print(f"{task.env}\n{text}\n")
+        if "--write" in argv:
+            write_between_markers(ROOT / "docs" / "recurrent.md", task.mark, text)
     return 0
 
 
