@@ -46,3 +46,43 @@ def test_episodes_differ_and_depend_on_the_seed():
     assert len(set(episode_seeds(100, 10))) == 10
     assert episode_seeds(100, 10) != episode_seeds(101, 10)
     assert episode_seeds(100, 3) == episode_seeds(100, 10)[:3]
+
+
+class _FrameStackEnvs:
+    """Members x episodes of fake games with [4, 6, 6] frame-stack observations: episode (m, e) lasts 2 + m + e
+    steps and earns m + 1 per step; each observation holds the step count, so a finished episode must keep its own."""
+
+    def __init__(self, members, episodes):
+        self.shape = (members, episodes)
+        self.length = np.add.outer(np.arange(members), np.arange(episodes)) + 2
+        self.steps = np.zeros(self.shape, dtype=int)
+
+    def frames(self):
+        return np.broadcast_to(self.steps[..., None, None, None], self.shape + (4, 6, 6)).astype(np.uint8)
+
+    def eval_reset(self):
+        self.steps[:] = 0
+        return self.frames()
+
+    def eval_step(self, actions, active):
+        assert actions.shape == self.shape + (1,)
+        self.steps += active
+        rewards = np.broadcast_to(np.arange(self.shape[0])[:, None] + 1.0, self.shape)
+        return self.frames(), rewards, self.steps >= self.length
+
+
+def test_image_observations_with_several_episodes_per_member():
+    """Atari's [M, E, 4, 84, 84] frame stacks: episodes of different lengths end apart (this once crashed on
+    broadcasting a [M, E, 1] mask against the frames), returns are each episode's own."""
+    envs = _FrameStackEnvs(members=2, episodes=3)
+    seen = []
+
+    def policy(obs):
+        seen.append(obs.copy())
+        return np.zeros(obs.shape[:2] + (1,))
+
+    scores = evaluate(envs, policy)
+    expected = ((envs.length * (np.arange(2)[:, None] + 1.0))).mean(axis=1)
+    np.testing.assert_array_equal(scores, expected)
+    # after its end an episode's observation stays its last one (step count = its length)
+    np.testing.assert_array_equal(seen[-1][..., 0, 0, 0], np.minimum(len(seen) - 1, envs.length))

@@ -50,7 +50,9 @@ class Evaluation:
     def observe(self, obs: np.ndarray, rewards: np.ndarray, ended: np.ndarray) -> None:
         """The outcome of a step taken with ``next_actions``."""
         self.returns += np.where(self.active, rewards, 0.0)
-        self.obs = np.where(self.active[..., None], obs, self.obs)
+        # an ended episode keeps its last observation, whatever its shape (vectors, Atari's frame stacks)
+        running = self.active.reshape(self.active.shape + (1,) * (obs.ndim - self.active.ndim))
+        self.obs = np.where(running, obs, self.obs)
         self.active &= ~ended
 
     def advance(self, steps: int) -> None:
