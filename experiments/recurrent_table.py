@@ -5,13 +5,14 @@
 Per seed the mean of the last 3 evaluations up to a step (5 episodes each), then the mean over seeds with a 95 %
 percentile bootstrap interval over seeds, and the first step at which a seed's last-3 mean reached the issue's bar
 (-250 on the Pendulum, 450 on CartPole). Data: "Learning Curves/recurrent_pendulum/" and
-"Learning Curves/recurrent_cartpole/" from experiments/recurrent_pendulum.yaml and recurrent_cartpole.yaml; a run
-still going shows the steps it has reached. ``--write`` puts the tables into docs/recurrent.md between their markers.
+"Learning Curves/recurrent_cartpole/" from experiments/recurrent_pendulum.yaml and recurrent_cartpole.yaml, the
+finished runs only. ``--write`` puts the tables into docs/recurrent.md between their markers.
 """
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +25,10 @@ from utils.plot.tables import write_between_markers  # noqa: E402
 WINDOW, EVAL_FREQ = 3, 1000
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
     data: str                                  # folder under Learning Curves/
     env: str
-    runs: dict[str, tuple[str, str]]           # row name -> (setting folder, file stem)
+    runs: dict[str, tuple[str, ...]]           # row name -> (setting folder, file stem[, another env id])
     steps: tuple[int, ...]
     bar: float
     mark: str                                  # docs/recurrent.md's marker
@@ -43,18 +43,22 @@ TASKS = (
          (10_000, 15_000, 20_000, 25_000, 50_000, 100_000), -250.0, "recurrent_table"),
     Task("recurrent_cartpole", "VelocityMaskedCartPole-v1",
          {"recurrent discrete SAC (gru)": ("gru", "SAC_gru"),
-          "feed-forward discrete SAC": ("feed_forward", "SAC")},
-         (10_000, 25_000, 50_000, 75_000, 100_000), 450.0, "recurrent_cartpole_table"),
+          "recurrent discrete SAC (gru), windows of 24 with burn-in 8": ("burn_in_8", "SAC_gru"),
+          "feed-forward discrete SAC": ("feed_forward", "SAC"),
+          "control: recurrent discrete SAC (gru) on the unmasked CartPole-v1": ("unmasked_gru", "SAC_gru",
+                                                                                "CartPole-v1")},
+         (10_000, 20_000, 30_000, 50_000, 75_000, 100_000), 450.0, "recurrent_cartpole_table"),
 )
 
 
-def curves(task: Task, folder: str, stem: str) -> dict[int, np.ndarray]:
-    """Seed -> curve (as far as the run has gone)."""
-    out = {}
-    where = ROOT / "Learning Curves" / task.data / folder / "SAC" / task.env
-    for path in sorted(where.glob(f"{stem}_{task.env}_*.npy")):
+def curves(task: Task, folder: str, stem: str, env: str | None = None) -> dict[int, np.ndarray]:
+    """Seed -> curve, for the runs whose record says finished (a run still going is left out)."""
+    out, env = {}, env or task.env
+    where = ROOT / "Learning Curves" / task.data / folder / "SAC" / env
+    for path in sorted(where.glob(f"{stem}_{env}_*.npy")):
         seed = path.stem.rsplit("_", 1)[-1]
-        if seed.isdigit():
+        record = path.with_suffix(".json")
+        if seed.isdigit() and record.exists() and json.loads(record.read_text()).get("finished"):
             out[int(seed)] = np.load(path)
     return out
 
@@ -76,8 +80,8 @@ def table(task: Task) -> str:
     head = "| mean of the last 3 evaluations, 95 % CI (seeds) | " \
         + " | ".join(f"{s // 1000}k" for s in task.steps) + f" | first step at >= {task.bar:g} (per seed) |"
     lines = [head, "|" + "---|" * (len(task.steps) + 2)]
-    for name, (folder, stem) in task.runs.items():
-        runs = curves(task, folder, stem)
+    for name, run in task.runs.items():
+        runs = curves(task, *run)
         if not runs:
             continue
         cells = []

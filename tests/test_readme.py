@@ -206,6 +206,18 @@ def _script(name: str):
     return module
 
 
+def test_the_recurrent_tables_in_the_docs_are_the_committed_curves():
+    """docs/recurrent.md's two tables (masked Pendulum, masked CartPole) are what experiments/recurrent_table.py
+    computes from the finished runs under 'Learning Curves/', line for line, between their markers."""
+    module = _script("recurrent_table")
+    page = (ROOT / "docs" / "recurrent.md").read_text()
+    for task in module.TASKS:
+        lines = module.table(task).splitlines()
+        assert len(lines) >= 4, task.env  # header, rule and at least two committed runs
+        block = page.split(f"<!-- {task.mark} -->\n")[1].split(f"<!-- /{task.mark} -->")[0]
+        assert block.strip().splitlines() == lines, task.env
+
+
 def _side_by_side():
     return _script("side_by_side_table")
 
