@@ -43,8 +43,11 @@ class SequenceAgents:
     """The recurrent form of a replay algorithm (a mixin before it; see the module's docstring)."""
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, seq_encoder="gru", seq_len=16,
-                 burn_in=0, seq_hidden=64, use_prediction=False, transition_kl=0.8, **algo):
-        encoder = SequenceEncoder(seq_encoder, obs_dim, seq_hidden,
+                 burn_in=0, seq_hidden=64, use_prediction=False, transition_kl=0.8, prev_action=False, **algo):
+        # --prev_action: the encoder reads [o_t, a_{t-1}] (a discrete action one-hot, a continuous one scaled to
+        # [-1, 1]; zeros at an episode's first step); the learner stores and replays it as part of the observation
+        self.prev_width = int(act_dim) if prev_action else 0
+        encoder = SequenceEncoder(seq_encoder, obs_dim + self.prev_width, seq_hidden,
                                   init_generators([stream_seed(s, "encoder") for s in seeds]), context=seq_len)
         super().__init__(encoder.features, act_dim, low, high, seeds, device, **algo)
         if getattr(self, "vtrace", None):

@@ -26,6 +26,10 @@ RUNS = {  # script, policy, environment, the script's step flags
     "sac_main_gru": (sac_main, "SAC", "VelocityMaskedPendulum-v1", ["--num_steps", "600", "--start_steps", "300",
                                                                     "--seq_encoder", "gru", "--batch_size", "4",
                                                                     "--seq_len", "6", "--seq_hidden", "32"]),
+    "sac_main_gru_prev": (sac_main, "SAC", "VelocityMaskedCartPole-v1", ["--num_steps", "600", "--start_steps", "300",
+                                                                         "--seq_encoder", "gru", "--batch_size", "4",
+                                                                         "--seq_len", "6", "--seq_hidden", "32",
+                                                                         "--prev_action"]),
 }
 
 
@@ -37,6 +41,7 @@ def train(name, tmp_path, *more):
             "--seed", "4", *more]
     assert main_guard(module.run, args) == 0
     variant = "_lstm" if "--recurrent" in steps else "_gru" if "--seq_encoder" in steps else ""
+    variant += "_prev" if "--prev_action" in steps else ""
     stem = f"{policy}{variant}_{env}_4"
     return tmp_path / "r" / f"{stem}.json", stem
 

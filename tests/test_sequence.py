@@ -101,30 +101,53 @@ def short(*extra: str) -> list[str]:
             "2", "--seq_hidden", "32", "--hidden_size", "16", "--threads", "1", "--quiet", *extra]
 
 
-def test_stored_states_are_the_states_the_agents_acted_with(tmp_path):
+@pytest.mark.parametrize("env, prev", [("VelocityMaskedPendulum-v1", False), ("VelocityMaskedPendulum-v1", True),
+                                       ("VelocityMaskedCartPole-v1", True)])
+def test_stored_states_are_the_states_the_agents_acted_with(tmp_path, env, prev):
     """In the warm-up (no update: the parameters stay), every row's stored state is the member's state before it
-    acted there, and replaying the stored observations from zero at each episode start gives them all."""
+    acted there, and replaying the stored observations from zero at each episode start gives them all. With
+    --prev_action a row's observation ends with the member's previous action as the encoder read it (scaled to
+    [-1, 1], or one-hot; zeros at an episode's first step) and its next observation with the action of the row."""
     from utils.run import Trainer
 
+    extra = ["--env", env, "--policy_type", "Gaussian"] if env.endswith("Pendulum-v1") else ["--env", env]
     cfg = sac_main.build_config(sac_main.parse(["--policy", "DASE_SAC", *short("--results_dir", str(tmp_path),
-                                                                                "--policy_type", "Gaussian",
-                                                                                "--start_steps", "450")]))
+                                                                                "--start_steps", "450", *extra,
+                                                                                *["--prev_action"] * prev)]))
     trainer = Trainer(cfg)
     learner, T = trainer.learner, 450  # Pendulum's episodes end at 200 and 400
-    before = []
-    act = learner.act
+    before, taken = [], []
+    act, store = learner.act, learner.store
 
     def spy_act(obs, warmup):
         before.append(learner.agents.acting.clone())
         return act(obs, warmup)
-    learner.act = spy_act
+
+    def spy_store(obs, actions, *rest, **kw):
+        taken.append(np.asarray(actions, dtype=np.float64).reshape(2, -1))
+        return store(obs, actions, *rest, **kw)
+    learner.act, learner.store = spy_act, spy_store
     trainer.run(stop_at=T)
     buf = learner.buffer
     rows = T * 2
     stored = buf.state[0, :rows].view(T, 2, -1)
     torch.testing.assert_close(stored, torch.stack(before), rtol=0, atol=0)
     first = buf.first[0, :rows].view(T, 2)  # [T, member]
-    assert first[0].tolist() == [1, 1] and first.sum() == 6  # the first step, and the step after each episode end
+    assert first[0].tolist() == [1, 1]
+    if env.endswith("Pendulum-v1"):
+        assert first.sum() == 6  # the first step, and the step after each episode end
+    if prev:
+        actions = np.stack(taken)  # [T, member, 1]
+        if env.endswith("Pendulum-v1"):  # Pendulum's torque in [-2, 2]
+            seen = actions / 2.0
+        else:
+            seen = np.eye(2)[actions[..., 0].astype(int)]
+            assert 2 < first.sum() < 100  # random CartPole episodes: many starts, at different steps per member
+        width = seen.shape[-1]
+        obs_part = buf.obs[0, :rows].view(T, 2, -1)[..., -width:].numpy()
+        expected = np.concatenate([np.zeros((1, 2, width)), seen[:-1]]) * (1 - first.numpy()[..., None])
+        np.testing.assert_allclose(obs_part, expected, rtol=0, atol=1e-7)
+        np.testing.assert_allclose(buf.next_obs[0, :rows].view(T, 2, -1)[..., -width:].numpy(), seen, atol=1e-7)
     obs = buf.obs[0, :rows].view(T, 2, -1)
     with torch.no_grad():  # each member's own rows, replayed with its own encoder from a zero state
         _, after = learner.agents.encoder.unroll(obs.transpose(0, 1).unsqueeze(1), learner.agents.encoder.initial_state(1),
@@ -198,9 +221,10 @@ def test_bad_sequence_settings_are_one_line_and_exit_2(tmp_path, capsys, bad, sa
     assert not (tmp_path / "out").exists()
 
 
-def test_sequence_flags_without_an_encoder_are_refused(tmp_path, capsys):
-    assert run_cli("--policy", "SAC", "--env", "Pendulum-v1", "--burn_in", "2", "--results_dir", str(tmp_path)) == 2
-    assert "apply with --seq_encoder" in capsys.readouterr().err
+@pytest.mark.parametrize("flag", [["--burn_in", "2"], ["--prev_action"]])
+def test_sequence_flags_without_an_encoder_are_refused(tmp_path, capsys, flag):
+    assert run_cli("--policy", "SAC", "--env", "Pendulum-v1", *flag, "--results_dir", str(tmp_path)) == 2
+    assert f"{flag[0]} apply with --seq_encoder" in capsys.readouterr().err
 
 
 def _mlp(layers, i: int, x: torch.Tensor) -> torch.Tensor:
@@ -502,6 +526,13 @@ def test_n_step_returns_inside_a_window_equal_a_plain_loop(n):
             assert discount[0, w, k + s, 0].item() == pytest.approx(0.9 ** (j + 1))
 
 
+def test_previous_action_seeds_batched_equal_alone_and_a_cut_resume(tmp_path, seed_one_three_ways):
+    """--prev_action: the checkpoint must hold each member's last action (a cut at 333 is inside an episode)."""
+    args = ["--policy", "SAC", *short("--env", "VelocityMaskedCartPole-v1", "--prev_action")]
+    curves = seed_one_three_ways(sac_main, args, 333, tmp_path, ["SAC_gru_prev_VelocityMaskedCartPole-v1_1.npy"])
+    assert curves[0].shape == (4,)
+
+
 def test_recurrent_n_step_run_cut_and_resumed_equals_uninterrupted(tmp_path, seed_one_three_ways):
     args = ["--policy", "DASE_SAC", *short("--policy_type", "Gaussian", "--n_step", "3")]
     names = [f"DASE_SAC_gru_VelocityMaskedPendulum-v1_1_Agent_{i}.npy" for i in range(2)]
@@ -512,6 +543,7 @@ def test_recurrent_n_step_run_cut_and_resumed_equals_uninterrupted(tmp_path, see
     ("SAC_gru_VelocityMaskedPendulum-v1_0", "gru", "VelocityMaskedPendulum-v1"),
     ("DASE_TD3_attn_pred_VelocityMaskedHopper-v5_3_Agent_1", "attn_pred", "VelocityMaskedHopper-v5"),
     ("SAC_lstm_FlickeringCartPole-v1_2", "lstm", "FlickeringCartPole-v1"),
+    ("SAC_gru_prev_VelocityMaskedCartPole-v1_0", "gru_prev", "VelocityMaskedCartPole-v1"),
 ])
 def test_plots_read_the_encoder_from_a_curve_name(stem, variant, env):
     from utils.naming import CURVE_NAME

@@ -457,6 +457,10 @@ def add_sequence_flags(p: argparse.ArgumentParser) -> None:
                    help="--seq_encoder: train ASAC's prediction model beside the agent (a Gaussian over the next "
                         "memory and the reward from the features and the action; its loss added to the critic's, so "
                         "it shapes the encoder) (default: off)")
+    p.add_argument("--prev_action", action="store_true",
+                   help="--seq_encoder: the encoder also reads the previous action (one-hot, or scaled to [-1, 1]; "
+                        "zeros at an episode's start), as recurrent baselines for POMDPs do; files named "
+                        "{policy}_{encoder}_prev_... (default: off)")
     p.add_argument("--transition_kl", type=real, default=None,
                    help="--use_prediction: weight of the KL of the predicted transition to N(0, I) (default: 0.8, "
                         "ASAC's)")
@@ -473,7 +477,7 @@ def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag:
     from .naming import method_of
 
     given = [f"--{k}" for k in SEQUENCE_DEFAULTS if getattr(args, k) is not None] \
-        + ["--use_prediction"] * bool(args.use_prediction)
+        + ["--use_prediction"] * bool(args.use_prediction) + ["--prev_action"] * bool(args.prev_action)
     if args.transition_kl is not None and not args.use_prediction:
         raise UsageError("--transition_kl applies with --use_prediction; add it or drop --transition_kl")
     if args.seq_encoder is None:
@@ -509,4 +513,5 @@ def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag:
         if refused:
             raise UsageError(message)
     prediction = {"use_prediction": True, "transition_kl": kl} if args.use_prediction else {}
-    return {"seq_encoder": args.seq_encoder, **seq, **prediction}
+    prev = {"prev_action": True} if args.prev_action else {}
+    return {"seq_encoder": args.seq_encoder, **seq, **prediction, **prev}

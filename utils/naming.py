@@ -13,7 +13,8 @@ or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weig
 ``sync{K}`` (and ``delay{d}``) lazy gossip, and
 ``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``,
 ``lstm`` for a recurrent network (``--recurrent``), ``gru``/``lstm``/``attn`` for a replay learner's sequence encoder
-(``--seq_encoder``) and ``pred`` for its prediction model (``--use_prediction``).
+(``--seq_encoder``), ``prev`` when it also reads the previous action (``--prev_action``) and ``pred`` for its
+prediction model (``--use_prediction``).
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lstm|gru|attn|pred)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lstm|gru|attn|prev|pred)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -202,6 +203,8 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
         tokens.append("lstm")
     if settings.get("seq_encoder"):
         tokens.append(str(settings["seq_encoder"]))
+    if settings.get("prev_action"):
+        tokens.append("prev")
     if settings.get("use_prediction"):
         tokens.append("pred")
     if policy is not None and settings.get("init") not in (None, default_init(policy)):

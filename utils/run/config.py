@@ -102,7 +102,8 @@ class RunConfig:
     def variant(self) -> str:
         return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env,
                            "recurrent": self.algo.get("recurrent"),
-                           "seq_encoder": self.algo.get("seq_encoder"), "use_prediction": self.algo.get("use_prediction")}, self.policy)
+                           "seq_encoder": self.algo.get("seq_encoder"), "use_prediction": self.algo.get("use_prediction"),
+                           "prev_action": self.algo.get("prev_action")}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""

@@ -156,7 +156,7 @@ class Trainer:
             if seq.get("seq_encoder"):  # sequence replay: an episode-start flag and the writer's state per row
                 width = {"gru": seq["seq_hidden"], "lstm": 2 * seq["seq_hidden"]}.get(
                     seq["seq_encoder"], seq["seq_len"] * (c.obs_dim + 1))
-                row_bytes += 4 * (1 + width)
+                row_bytes += 4 * (1 + width + (2 * c.act_dim if seq.get("prev_action") else 0))
             try:
                 check_fits(f"--buffer_size {cfg.buffer_size}: the replay buffers ({len(seeds)} seed(s))",
                            groups * rows * row_bytes, self.device, "lower --buffer_size or run fewer --seeds at once",

@@ -38,7 +38,14 @@ class RecurrentLearner(Learner):
         w = self.scheme.writers
         self.first = np.ones(self.members, dtype=np.float32)  # every member's next step starts an episode
         self.stored: Optional[torch.Tensor] = None  # the states of the last ``act``, for ``store``
-        return SequenceReplayBuffer(obs_dim, act_dim, buffer_size - buffer_size % w, w, self.device,
+        # --prev_action: each member's last action as the encoder reads it (zeros when an episode starts); the
+        # buffer stores [o_t, a_{t-1}] as the observation and [o_{t+1}, a_t] as the next one
+        self.prev = np.zeros((self.members, self.agents.prev_width), dtype=np.float32)
+        if self.agents.prev_width and self.agents.low is not None:
+            low, high = self.agents.low.cpu().numpy(), self.agents.high.cpu().numpy()
+            self.act_mid, self.act_half = (high + low) / 2, (high - low) / 2
+        return SequenceReplayBuffer(obs_dim + self.agents.prev_width, act_dim, buffer_size - buffer_size % w, w,
+                                    self.device,
                                     seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
                                     groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour,
                                     behaviour_width=self.agents.behaviour_width, prioritized=prioritized)
@@ -61,10 +68,24 @@ class RecurrentLearner(Learner):
             self.prediction_sum.zero_()
         return stats
 
+    def encoded_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Actions [M, ...] as the encoder reads them (``--prev_action``): one-hot, or scaled to [-1, 1]."""
+        m = self.members
+        if self.agents.low is None:
+            return np.eye(self.agents.prev_width, dtype=np.float32)[np.asarray(actions).reshape(m).astype(np.int64)]
+        return ((np.asarray(actions, dtype=np.float32).reshape(m, -1) - self.act_mid) / self.act_half).astype(
+            np.float32)
+
+    def with_prev(self, obs: np.ndarray, prev: np.ndarray) -> np.ndarray:
+        """[o, a_prev] per member (``obs`` unchanged without --prev_action)."""
+        if not self.agents.prev_width:
+            return obs
+        return np.concatenate([np.asarray(obs, dtype=np.float32).reshape(self.members, -1), prev], axis=-1)
+
     def act(self, obs: np.ndarray, warmup: bool):
         """Every member's encoder steps (the warm-up too); exploration actions from its features (None: random)."""
         self.stored = self.agents.acting.clone()
-        features = self.agents.observe(self.agents._obs(obs))
+        features = self.agents.observe(self.agents._obs(self.with_prev(obs, self.prev)))
         if warmup:
             return None, None
         action, behaviour = self.agents.explore_device(features)
@@ -75,6 +96,10 @@ class RecurrentLearner(Learner):
 
     def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
         ended = np.asarray(terminated if ended is None else ended, dtype=bool).reshape(-1)
+        if self.agents.prev_width:
+            taken = self.encoded_actions(actions)
+            obs, next_obs = self.with_prev(obs, self.prev), self.with_prev(next_obs, taken)
+            self.prev = taken * (1.0 - ended.astype(np.float32))[:, None]
         self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended, state=self.stored,
                         first=self.first)
         self.first = ended.astype(np.float32)
@@ -87,7 +112,10 @@ class RecurrentLearner(Learner):
         agents = copy.deepcopy(self.agents.encoder), copy.deepcopy(self.agents.actor)
         encoder, actor = agents
         states: dict[int, torch.Tensor] = {}
-        device = self.device
+        prevs: dict[int, torch.Tensor] = {}  # --prev_action: the last actions, as the encoder reads them
+        device, width, discrete = self.device, self.agents.prev_width, self.agents.low is None
+        if width and not discrete:
+            mid, half = (self.agents.high + self.agents.low) / 2, (self.agents.high - self.agents.low) / 2
 
         @torch.no_grad()
         def policy(obs: np.ndarray, part: int = 0) -> np.ndarray:
@@ -95,17 +123,29 @@ class RecurrentLearner(Learner):
             state = states.get(part)
             if state is None:
                 state = encoder.initial_state(x.shape[1])
+                prevs[part] = torch.zeros(*x.shape[:2], width, dtype=x.dtype, device=device)
+            if width:
+                x = torch.cat([x, prevs[part]], dim=-1)
             features, states[part] = encoder.step(x, state)
-            return actor(features).cpu().numpy()
+            action = actor(features)
+            if width:
+                prevs[part] = torch.nn.functional.one_hot(action.long(), width).to(x.dtype) if discrete \
+                    else (action - mid) / half
+            return action.cpu().numpy()
         policy.stateful = True
         return policy
 
     def state_dict(self, seed_index: int) -> dict:
         rows = slice(seed_index * self.agents_per_seed, (seed_index + 1) * self.agents_per_seed)
-        return {**super().state_dict(seed_index), "acting_state": self.agents.acting[rows].cpu().clone(),
-                "first": torch.from_numpy(self.first[rows].copy())}
+        state = {**super().state_dict(seed_index), "acting_state": self.agents.acting[rows].cpu().clone(),
+                 "first": torch.from_numpy(self.first[rows].copy())}
+        if self.agents.prev_width:
+            state["prev_action"] = torch.from_numpy(self.prev[rows].copy())
+        return state
 
     def load_state_dicts(self, states: list[dict]) -> None:
         super().load_state_dicts(states)
         self.agents.acting.copy_(torch.cat([s["acting_state"] for s in states]).to(self.device))
         self.first = torch.cat([s["first"] for s in states]).numpy().astype(np.float32)
+        if self.agents.prev_width:
+            self.prev = torch.cat([s["prev_action"] for s in states]).numpy().astype(np.float32)
