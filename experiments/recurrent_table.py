@@ -44,6 +44,7 @@ TASKS = (
     Task("recurrent_cartpole", "VelocityMaskedCartPole-v1",
          {"recurrent discrete SAC (gru)": ("gru", "SAC_gru"),
           "recurrent discrete SAC (gru), target entropy 0.5 log 2": ("gru_entropy_0.5", "SAC_gru"),
+          "recurrent discrete SAC (gru) reading the previous action": ("gru_prev", "SAC_gru_prev"),
           "recurrent discrete SAC (gru), windows of 24 with burn-in 8": ("burn_in_8", "SAC_gru"),
           "feed-forward discrete SAC": ("feed_forward", "SAC"),
           "control: recurrent discrete SAC (gru) on the unmasked CartPole-v1": ("unmasked_gru", "SAC_gru",
