@@ -1,12 +1,14 @@
 """docs/recurrent.md's tables: recurrent against feed-forward SAC on the velocity-masked tasks (issue 38).
 
-    python experiments/recurrent_table.py [--write]
+    python experiments/recurrent_table.py [--write] [--figure]
 
 Per seed the mean of the last 3 evaluations up to a step (5 episodes each), then the mean over seeds with a 95 %
 percentile bootstrap interval over seeds, and the first step at which a seed's last-3 mean reached the issue's bar
 (-250 on the Pendulum, 450 on CartPole). Data: "Learning Curves/recurrent_pendulum/" and
 "Learning Curves/recurrent_cartpole/" from experiments/recurrent_pendulum.yaml and recurrent_cartpole.yaml, the
-finished runs only. ``--write`` puts the tables into docs/recurrent.md between their markers.
+finished runs only. ``--write`` puts the tables into docs/recurrent.md between their markers; ``--figure`` draws
+each task's rows (the last-3 mean over seeds, a 95 % bootstrap band over seeds; runs of several settings share a
+file stem, so ``utils.plot`` would pool them) into Figures/{task}/settings.png.
 """
 from __future__ import annotations
 
@@ -100,8 +102,44 @@ def table(task: Task) -> str:
     return "\n".join(lines)
 
 
+def figure(task: Task) -> Path | None:
+    """Figures/{task.data}/settings.png: one line per row of the table, with the bar dashed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    drawn = 0
+    for name, run in task.runs.items():
+        runs = curves(task, *run)
+        if not runs:
+            continue
+        n = min(len(c) for c in runs.values())
+        smooth = np.stack([[c[max(0, i - WINDOW + 1):i + 1].mean() for i in range(n)] for c in runs.values()])
+        steps = np.arange(n) * EVAL_FREQ
+        line, = ax.plot(steps, smooth.mean(axis=0), label=f"{name} ({len(runs)})")
+        if len(runs) > 1:
+            lo, hi = bootstrap_ci(smooth, np.mean)
+            ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.2)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.axhline(task.bar, color="k", ls="--", lw=1)
+    ax.set(xlabel="environment steps", ylabel="mean of the last 3 evaluations", title=task.env)
+    ax.legend(fontsize=7)
+    out = ROOT / "Figures" / task.data / "settings.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def main(argv: list[str]) -> int:
     for task in TASKS:
+        if "--figure" in argv:
+            print(f"wrote {figure(task)}")
         text = table(task)
         print(f"{task.env}\n{text}\n")
         if "--write" in argv:
