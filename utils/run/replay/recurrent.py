@@ -42,8 +42,8 @@ class RecurrentLearner(Learner):
         # buffer stores [o_t, a_{t-1}] as the observation and [o_{t+1}, a_t] as the next one
         self.prev = np.zeros((self.members, self.agents.prev_width), dtype=np.float32)
         if self.agents.prev_width and self.agents.low is not None:
-            low, high = self.agents.low.cpu().numpy(), self.agents.high.cpu().numpy()
-            self.act_mid, self.act_half = (high + low) / 2, (high - low) / 2
+            half = self.agents.scale  # (high - low) / 2, the algorithms' own
+            self.act_mid, self.act_half = (self.agents.low + half).cpu().numpy(), half.cpu().numpy()
         return SequenceReplayBuffer(obs_dim + self.agents.prev_width, act_dim, buffer_size - buffer_size % w, w,
                                     self.device,
                                     seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
@@ -115,7 +115,7 @@ class RecurrentLearner(Learner):
         prevs: dict[int, torch.Tensor] = {}  # --prev_action: the last actions, as the encoder reads them
         device, width, discrete = self.device, self.agents.prev_width, self.agents.low is None
         if width and not discrete:
-            mid, half = (self.agents.high + self.agents.low) / 2, (self.agents.high - self.agents.low) / 2
+            mid, half = self.agents.low + self.agents.scale, self.agents.scale
 
         @torch.no_grad()
         def policy(obs: np.ndarray, part: int = 0) -> np.ndarray:
@@ -123,7 +123,7 @@ class RecurrentLearner(Learner):
             state = states.get(part)
             if state is None:
                 state = encoder.initial_state(x.shape[1])
-                prevs[part] = torch.zeros(*x.shape[:2], width, dtype=x.dtype, device=device)
+                prevs[part] = torch.zeros(*x.shape[:2], width, dtype=x.dtype, device=device)  # nothing done yet
             if width:
                 x = torch.cat([x, prevs[part]], dim=-1)
             features, states[part] = encoder.step(x, state)
