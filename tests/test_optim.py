@@ -169,3 +169,60 @@ def test_a_state_saved_without_a_newer_setting_loads_with_this_optimizers_value(
     other.load_state_dict(saved)
     assert other.param_groups[0]["decoupled_weight_decay"] is False
     assert other.param_groups[0]["weight_decay"] == 1e-2  # the saved settings win where there are some
+
+
+def _subnormal_states(opts: list, params_per_opt: list) -> None:
+    """Give every optimizer the same moments, a third of them float32 subnormals and some exactly zero: the state
+    of dead ReLU units' weights after thousands of steps without a gradient."""
+    g = torch.Generator().manual_seed(7)
+    first = params_per_opt[0]
+    moments = []
+    for p in first:
+        sq = torch.rand(p.shape, generator=g) * 1e-3
+        kind = torch.randint(0, 3, p.shape, generator=g)
+        sq = torch.where(kind == 0, torch.rand(p.shape, generator=g) * 1.1e-38, sq)  # subnormal (and a few 0)
+        sq = torch.where((kind == 1) & (torch.rand(p.shape, generator=g) < 0.3), torch.zeros(()), sq)
+        moments.append((torch.randn(p.shape, generator=g) * 1e-3, sq, kind == 0))
+    for opt, params in zip(opts, params_per_opt):
+        for p, (avg, sq, _) in zip(params, moments):
+            opt.state[p]["exp_avg"].copy_(avg)
+            opt.state[p]["exp_avg_sq"].copy_(sq)
+    return [dead for _, _, dead in moments]
+
+
+@pytest.mark.parametrize("eps, steps_before", [(1e-8, 1), (1e-8, 5000), (1e-6, 1), (1e-30, 1), (0.0, 3)])
+def test_subnormal_second_moments_step_bit_for_bit_as_torch(monkeypatch, eps, steps_before):
+    """ForeachAdam lifts subnormal second moments to float32's smallest normal number before the sqrt (the CPU's
+    sqrt is several times slower on subnormals); with eps 1e-8 or 1e-6 that changes no bit of any step, even at the
+    first step where the bias correction is smallest. With eps 0 or 1e-30 the bound fails and torch's own sqrt
+    must be used. Checked against torch.optim.Adam on states full of subnormals, zeros and dead gradients."""
+    ref_params, our_params = _params(8), _params(8)
+    ref = torch.optim.Adam(ref_params, lr=1e-3, eps=eps, foreach=True)
+    mine = ForeachAdam(our_params, lr=1e-3, eps=eps)
+    for opt, params in ((ref, ref_params), (mine, our_params)):  # create the states, then overwrite them
+        for p in params:
+            p.grad = torch.ones_like(p)
+        opt.step()
+        for p in params:
+            opt.state[p]["step"].fill_(float(steps_before))
+    dead = _subnormal_states([ref, mine], [ref_params, our_params])
+    fast = eps >= 1e-8
+    calls = []
+    real_sqrt = torch._foreach_sqrt
+    monkeypatch.setattr(torch, "_foreach_sqrt", lambda xs: calls.append(1) or real_sqrt(xs))
+    for t in range(4):
+        grads = _grads(t, ref_params)
+        for params in (ref_params, our_params):
+            for p, g, d in zip(params, grads, dead):
+                p.grad = None if g is None else torch.where(d, torch.zeros(()), g)  # dead units: no gradient
+        calls.clear()
+        mine.step()
+        assert bool(calls) is not fast  # the subnormal-safe path where (and only where) the bound holds
+        monkeypatch.setattr(torch, "_foreach_sqrt", real_sqrt)
+        ref.step()
+        monkeypatch.setattr(torch, "_foreach_sqrt", lambda xs: calls.append(1) or real_sqrt(xs))
+        for a, b in zip(ref_params, our_params):
+            assert torch.equal(a, b), t
+        _same_state(ref.state_dict(), mine.state_dict())
+    sq = mine.state[our_params[0]]["exp_avg_sq"]
+    assert ((sq > 0) & (sq < torch.finfo(torch.float32).tiny)).any()  # subnormals were still there at the end
