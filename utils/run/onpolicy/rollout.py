@@ -93,11 +93,15 @@ class RolloutLearner:
         r["obs"][:, i] = view(obs, r["obs"].dtype)
         r["next_obs"][:, i] = view(next_obs, r["next_obs"].dtype)
         r["actions"][:, i] = self.pending
-        r["rewards"][:, i] = view(rewards, torch.float32)
+        # the three per-environment scalars cross to torch as one float32 array (float64 rewards round as .to does)
+        scalars = np.stack((np.asarray(rewards, dtype=np.float32), np.asarray(terminated, dtype=np.float32),
+                            np.asarray(ended, dtype=np.float32)))
+        rewards_t, terminated_t, ended_t = torch.from_numpy(scalars).to(self.device).view(3, m, k)
+        r["rewards"][:, i] = rewards_t
         if self.reward_scale != 1.0:
             r["rewards"][:, i] *= self.reward_scale
-        r["terminated"][:, i] = view(terminated, torch.float32)
-        r["ended"][:, i] = view(ended, torch.float32)
+        r["terminated"][:, i] = terminated_t
+        r["ended"][:, i] = ended_t
         if "mu" in r:
             r["mu"][:, i] = self.behaviour
         self.agents.episodes_ended(r["ended"][:, i])  # --recurrent: a new episode starts from a zero state
