@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import ac_main
 import DASE_main
 import sac_main
-from benchmarks import evaluation, ops, peers, recurrent, throughput
+from benchmarks import evaluation, ops, peers, recurrent, throughput, twin_critic
 from utils import play, weight_map
 from utils.cli import Parser, count, kl_variance, main_guard, real
 from utils.plot import cli as plot_cli
@@ -122,6 +122,8 @@ ENTRIES = {
     "benchmarks.recurrent": (recurrent.main, lambda: recurrent.main([]),
                              ["--windows", "2", "--seq_len", "3", "--seq_hidden", "4", "--updates", "1", "--repeats",
                               "1", "--json", "{tmp}/out.json"]),
+    "benchmarks.twin_critic": (twin_critic.main, lambda: twin_critic.main([]),
+                               ["--seeds", "1", "--hidden", "4", "--batch", "2", "--rounds", "1"]),
     # a run record whose models were never saved: every accepted value ends at "no model file" (exit 2, one line)
     "utils.play": (play.main, lambda: play.parse([]), ["{record}", "--episodes", "1"]),
     "benchmarks.peers": (peers_without_sb3, lambda: peers.main([]), ["--jobs", "td3", "--runs", "1"]),
