@@ -218,3 +218,25 @@ def test_a2c_solves_cartpole_within_200k_steps(tmp_path):
                    "10", "--threads", "1", "--env_workers", "0", "--quiet", "--results_dir", str(tmp_path)) == 0
     curve = np.load(tmp_path / "A2C_CartPole-v1_0.npy")
     assert curve.max() >= 475, curve
+
+
+@pytest.mark.parametrize("policy", ["A2C", "A3C"])
+def test_stop_at_pauses_the_on_policy_runs_and_resume_ends_them(policy, tmp_path, capsys):
+    """--stop_at on ac_main.py: A2C steps 4 environments at a time, so it pauses at the first step past 1502 (1504);
+    resumed, it ends with the uninterrupted run's curve, bit for bit. A3C (one worker) pauses exactly at 2000,
+    a second --stop_at 2000 trains nothing, and --resume finishes it."""
+    base = ["--policy", policy, "--env", "CartPole-v1", "--max_time_steps", "3000", "--eval_freq", "1000",
+            "--eval_episodes", "2", "--threads", "1", "--checkpoint_freq", "1000", "--env_workers", "0"]
+    base += ["--envs_per_agent", "4"] if policy == "A2C" else ["--num_processes", "1"]
+    stop, at = ("1502", 1504) if policy == "A2C" else ("2000", 2000)
+    cut = ["--results_dir", str(tmp_path / "cut")]
+    for again in ([], ["--resume"]):
+        assert run_cli(*base, *cut, "--stop_at", stop, *again) == 0
+        assert f"paused at step {at} (--stop_at {stop})" in capsys.readouterr().out
+        assert torch.load(tmp_path / "cut" / "checkpoints" / f"{policy}_CartPole-v1_0.pt", weights_only=True)["t"] == at
+    assert run_cli(*base, *cut, "--resume", "--quiet") == 0
+    curve = np.load(tmp_path / "cut" / f"{policy}_CartPole-v1_0.npy")
+    assert curve.shape == (4,) and not (tmp_path / "cut" / "checkpoints" / f"{policy}_CartPole-v1_0.pt").exists()
+    if policy == "A2C":  # A3C's workers race: bit for bit only where one process steps everything
+        assert run_cli(*base, "--results_dir", str(tmp_path / "whole"), "--quiet") == 0
+        np.testing.assert_array_equal(curve, np.load(tmp_path / "whole" / "A2C_CartPole-v1_0.npy"))

@@ -117,6 +117,37 @@ def test_sigterm_checkpoints_and_resumes_identically(uninterrupted, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_stop_at_pauses_with_a_checkpoint_and_resumes_identically(uninterrupted, tmp_path, capsys):
+    """--stop_at 1100 (between evaluations and checkpoints): exit 0 at step 1100 with the checkpoint written there
+    and one line saying so; the same command with --resume trains nothing; --resume without it ends with the uninterrupted
+    run's curves and weights, bit for bit, and a finished record."""
+    loud = [a for a in ARGS if a != "--quiet"] + ["--results_dir", str(tmp_path)]
+    record = tmp_path / f"{STEM}.json"
+    for again in (False, True):
+        before = {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")}
+        assert main_guard(DASE_main.run, loud + ["--stop_at", "1100"] + (["--resume"] if again else [])) == 0
+        out = capsys.readouterr().out
+        assert torch.load(tmp_path / "checkpoints" / f"{STEM}.pt", weights_only=True)["t"] == 1100
+        assert f"{STEM} | paused at step 1100 (--stop_at 1100), checkpoint " in out and "--resume" in out, out
+        assert len(np.load(tmp_path / f"{STEM}_Agent_0.npy")) == 1000 // 250 + 1
+        assert json.loads(record.read_text())["checkpoint"] is not None  # a finished run's record names none
+        if again:  # paused there already: nothing trained, the files as they were
+            assert {p.name: p.read_bytes() for p in tmp_path.glob("*.npy")} == before
+    assert main_guard(DASE_main.run, loud + ["--resume"]) == 0
+    for a, b in zip(uninterrupted, curves(tmp_path)):
+        np.testing.assert_array_equal(a, b)
+    assert not (tmp_path / "checkpoints" / f"{STEM}.pt").exists() and json.loads(record.read_text())["checkpoint"] is None
+
+
+@pytest.mark.parametrize("extra, words", [(["--stop_at", "0"], "--stop_at must be a positive step"),
+                                          (["--stop_at", "500", "--checkpoint_freq", "0"], "drop --checkpoint_freq 0")])
+def test_bad_stop_at_is_one_line(extra, words, tmp_path, capsys):
+    assert main_guard(DASE_main.run, ARGS + ["--results_dir", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and "\n" not in err, err
+    assert not list(tmp_path.iterdir())
+
+
 def test_same_run_twice_refuses_unless_resume_or_overwrite(tmp_path, capsys):
     args = ARGS[:-1] + ["--max_time_steps", "300", "--eval_freq", "300", "--results_dir", str(tmp_path)]
     assert main_guard(DASE_main.run, args) == 0

@@ -304,6 +304,37 @@ def test_incomplete_run_is_run_again_and_only_it(first_sweep):
     assert {k: v for k, v in snapshot(tmp / "good").items() if k.startswith("TD3/Pendulum-v1/TD3_")} == untouched
 
 
+def test_until_pauses_every_run_and_a_later_sweep_ends_them_as_one_uninterrupted(first_sweep):
+    """--until 200: both runs stop at step 200 with their checkpoints ("paused", exit 0), a second --until 200 leaves
+    them there, and a sweep without it finishes them with the same curves, byte for byte, as the first sweep's
+    uninterrupted runs."""
+    tmp = first_sweep["tmp"]
+    path = write(tmp, {**TINY, "settings": {"good": {"results_dir": str(tmp / "paused")}}}, "paused.yaml")
+    folder = tmp / "paused/TD3/Pendulum-v1"
+    for attempt in range(2):
+        code, out, err = call([str(path), "--workers", "2", "--until", "200"])
+        assert code == 0, out + err + logs_under(tmp / "paused")
+        assert out.splitlines()[-1] == "2 runs: 0 done, 2 paused, 0 skipped, 0 failed", out
+        assert "paused (at step 200 (--until); rerun the sweep to continue)" in out
+        assert {len(np.load(folder / name)) for name in CURVES} == {3}  # evaluations at 0, 100, 200
+        assert len(list((folder / "checkpoints").glob("*.pt"))) == 4  # 2 runs x 2 seeds
+    code, out, err = call([str(path), "--workers", "2", "--dry_run", "--until", "200"])
+    assert out.count("--stop_at 200") == 2, out
+    code, out, err = call([str(path), "--workers", "2", "--dry_run", "--until", "300"])  # the budget: no pause
+    assert code == 0 and "--stop_at" not in out and out.count("would resume") == 2, out
+    code, out, err = call([str(path), "--workers", "2", "--until", "300"])
+    assert code == 0 and out.splitlines()[-1] == "2 runs: 2 done, 0 skipped, 0 failed", out + err
+    for name in CURVES:
+        assert (folder / name).read_bytes() == first_sweep["curves"][name], name
+
+
+def test_until_needs_checkpoints(tmp_path, no_processes):
+    spec = {**TINY, "settings": {"s": {"results_dir": str(tmp_path / "r"), "flags": {"checkpoint_freq": 0}}}}
+    code, out, err = call([str(write(tmp_path, spec)), "--until", "100"])
+    assert code == 2 and "checkpoint_freq 0" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
+
+
 def test_interrupted_sweep_passes_the_signal_on_and_reports_it(tmp_path):
     spec = {**TINY, "policies": ["TD3"], "seeds": [0], "steps": 20_000, "start_steps": 100, "eval_freq": 10_000,
             "settings": {"s": {"results_dir": str(tmp_path / "r")}}}

@@ -203,6 +203,10 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
              "run deletes it (default: 50000)")
     add("--checkpoint_dir", type=str, default=None,
         help="where checkpoints go (default: RESULTS_DIR/checkpoints)")
+    add("--stop_at", type=count, default=None, metavar="STEP",
+        help="pause the run at this step (counted as its step budget): write its checkpoint and exit with code 0; "
+             "--resume continues it as if it had never stopped, e.g. every run of a sweep to 100k first "
+             "(python -m utils.sweep --until) (default: run to the end)")
     add("--resume", action="store_true",
         help="continue this run from its checkpoint (does nothing if it finished, starts from step 0 "
              "if it has no checkpoint)")
@@ -250,6 +254,7 @@ def run_flags(args) -> dict:
                 **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+                stop_at=args.stop_at,
                 overwrite=args.overwrite, threads=args.threads, compile=args.compile,
                 tensorboard=args.tensorboard, env_workers=args.env_workers, eval_tasks=args.eval_tasks,
                 cuda_graphs=graphs, device=device, init=args.init, flags=vars(args))

@@ -45,6 +45,9 @@ class RunConfig:
     checkpoint_freq: int = 50_000  # 0: no checkpoints
     checkpoint_dir: str | None = None  # default: {results_dir}/checkpoints
     resume: bool = False
+    # pause at this step (the budget's count) with a checkpoint, exit 0; --resume continues (not part of the
+    # experiment: a checkpoint resumes whatever stop_at the next command gives)
+    stop_at: int | None = None
     threads: int | None = None  # torch CPU threads; None: all cores on the CPU, 1 beside a GPU
     compile: bool = False  # torch.compile the networks
     tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
@@ -317,6 +320,10 @@ def _check_execution(cfg: RunConfig) -> None:
                          f"{4 * available_cores()}")
     if cfg.checkpoint_freq < 0:
         raise UsageError(f"--checkpoint_freq must be >= 0 (0 disables checkpoints), got {cfg.checkpoint_freq}")
+    if cfg.stop_at is not None and cfg.stop_at <= 0:
+        raise UsageError(f"--stop_at must be a positive step, got {cfg.stop_at}")
+    if cfg.stop_at is not None and not cfg.checkpoint_freq:
+        raise UsageError(f"--stop_at {cfg.stop_at} pauses the run in its checkpoint: drop --checkpoint_freq 0")
     if cfg.tensorboard:
         try:
             import torch.utils.tensorboard  # noqa: F401  (only whether it imports)

@@ -37,7 +37,7 @@ from .files import RunFiles, cpu_capability, plan_resume
 from .replay.learner import Learner
 from .replay.recurrent import RecurrentLearner
 from .onpolicy.rollout import RolloutLearner
-from .progress import Progress, StopSignals, interrupted_message, non_finite_message
+from .progress import Progress, StopSignals, interrupted_message, non_finite_message, paused_message
 
 
 def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
@@ -225,8 +225,12 @@ class Trainer:
         that step after writing a checkpoint, as if interrupted there (for training in pieces).
         """
         cfg = self.cfg
+        stop_at = cfg.stop_at if stop_at is None else stop_at
         with self.locked():
             if self.prepare():
+                return self.curve_arrays()
+            if stop_at is not None and stop_at <= self.t < cfg.max_time_steps:  # paused there already
+                self.progress.say(paused_message(cfg.name, self.t, stop_at, self.checkpoint_where()))
                 return self.curve_arrays()
             self.open_outputs()
             with StopSignals() as stop:
@@ -240,9 +244,11 @@ class Trainer:
                         self.note_done()
                         if len(self.stopped) == len(self.seeds):
                             break
-                    if self.t == stop_at or stop.signum or self.checkpoint_due():
+                    paused = stop_at is not None and self.t >= stop_at and self.t < cfg.max_time_steps
+                    if paused or stop.signum or self.checkpoint_due():
                         self.save_checkpoint()
-                    if self.t == stop_at:
+                    if paused:
+                        self.progress.say(paused_message(cfg.name, self.t, stop_at, self.checkpoint_where()))
                         return self.curve_arrays()
                     if stop.signum:
                         raise Interrupted(stop.signum, interrupted_message(stop.signum, cfg.name, self.t,

@@ -75,6 +75,11 @@ def interrupted_message(signum: int, name: str, t: int, checkpoint: str | None) 
     return f"{sig}: stopped {name} at step {t}, checkpoint {checkpoint}; continue with --resume"
 
 
+def paused_message(name: str, t: int, stop_at: int, checkpoint: str | None) -> str:
+    """The report of a run paused by --stop_at (always checkpointed: the flag needs checkpoints)."""
+    return f"{name} | paused at step {t} (--stop_at {stop_at}), checkpoint {checkpoint}; continue with --resume"
+
+
 class StopSignals:
     """Within ``with``: SIGINT and SIGTERM only recorded (``signum``), for the loop to stop at the end of a step with
     a checkpoint. In the main thread only: elsewhere Python cannot install handlers, and nothing changes."""

@@ -18,7 +18,7 @@ import importlib
 import sys
 from typing import Sequence
 
-from ..cli import Parser, available_cores
+from ..cli import Parser, available_cores, count
 from .cluster import run_ray
 from .results import Result, format_wall, plural, summary
 from .experiment import ExperimentError, load_experiment
@@ -36,6 +36,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                 "interrupted ones resumed.")
     p.add_argument("experiment", nargs="?", help="the experiment file (YAML)")
     p.add_argument("--dry_run", action="store_true", help="print each run's command and state; start nothing")
+    p.add_argument("--until", type=count, default=None, metavar="STEP",
+                   help="train every run only to this step, then pause it with its checkpoint (--stop_at): e.g. "
+                        "every setting to 100k first, then all of them on to the end with a later sweep "
+                        "(default: every run to its budget)")
     p.add_argument("--workers", type=int, default=None,
                    help="runs at once (default: cores // threads_per_run); with --ray, a cap on tasks in flight")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
@@ -49,6 +53,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("the experiment file is required")
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers must be a positive integer, got {args.workers}")
+    if args.until is not None and args.until < 1:
+        p.error(f"--until must be a positive step, got {args.until}")
     return args
 
 
@@ -72,6 +78,13 @@ def plan(args: argparse.Namespace, exp) -> tuple[list[Run], int | None, int | No
         workers = args.workers or max(1, available_cores() // (exp.threads_per_run or 1))
         threads = exp.threads_per_run or (1 if workers > 1 else None)
     runs = expand(exp, threads)
+    if args.until is not None:
+        for run in runs:
+            if args.until < run.steps and "--checkpoint_freq" in run.args and \
+                    int(float(run.args[run.args.index("--checkpoint_freq") + 1])) == 0:
+                raise ExperimentError(f"--until {args.until}: the runs of setting {run.setting!r} keep no checkpoint "
+                                      "(checkpoint_freq 0), so they could not continue; drop --until or the flag")
+        runs = [run.paused_at(args.until) for run in runs]
     check_flags(runs)
     return runs, threads, workers
 

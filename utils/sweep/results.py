@@ -16,7 +16,7 @@ class Result:
     """What became of one run."""
 
     run: Run
-    status: str  # done | skipped | failed | interrupted | not started
+    status: str  # done | paused | skipped | failed | interrupted | not started
     code: int | None = None
     wall: float = 0.0
     note: str = ""
@@ -29,6 +29,8 @@ def classify(run: Run, code: int | None, wall: float, complete: bool, stopping: 
     log = display_path(run.log_path(root))
     if code == 0 and complete:
         return Result(run, "done", code, wall)
+    if code == 0 and run.until is not None:  # --until: stopped at that step with a checkpoint, as asked
+        return Result(run, "paused", code, wall, f"at step {run.until} (--until); rerun the sweep to continue")
     if stopping and code in (130, 143, -signal.SIGINT, -signal.SIGTERM):  # stopped as asked, checkpointed
         return Result(run, "interrupted", code, wall, f"exit {code}, log: {log}; rerun the sweep to continue")
     if code == 0:
@@ -69,7 +71,7 @@ def summary(results: Sequence[Result]) -> str:
     width = [max(len(row[k]) for row in rows) for k in range(2)]
     lines = [f"{a:<{width[0]}}  {b:<{width[1]}}  {c}" for a, b, c in rows]
     lines.insert(1, "-" * len(max(lines, key=len)))
-    counts = {s: sum(r.status == s for r in results) for s in ("done", "skipped", "failed", "interrupted",
+    counts = {s: sum(r.status == s for r in results) for s in ("done", "paused", "skipped", "failed", "interrupted",
                                                                 "not started")}
     lines.append(f"{plural(len(results))}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in
                                                       ("done", "skipped", "failed")))

@@ -7,7 +7,7 @@ import importlib
 import io
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -62,6 +62,13 @@ class Run:
         return self.folder(root) / "logs" / f"{run_stem(self.policy, self.env, seeds, self.variant)}.log"
 
     variant: str = ""  # naming.VARIANTS: part of every file name of the run
+    until: int | None = None  # the sweep's --until: the run pauses at this step (--stop_at), checkpointed
+
+    def paused_at(self, until: int) -> "Run":
+        """This run told to pause at step ``until`` (--stop_at), unless its budget ends there or before."""
+        if until >= self.steps:
+            return self
+        return replace(self, args=(*self.args, "--stop_at", str(until)), until=until)
 
     def stems(self) -> list[str]:
         return [run_stem(self.policy, self.env, seed, self.variant) for seed in self.seeds]

@@ -54,7 +54,7 @@ from ...memory import check_fits
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, plan_resume
-from ..progress import Progress, StopSignals, interrupted_message
+from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from .episode_log import EpisodeLog
 
 ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
@@ -319,6 +319,7 @@ class AsyncTrainer:
         ``stop_at``: stop each seed at that step after writing a checkpoint (for training in pieces).
         ``stop_when(score)``: stop a seed, with a checkpoint, after the first evaluation for which it is true."""
         cfg = self.cfg
+        stop_at = cfg.stop_at if stop_at is None else stop_at
         seeds = cfg.seed_list()
         files = [RunFiles(cfg.for_seed(s)) for s in seeds]
         curves = []
@@ -333,7 +334,13 @@ class AsyncTrainer:
                         print(f"{f.cfg.stem} | already complete ({cfg.max_time_steps} steps): nothing to do")
                     curves.append(np.asarray(plan.finished[s][0], dtype=np.float64))
                     continue
-                curve = self.train_seed(f, plan.states.get(s), stop_at, stop_when)
+                state = plan.states.get(s)
+                if stop_at is not None and state is not None and stop_at <= int(state["t"]) < cfg.max_time_steps:
+                    if not cfg.quiet:  # paused there already
+                        print(paused_message(f.cfg.stem, int(state["t"]), stop_at, str(f.checkpoint)), flush=True)
+                    curves.append(np.asarray(state["curves"][0], dtype=np.float64))
+                    continue
+                curve = self.train_seed(f, state, stop_at, stop_when)
                 curves.append(np.asarray(curve, dtype=np.float64))
         return curves
 
@@ -416,6 +423,7 @@ class AsyncTrainer:
                 where = str(files.checkpoint) if cfg.checkpoint_freq else None
                 raise Interrupted(signals.signum, interrupted_message(signals.signum, cfg.stem, self.t, where))
             if self.t == stop_at:
+                progress.say(paused_message(cfg.stem, self.t, stop_at, str(files.checkpoint)))
                 return False
 
     def next_limit(self, stop_at: int | None) -> int:
