@@ -421,9 +421,9 @@ class AsyncTrainer:
                 self.save_checkpoint(files)
             if stopping:
                 where = str(files.checkpoint) if cfg.checkpoint_freq else None
-                raise Interrupted(signals.signum, interrupted_message(signals.signum, cfg.stem, self.t, where))
+                raise Interrupted(signals.signum, interrupted_message(signals.signum, files.cfg.stem, self.t, where))
             if self.t == stop_at:
-                progress.say(paused_message(cfg.stem, self.t, stop_at, str(files.checkpoint)))
+                progress.say(paused_message(files.cfg.stem, self.t, stop_at, str(files.checkpoint)))
                 return False
 
     def next_limit(self, stop_at: int | None) -> int:
