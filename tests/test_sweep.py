@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -155,6 +156,24 @@ def test_finished_means_every_record_and_full_length_curve(tmp_path):
     np.save(short, np.zeros(3))
     (tmp_path / "r/TD3/Pendulum-v1/DASE_TD3_Pendulum-v1_0.json").unlink()
     assert sweep.run_state(run) != "finished"
+
+
+def test_a_run_stopped_early_by_its_record_is_finished_at_that_step(tmp_path):
+    """--solved_at / --max_episodes end a seed before its budget: its record says stopped and where, and its curves
+    end there; the sweep counts it finished (not "exit 0 but its curves are incomplete"), and only at that length."""
+    from utils.sweep.execute import files_complete
+
+    record, curve = tmp_path / "TD3_x_0.json", tmp_path / "TD3_x_0.npy"
+    expected = [(str(record), None), (str(curve), 1_000_000 // 5000 + 1)]
+    record.write_text(json.dumps({"config": {"eval_freq": 5000}, "stopped": "max_episodes",
+                                  "finished_at_step": 261_421}))
+    np.save(curve, np.zeros(261_421 // 5000 + 1))
+    assert files_complete(expected)
+    np.save(curve, np.zeros(261_421 // 5000))  # one evaluation short of the stop
+    assert not files_complete(expected)
+    record.write_text(json.dumps({"config": {"eval_freq": 5000}}))  # not stopped: the whole budget is due
+    np.save(curve, np.zeros(261_421 // 5000 + 1))
+    assert not files_complete(expected)
 
 
 def test_dry_run_prints_commands_and_starts_nothing(tmp_path):

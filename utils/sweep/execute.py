@@ -12,18 +12,33 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Sequence
 
 
 def files_complete(expected: Sequence[tuple[str, int | None]]) -> bool:
-    """True when every JSON record exists and every curve exists with its full length (None: a record)."""
+    """True when every JSON record exists and every curve exists with its full length (None: a record). A run that
+    stopped before its budget (--solved_at, --max_episodes) is complete at the step its record says: the curves
+    listed after a record are held to that record's length."""
+    import json
+
     import numpy as np
 
+    stopped_length = None  # the curves of the last record read, when that run stopped early
     for path, length in expected:
         if not os.path.isfile(path):
             return False
         if length is None:
+            stopped_length = None
+            try:
+                record = json.loads(Path(path).read_text())
+                end, freq = record.get("finished_at_step"), record["config"]["eval_freq"]
+                if record.get("stopped") and isinstance(end, int) and isinstance(freq, int) and freq > 0:
+                    stopped_length = end // freq + 1
+            except Exception:  # no record of an early stop: the full length is due
+                pass
             continue
+        length = stopped_length if stopped_length is not None and stopped_length <= length else length
         try:
             curve = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception:  # a damaged file is an unfinished run; the command lines rewrite it
