@@ -209,7 +209,7 @@ def test_a3c_learns_cartpole(tmp_path):
     9.4, 49.0, 405.8, 439.9, 344.5, 480.9), 42 s; the run stops at the first evaluation >= 475."""
     cfg = a3c_config(tmp_path, max_time_steps=500_000, eval_freq=10_000, eval_episodes=10, checkpoint_freq=0)
     start = time.time()
-    curve = AsyncTrainer(cfg).run(stop_when=lambda score: score >= 475)[0]
+    curve = AsyncTrainer(cfg).run(stop_when=lambda curves: curves[0][-1] >= 475)[0]
     print(f"A3C CartPole-v1: {curve.tolist()} ({time.time() - start:.0f} s)")
     assert curve.max() >= 475, curve.tolist()
 

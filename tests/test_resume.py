@@ -139,6 +139,28 @@ def test_stop_at_pauses_with_a_checkpoint_and_resumes_identically(uninterrupted,
     assert not (tmp_path / "checkpoints" / f"{STEM}.pt").exists() and json.loads(record.read_text())["checkpoint"] is None
 
 
+def test_stop_when_ends_at_the_first_evaluation_it_holds_for_and_resume_continues(uninterrupted, tmp_path):
+    """The learning tests' hook (``train(cfg, stop_when=...)``): called after every evaluation with each seed's member
+    curves; the run ends at the first evaluation where it holds (here the third, step 500), checkpointed, its curves
+    that far the uninterrupted run's; --resume ends with the uninterrupted curves, bit for bit."""
+    from DASE_main import build_config, parse
+    from utils.run import train
+
+    seen = []
+    def third(curves):  # noqa: E306
+        seen.append([len(c) for c in curves])
+        return len(curves[0]) == 3
+    got = train(build_config(parse(ARGS + ["--results_dir", str(tmp_path)])), stop_when=third)
+    assert seen == [[2, 2], [3, 3]]  # after each evaluation past step 0, both agents' curves
+    assert torch.load(tmp_path / "checkpoints" / f"{STEM}.pt", weights_only=True)["t"] == 500
+    for a, b, c in zip(uninterrupted, got, curves(tmp_path)):
+        np.testing.assert_array_equal(a[:3], b)
+        np.testing.assert_array_equal(b, c)
+    assert main_guard(DASE_main.run, ARGS + ["--results_dir", str(tmp_path), "--resume"]) == 0
+    for a, b in zip(uninterrupted, curves(tmp_path)):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("extra, words", [(["--stop_at", "0"], "--stop_at must be a positive step"),
                                           (["--stop_at", "500", "--checkpoint_freq", "0"], "drop --checkpoint_freq 0")])
 def test_bad_stop_at_is_one_line(extra, words, tmp_path, capsys):

@@ -218,11 +218,14 @@ class Trainer:
         return slice(k * self.cfg.num_agents, (k + 1) * self.cfg.num_agents)
 
     # ---- the loop ----------------------------------------------------------------------------
-    def run(self, stop_at: int | None = None) -> list[np.ndarray]:
+    def run(self, stop_at: int | None = None, stop_when=None) -> list[np.ndarray]:
         """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps.
 
         A finished run deletes its checkpoint (the curves are complete). ``stop_at``: stop early at
         that step after writing a checkpoint, as if interrupted there (for training in pieces).
+        ``stop_when(curves)``: called after every evaluation with each seed's member curves so far (a list of
+        lists); the run stops there, as ``stop_at`` does, once it holds for every seed still training (the learning
+        tests end at their bar instead of at their budget).
         """
         cfg = self.cfg
         stop_at = cfg.stop_at if stop_at is None else stop_at
@@ -236,6 +239,7 @@ class Trainer:
             with StopSignals() as stop:
                 if self.t == 0:
                     self.start_evaluation()
+                evaluated = len(self.curves[0])
                 while self.t < cfg.max_time_steps:
                     self.step()
                     if self.t % cfg.eval_freq == 0:
@@ -244,9 +248,17 @@ class Trainer:
                         self.note_done()
                         if len(self.stopped) == len(self.seeds):
                             break
+                    reached = False
+                    if stop_when is not None and len(self.curves[0]) != evaluated and self.t < cfg.max_time_steps:
+                        evaluated = len(self.curves[0])
+                        reached = all(stop_when(self.curves[self.rows(k)]) for k in range(len(self.seeds))
+                                      if k not in self.stopped)
                     paused = stop_at is not None and self.t >= stop_at and self.t < cfg.max_time_steps
-                    if paused or stop.signum or self.checkpoint_due():
+                    if reached or paused or stop.signum or self.checkpoint_due():
                         self.save_checkpoint()
+                    if reached:
+                        self.progress.say(f"{cfg.name} | stopped at step {self.t}: the stop condition holds")
+                        return self.curve_arrays()
                     if paused:
                         self.progress.say(paused_message(cfg.name, self.t, stop_at, self.checkpoint_where()))
                         return self.curve_arrays()
@@ -532,6 +544,7 @@ def trainer(cfg: RunConfig, validated: bool = False):
     return Trainer(cfg, validated)
 
 
-def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:
-    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves."""
-    return trainer(cfg, validated).run()
+def train(cfg: RunConfig, validated: bool = False, stop_when=None) -> list[np.ndarray]:
+    """Train cfg.num_agents agents for every seed; returns (and saves after every evaluation) their curves.
+    ``stop_when(curves)``: end early once it holds for each seed's member curves (see ``Trainer.run``)."""
+    return trainer(cfg, validated).run(stop_when=stop_when)

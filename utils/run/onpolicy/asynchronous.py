@@ -317,7 +317,8 @@ class AsyncTrainer:
         """Train every seed to cfg.max_time_steps; the curves, one per seed (seeds already finished included).
 
         ``stop_at``: stop each seed at that step after writing a checkpoint (for training in pieces).
-        ``stop_when(score)``: stop a seed, with a checkpoint, after the first evaluation for which it is true."""
+        ``stop_when(curves)``: stop a seed, with a checkpoint, after the first evaluation for which it is true of the
+        seed's curves so far (``[curve]``: one member, as ``Trainer.run`` gives a seed's members)."""
         cfg = self.cfg
         stop_at = cfg.stop_at if stop_at is None else stop_at
         seeds = cfg.seed_list()
@@ -406,7 +407,7 @@ class AsyncTrainer:
             if pending is not None:  # the workers train on meanwhile
                 reached = self.evaluate(pending, evaluation, progress, files)
                 pending = None
-                if stop_when is not None and stop_when(reached):
+                if reached is not None and stop_when is not None and stop_when([self.curve]):
                     self.t = self.wait(gate, gate.close(), errors, None, files)
                     self.save_checkpoint(files)
                     return False
