@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STEM = "DASE_TD3_Pendulum-v1_3"
 ARGS = ["--policy", "DASE_TD3", "--env", "Pendulum-v1", "--max_time_steps", "2000", "--start_time_steps", "300",
         "--eval_freq", "250", "--eval_episodes", "2", "--seed", "3", "--checkpoint_freq", "300", "--batch_size", "32",
-        "--device", "cpu", "--quiet"]
+        "--device", "cpu", "--hidden_sizes", "64", "64", "--quiet"]  # small networks: resume, not width, is tested
 
 EVALUATIONS = 2000 // 250 + 1
 HANG = 900  # seconds without the awaited progress that can only mean a hung run, even on a slow machine
