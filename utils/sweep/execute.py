@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ..naming import curve_length
+
 
 def files_complete(expected: Sequence[tuple[str, int | None]]) -> bool:
     """True when every JSON record exists and every curve exists with its full length (None: a record). A run that
@@ -34,7 +36,7 @@ def files_complete(expected: Sequence[tuple[str, int | None]]) -> bool:
                 record = json.loads(Path(path).read_text())
                 end, freq = record.get("finished_at_step"), record["config"]["eval_freq"]
                 if record.get("stopped") and isinstance(end, int) and isinstance(freq, int) and freq > 0:
-                    stopped_length = end // freq + 1
+                    stopped_length = curve_length(end, freq)
             except Exception:  # no record of an early stop: the full length is due
                 pass
             continue

@@ -405,9 +405,9 @@ class AsyncTrainer:
             target = self.next_limit(stop_at)
             gate.open(target)
             if pending is not None:  # the workers train on meanwhile
-                reached = self.evaluate(pending, evaluation, progress, files)
+                self.evaluate(pending, evaluation, progress, files)
                 pending = None
-                if reached is not None and stop_when is not None and stop_when([self.curve]):
+                if stop_when is not None and stop_when([self.curve]):
                     self.t = self.wait(gate, gate.close(), errors, None, files)
                     self.save_checkpoint(files)
                     return False
