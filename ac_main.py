@@ -26,7 +26,7 @@ ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms
         "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
-        "--sdn_samples": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER")}
+        "--sdn_samples": ("ACER",), "--replay_only": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER")}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -68,6 +68,9 @@ def parse(argv=None):
                    help="ACER: transitions an agent's replay holds before replay updates begin (default: 1000)")
     p.add_argument("--trace_max", type=real, default=None,
                    help="ACER: c, the truncation of the importance weights min(c, rho) (default: 10)")
+    p.add_argument("--replay_only", action="store_true", default=None,
+                   help="ACER: no on-policy update; each fresh rollout is only stored, and every update is a replay "
+                        "update (Wang et al. 2017's continuous ACER, 'entirely off-policy'; default: off)")
     p.add_argument("--no_trust_region", action="store_true",
                    help="ACER: plain truncated importance-sampling updates, without the trust region")
     p.add_argument("--trust_region_decay", type=real, default=None,
@@ -161,6 +164,10 @@ def build_config(args):
         del algo["gae_lambda"]
         algo["q_coef"] = algo.pop("vf_coef")
         algo.update(acer, trust_region=not args.no_trust_region)
+        if args.replay_only:  # recorded only when given
+            if acer["replay_ratio"] == 0:
+                raise UsageError("--replay_only with --replay_ratio 0 would never update; give a ratio > 0")
+            algo["replay_only"] = True
         if args.action_std is not None:  # continuous ACER's own settings: recorded only when given
             if not 0.0 < args.action_std <= 10.0:
                 raise UsageError(f"--action_std {args.action_std} must be in (0, 10]")

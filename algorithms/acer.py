@@ -3,7 +3,8 @@ own replay of past rollouts.
 
 Every rollout (n steps of K environments, with the behaviour policy's probabilities mu) is used for one on-policy
 update, then stored; then each member takes Poisson(``replay_ratio``) off-policy updates, each on one stored
-rollout drawn uniformly from its own replay (once it holds ``replay_start`` transitions). One update, per
+rollout drawn uniformly from its own replay (once it holds ``replay_start`` transitions); with ``replay_only`` the
+on-policy update is skipped (Wang et al.'s continuous ACER is "entirely off-policy"). One update, per
 trajectory (the formulas are in algorithms/acer_math.py, tested there on hand-computed examples):
 
     rho = pi / mu;  Q_ret by Retrace with min(1, rho) traces, bootstrapped with V(s') = sum_a pi(a|s') Q(s', a)
@@ -46,7 +47,7 @@ class ACER(A2C):
                  hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5, trace_max: float = 10.0,
                  trust_region: bool = True, trust_region_decay: float = 0.99, trust_region_threshold: float = 1.0,
                  replay_ratio: float = 4.0, replay_start: int = 1000, buffer_size: int = 100_000,
-                 rollout: tuple[int, int] = (20, 8)):
+                 rollout: tuple[int, int] = (20, 8), replay_only: bool = False):
         if not discrete and type(self) is ACER:
             raise ValueError("ACER takes discrete actions; continuous actions: acer_continuous.ContinuousACER")
         super(A2C, self).__init__(seeds, low, high, device, expl_noise=0.0)
@@ -56,6 +57,7 @@ class ACER(A2C):
         self.use_trust_region, self.decay, self.delta = bool(trust_region), float(trust_region_decay), \
             float(trust_region_threshold)
         self.replay_ratio, self.replay_start = float(replay_ratio), int(replay_start)
+        self.replay_only = bool(replay_only)
         self.model, self.average = self.build(obs_shape, act_dim, hidden_size)
         self.actor = self.model
         self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
@@ -129,7 +131,9 @@ class ACER(A2C):
             clip_per_member(params, self.max_grad_norm)
         before = None
         if mask is not None:
-            before = [(p.detach().clone(), self.opt.state[p]["square_avg"].clone()) for p in params]
+            # before the optimizer's first step its state is RMSprop's initial one, zeros (--replay_only)
+            before = [(p.detach().clone(), self.opt.state[p]["square_avg"].clone() if self.opt.state[p]
+                       else torch.zeros_like(p)) for p in params]
         self.opt.step()
         with torch.no_grad():
             if before is not None:
@@ -161,8 +165,10 @@ class ACER(A2C):
         return (torch.cumprod(u, dim=1) > math.exp(-self.replay_ratio)).sum(1)
 
     def update(self, rollout: dict) -> dict[str, torch.Tensor]:
-        """The on-policy update on the fresh rollout, then it is stored, then the replay updates."""
-        info = self.step(rollout)
+        """The on-policy update on the fresh rollout, then it is stored, then the replay updates. With
+        ``replay_only`` (Wang et al. 2017's continuous ACER, "entirely off-policy") the fresh rollout is only stored,
+        and the statistics returned are each member's mean over its replay updates (0 where it took none)."""
+        info = None if self.replay_only else self.step(rollout)
         self.remember(rollout)
         n = len(self.seeds)
         counts = torch.zeros(n, dtype=torch.long, device=self.device)
@@ -172,7 +178,14 @@ class ACER(A2C):
             rows = torch.arange(n, device=self.device)
             for j in range(int(counts.max())):
                 batch = {key: v[rows, slots[:, j]] for key, v in self.memory.items()}
-                self.step(batch, mask=counts > j)
+                out = self.step(batch, mask=counts > j)
+                if self.replay_only:
+                    taken = {k: torch.where(counts > j, v, torch.zeros_like(v)) for k, v in out.items()}
+                    info = taken if info is None else {k: info[k] + v for k, v in taken.items()}
+        if self.replay_only:
+            zeros = torch.zeros(n, device=self.device)
+            info = {"loss": zeros, "policy_loss": zeros, "q_loss": zeros, "entropy": zeros} if info is None else \
+                {k: v / counts.clamp_min(1) for k, v in info.items()}
         self.updates += 1
         info["replay_updates"] = counts.to(torch.float32)
         return info

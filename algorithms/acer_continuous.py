@@ -2,8 +2,8 @@
 Polyak average network, RMSprop and per-member clipping are discrete ACER's (algorithms/acer.py).
 
 * **Policy**: a Gaussian with a fixed diagonal covariance around the mean phi_theta(s) (a tanh MLP); its standard
-  deviation is ``action_std`` times half the action range, per dimension (0.3 by default: our choice; the paper fixes
-  the covariance without a value we could take from it). Exploration draws from it; evaluation plays the mean.
+  deviation is ``action_std`` times half the action range, per dimension (0.3 by default: the paper's 0.3 on MuJoCo's
+  [-1, 1] actions, section 6). Exploration draws from it; evaluation plays the mean.
 * **Stochastic dueling network** (SDN): V(s) and A(s, a) (tanh MLPs), and
 
       Q~(s, a) = V(s) + A(s, a) - (1/n) sum_i A(s, u_i),   u_i ~ pi(.|s), n = ``sdn_samples``.

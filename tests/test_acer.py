@@ -72,6 +72,37 @@ def test_a_masked_member_is_left_exactly_as_it_was():
         assert torch.equal(agent.opt.state[p]["square_avg"][0], s[0])
 
 
+def test_replay_only_learns_from_the_replay_alone(float64):
+    """--replay_only (Wang et al.'s continuous ACER is "entirely off-policy"): a fresh rollout is only stored; nothing
+    moves before the replay holds replay_start transitions; then a member's update is exactly its replay updates,
+    the same steps a plain agent takes on the same replayed rollouts after its on-policy step is taken away."""
+    seeds = [5, 105]
+    only = make(seeds, replay_only=True, replay_start=16)  # two rollouts of 4 x 2
+    first = {k: v.clone() for k, v in params(only).items()}
+    info = only.update(rollout(2, seed=0))
+    assert info["replay_updates"].tolist() == [0.0, 0.0] and float(info["loss"].abs().sum()) == 0.0
+    assert all(torch.equal(params(only)[k], first[k]) for k in first)  # stored, not learned from
+    # the twin: the same members and streams, stepped by hand on what replay_only draws
+    twin = make(seeds, replay_only=True, replay_start=16)
+    twin.remember(rollout(2, seed=0))
+    twin.stored, twin.updates = 1, 1
+    counts = []
+    for step in (1, 2, 3):
+        batch = rollout(2, seed=step)
+        info = only.update(batch)
+        counts.append(info["replay_updates"].tolist())
+        twin.remember(batch)
+        n = twin.replay_counts()
+        slots = twin.replay_rng.randint(min(twin.stored, twin.slots), 32)
+        for j in range(int(n.max())):
+            replayed = {key: v[torch.arange(2), slots[:, j]] for key, v in twin.memory.items()}
+            twin.step(replayed, mask=n > j)
+        assert n.tolist() == info["replay_updates"].tolist()
+    assert sum(map(sum, counts)) > 0 and any(len(set(c)) > 1 for c in counts), counts
+    for k, p in params(twin).items():
+        torch.testing.assert_close(params(only)[k], p, rtol=0, atol=0, msg=k)
+
+
 def test_average_policy_follows_by_polyak(float64):
     agent = make([3], trust_region_decay=0.9, replay_ratio=0.0)
     avg_before = {k: v.clone() for k, v in agent.average.state_dict().items()}
@@ -121,6 +152,8 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
     (["--policy", "A2C", "--replay_ratio", "2"], "--replay_ratio applies to ACER"),
     (["--policy", "ACER", "--buffer_size", "10"], "cannot hold one rollout"),
     (["--policy", "ACER", "--trust_region_decay", "1"], "--trust_region_decay"),
+    (["--policy", "A2C", "--replay_only"], "--replay_only applies to ACER"),
+    (["--policy", "ACER", "--replay_only", "--replay_ratio", "0"], "--replay_only with --replay_ratio 0"),
 ])
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, args, words):
     assert main_guard(ac_main.run, [*args, "--max_time_steps", "8000", "--results_dir", str(tmp_path)]) == 2

@@ -152,6 +152,27 @@ def test_a_cut_resume_is_exact_and_seeds_batched_equal_alone(tmp_path):
     np.testing.assert_array_equal(one, both)
 
 
+def test_replay_only_runs_resume_exactly_and_are_recorded(tmp_path):
+    """Wang et al.'s continuous ACER is entirely off-policy: --replay_only is recorded in the run's settings, learns
+    something other than the default schedule, and a cut run resumes bit for bit (the optimizer's state is created
+    by a masked replay update there)."""
+    import json
+
+    from utils.run import Trainer
+
+    only = [*SHORT, "--replay_only", "--seed", "1"]
+    assert run_cli(*only, "--results_dir", str(tmp_path / "only")) == 0
+    assert run_cli(*SHORT, "--seed", "1", "--results_dir", str(tmp_path / "default")) == 0
+    cut = [*only, "--checkpoint_freq", "1004", "--results_dir", str(tmp_path / "cut")]
+    Trainer(ac_main.build_config(ac_main.parse(cut))).run(stop_at=1004)
+    assert run_cli(*cut, "--resume") == 0
+    a, default, resumed = (np.load(tmp_path / d / "ACER_Pendulum-v1_1.npy") for d in ("only", "default", "cut"))
+    np.testing.assert_array_equal(a, resumed)
+    assert a[0] == default[0] and not np.array_equal(a, default)  # the same start, another schedule
+    record = json.loads((tmp_path / "only" / "ACER_Pendulum-v1_1.json").read_text())
+    assert record["config"]["algo"]["replay_only"] is True
+
+
 def test_continuous_flags_are_checked(tmp_path, capsys):
     cases = [(["--action_std", "0"], "--action_std 0.0 must be in (0, 10]"),
              (["--sdn_samples", "0"], "--sdn_samples"),

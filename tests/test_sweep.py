@@ -420,3 +420,13 @@ def test_ray_interrupt_stops_the_runs_with_a_checkpoint(tmp_path, local_ray):
     assert "interrupted (exit 143" in out.splitlines()[-2], out
     assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_committed_experiment_file_builds_runs_its_scripts_accept(path):
+    """Each experiments/*.yaml loads, expands into runs, and every run's flags pass its script's own parser and
+    checks (what the sweep does before starting anything): a renamed or removed flag breaks this, not a user's
+    sweep hours later."""
+    runs = sweep.expand(sweep.load_experiment(path), threads=1)
+    assert runs
+    sweep.check_flags(runs)
