@@ -341,6 +341,7 @@ def test_until_pauses_every_run_and_a_later_sweep_ends_them_as_one_uninterrupted
     assert out.count("--stop_at 200") == 2, out
     code, out, err = call([str(path), "--workers", "2", "--dry_run", "--until", "300"])  # the budget: no pause
     assert code == 0 and "--stop_at" not in out and out.count("would resume") == 2, out
+    assert out.count("(evaluated to step 200 of 300; the least advanced seed)") == 2, out
     code, out, err = call([str(path), "--workers", "2", "--until", "300"])
     assert code == 0 and out.splitlines()[-1] == "2 runs: 2 done, 0 skipped, 0 failed", out + err
     for name in CURVES:

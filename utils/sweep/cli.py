@@ -23,7 +23,7 @@ from .cluster import run_ray
 from .results import Result, format_wall, plural, summary
 from .experiment import ExperimentError, load_experiment
 from .local import LocalPool
-from .runs import Run, check_flags, expand, run_state
+from .runs import Run, check_flags, expand, run_progress, run_state
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 RAY_HINT = "pip install -r requirements-cluster.txt"
@@ -94,6 +94,8 @@ def dry_run(runs: list[Run], states: list[str]) -> int:
     width = max(len(s) for s in states)
     for run, state in zip(runs, states):
         print(f"{state:<{width}}  {run.command_line()}")
+        if state == "would resume" and (step := run_progress(run)) is not None:
+            print(f"{'':<{width}}  (evaluated to step {step:,} of {run.steps:,}; the least advanced seed)")
     todo = sum(s != "finished" for s in states)
     print(f"{plural(len(runs))}: {todo} to run, {len(runs) - todo} finished")
     return 0

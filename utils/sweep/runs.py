@@ -166,6 +166,29 @@ def check_flags(runs: Sequence[Run]) -> None:
             raise ExperimentError(f"settings.{run.setting}, {run.policy}: {e}") from None
 
 
+def run_progress(run: Run, root: Path = ROOT) -> int | None:
+    """The step to which every unfinished seed of ``run`` has its curves (the least advanced seed; seeds whose record
+    says they stopped early are done and left out), or None where a seed has no curve yet."""
+    import json
+
+    import numpy as np
+
+    steps = []
+    for stem in run.stems():
+        try:
+            if json.loads((run.folder(root) / f"{stem}.json").read_text()).get("stopped"):
+                continue
+        except (OSError, ValueError):
+            pass
+        for name in curve_names(stem, run.policy, run.num_agents):
+            try:
+                length = len(np.load(run.folder(root) / f"{name}.npy", mmap_mode="r", allow_pickle=False))
+            except (OSError, ValueError):
+                return None
+            steps.append((length - 1) * run.eval_freq)
+    return min(steps) if steps else None
+
+
 def run_state(run: Run, root: Path = ROOT) -> str:
     """'finished', 'would resume' (a checkpoint exists) or 'would run'."""
     if files_complete(run.expected_files(root)):
