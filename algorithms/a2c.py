@@ -30,7 +30,7 @@ from .recurrent import RecurrentActorCritic, masked
 
 class ActorCritic(nn.Module):
     """Policy head and value of N members: separate tanh MLPs for flat observations (SB3's default for A2C), one
-    shared Nature CNN with two linear heads for stacked image frames (the A3C references' Atari network)."""
+    shared Nature CNN with two linear heads for stacked image frames (DQN's and the ACER reference's network)."""
 
     def __init__(self, obs_shape: Sequence[int], act_dim: int, hidden: Sequence[int], gens, discrete: bool,
                  value_outputs: int = 1):

@@ -72,7 +72,7 @@ class ActorCritic(nn.Module):
         if self.frames is not None:  # the Nature CNN's trunk, shared by the heads (then the LSTM, if recurrent)
             self.fc = nature_cnn(self.frames)
             width = ATARI_LSTM if self.recurrent else NATURE_FEATURES
-        elif self.recurrent:  # linear + tanh, an LSTM cell, then linear heads on its output (the references' A3C)
+        elif self.recurrent:  # linear + tanh, an LSTM cell, then linear heads on its output
             self.fc = nn.Sequential(nn.Linear(obs_dim, hidden_size), nn.Tanh())
             width = hidden_size
         if self.recurrent:

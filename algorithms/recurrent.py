@@ -7,7 +7,8 @@ from member i's generator only), checked against ``torch.nn.LSTMCell`` in tests/
 
 ``RecurrentActorCritic``: an encoder, then one LSTM cell, then linear policy and value heads on its output.
 Flat observations: one linear layer of ``hidden`` units with tanh, then an LSTM of ``hidden``. Stacked image
-frames: the Nature CNN (512 features), then an LSTM of 256, as the A3C references run Atari. A state is a pair
+frames: the Nature CNN (512 features), then an LSTM of 256 (the A3C references put the LSTM of 256 after smaller
+convolutions: docs/actor_critic.md). A state is a pair
 (h, c) of [N, B, H] tensors; zeros start an episode.
 """
 from __future__ import annotations

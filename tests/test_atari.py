@@ -382,3 +382,29 @@ def test_an_atari_run_with_lives_resumes_exactly(tmp_path):
     a, b = (dict(tensors(torch.load(tmp_path / n / "m" / "A2C_ALE-SpaceInvaders-v5_0.pt", weights_only=True)))
             for n in ("full", "cut"))
     assert len(a) >= 8 and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@needs_ale
+def test_a3c_evaluation_plays_whole_games_at_the_games_score():
+    """A3C's evaluation (its own code path, not the replay learners' environments) plays whole games with the
+    game's score, as A2C's and ACER's do: an always-FIRE policy on Space Invaders plays until every life is lost
+    (the training environment would end the episode at the first), and the return is the sum of the raw scores
+    (5 to 30 an invader; training would see their signs)."""
+    from utils.run.onpolicy.asynchronous import GreedyEvaluation
+
+    class AlwaysFire:
+        recurrent, discrete = False, True
+
+        def act(self, obs, greedy):
+            return None, torch.ones(len(obs), dtype=torch.long)
+
+    evaluation = GreedyEvaluation("ALE/SpaceInvaders-v5", None, 0, 1)
+    score = evaluation(AlwaysFire())
+    assert evaluation.envs[0].unwrapped.ale.lives() == 0
+    whole = atari.make_atari("ALE/SpaceInvaders-v5", False)  # the same game, played by hand from the same reset seed
+    whole.reset(seed=int(evaluation.seeds[0]))
+    total, done = 0.0, False
+    while not done:
+        _, r, terminated, truncated, _ = whole.step(1)
+        total, done = total + r, terminated or truncated
+    assert score == total and total > 100  # more than a handful of clipped +1s could make

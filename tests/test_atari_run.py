@@ -17,7 +17,7 @@ def test_a2c_pong_10k_frames_writes_its_curve(tmp_path, recurrent):
     """2496 agent steps of 2 environments (frame skip 4: 9984 frames), evaluated at steps 0, 1248 and 2496 on one
     whole game each (an untrained agent loses 21-0: about 800 steps a game). Measured with --threads 1 on a 2-core
     machine whose other core was busy: 33 s (310 s before GrayResize stopped calling numpy's BLAS). Recurrent: the
-    Nature CNN then an LSTM of 256, as the A3C references play Atari."""
+    Nature CNN then an LSTM of 256."""
     stem = "A2C_lstm_ALE-Pong-v5_0" if recurrent else "A2C_ALE-Pong-v5_0"
     assert main_guard(ac_main.run, [*(["--recurrent"] if recurrent else []),
                                     "--policy", "A2C", "--env", "ALE/Pong-v5", "--max_time_steps", "2496",

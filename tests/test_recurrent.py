@@ -250,6 +250,39 @@ def test_recurrent_a3c_loss_equals_the_plain_loop():
     torch.testing.assert_close(got, expected * n, rtol=1e-5, atol=1e-5)
 
 
+def test_recurrent_a3c_worker_carries_its_state_and_zeroes_it_at_episode_ends():
+    """An A3C worker's acting state: zeros at the start; each rollout begins from the state the previous one ended
+    in, kept without a graph (truncated BPTT: the update back-propagates within its rollout only); and replaying a
+    rollout from its start state, zeroed after each episode end, ends exactly in the state the worker acts on next
+    (a worker that forgot the zeroing, or kept its start state late, would not)."""
+    from algorithms.a3c import ActorCritic, SharedAdam
+    from utils.envs.registry import make_env
+    from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, a3c_settings
+
+    torch.manual_seed(0)
+    shared = ActorCritic(4, 2, 8, recurrent=True)
+    worker = ActorLearner(shared, SharedAdam(shared.parameters()), make_env("CartPole-v1", actions=ACTIONS, who="A3C"),
+                          a3c_settings({}), 1)
+    assert all(torch.equal(x, torch.zeros_like(x)) for x in worker.state)
+    previous, ends = worker.state, 0
+    for _ in range(6):
+        worker.pull()
+        rollout = worker.rollout(40)
+        assert rollout.state is previous and not any(x.requires_grad for x in rollout.state)
+        state = rollout.state
+        with torch.no_grad():
+            for i in range(len(rollout)):
+                state = worker.local.step(rollout.obs[i:i + 1], state)[2]
+                if rollout.terminated[i] or rollout.truncated[i]:
+                    state = worker.local.initial_state()
+        ends += int(rollout.terminated.sum() + rollout.truncated.sum())
+        for replayed, acting in zip(state, worker.state):
+            torch.testing.assert_close(replayed, acting, rtol=0, atol=1e-6)
+        previous = worker.state
+        worker.push(rollout)
+    assert ends >= 4  # episodes ended inside rollouts: the zeroing was exercised
+
+
 def test_recurrent_a3c_runs_and_names_its_files(tmp_path):
     args = ["--policy", "A3C", "--recurrent", "--env", "CartPole-v1", "--num_processes", "2", "--max_time_steps",
             "2000", "--eval_freq", "1000", "--eval_episodes", "2", "--quiet", "--results_dir", str(tmp_path)]

@@ -267,7 +267,7 @@ class GreedyEvaluation:
     and played with the model's greedy actions; ``__call__`` gives the mean return."""
 
     def __init__(self, env_id: str, task, seed: int, episodes: int):
-        self.envs = [make_env(env_id, task, actions=ACTIONS, who="A3C") for _ in range(episodes)]
+        self.envs = [make_env(env_id, task, actions=ACTIONS, who="A3C", training=False) for _ in range(episodes)]
         self.seeds = episode_seeds(seed + 100, episodes)
 
     @torch.no_grad()
