@@ -22,7 +22,7 @@ SKIP = ("--similarity", "--dpd_alpha", "--dpd_batch_size", "--kl_div_var", "--kl
 DEFAULTS = {"A2C": dict(lr=7e-4, n_steps=5, max_grad_norm=0.5),  # SB3 / Diff-DAC's A2C
             "A3C": dict(lr=1e-4, n_steps=20, max_grad_norm=40.0),  # A3C-ACER-PyTorch, ikostrikov/pytorch-a3c
             "ACER": dict(lr=7e-4, n_steps=20, max_grad_norm=10.0)}  # OpenAI baselines' ACER (k = 20)
-ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--rms_alpha": ("A2C", "ACER"),
+ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--encoder": ("A3C",), "--rms_alpha": ("A2C", "ACER"),
         "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
@@ -93,6 +93,10 @@ def parse(argv=None):
     p.add_argument("--hidden_size", type=count, default=64,
                    help="width of the two hidden layers of the policy and value networks (default: 64); with "
                         "--recurrent the width of its linear layer and LSTM on flat observations")
+    p.add_argument("--encoder", choices=("nature", "a3c"), default=None,
+                   help="A3C on Atari: the trunk before the heads (and the LSTM): nature, the Nature DQN's 3 "
+                        "convolutions and a layer of 512; a3c, the A3C references' 16 and 32 convolutions (then a "
+                        "layer of 256, or with --recurrent straight into the LSTM of 256) (default: nature)")
     p.add_argument("--recurrent", action="store_true",
                    help="A2C, A3C: an LSTM between the encoder and the policy and value heads (flat observations: "
                         "linear --hidden_size + tanh, LSTM of --hidden_size; Atari: Nature CNN, LSTM of 256), its "
@@ -142,6 +146,8 @@ def build_config(args):
         if workers <= 0:
             raise UsageError(f"--num_processes must be a positive integer, got {workers}")
         algo.update(num_processes=workers)
+        if args.encoder is not None:  # recorded only when given
+            algo["encoder"] = args.encoder
     else:
         algo.update(envs_per_agent=args.envs_per_agent if args.envs_per_agent is not None else 8,
                     rms_alpha=rms_alpha, rms_eps=rms_eps)

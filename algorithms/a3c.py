@@ -29,7 +29,8 @@ from torch.distributions import Categorical, Normal
 DEFAULTS = {"lr": 1e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 40.0,
             "n_steps": 20, "num_processes": 2, "hidden_size": 64}
 # settings a run lists only when given (--recurrent, --reward_scale), so earlier records stay as they were
-OPTIONAL = ("recurrent", "reward_scale")
+OPTIONAL = ("recurrent", "reward_scale", "encoder")
+ENCODERS = ("nature", "a3c")  # Atari trunks: the Nature DQN's (default), the A3C references' smaller one
 
 
 NATURE_FEATURES, ATARI_LSTM = 512, 256  # the Nature CNN's output; the LSTM after it (--recurrent)
@@ -44,6 +45,19 @@ def nature_cnn(frames: Sequence[int]) -> nn.Sequential:
     with torch.no_grad():
         flat = convs(torch.zeros(1, c, h, w)).shape[1]
     return nn.Sequential(*convs, nn.Linear(flat, NATURE_FEATURES), nn.ReLU())
+
+
+def a3c_cnn(frames: Sequence[int], recurrent: bool) -> tuple[nn.Sequential, int]:
+    """The A3C references' smaller Atari trunk for [B, C, 84, 84] frames in [0, 1]: 16 8x8/4, 32 4x4/2, ReLU after
+    each (Mnih et al. 2016, section 8). Recurrent: the flattened 32x9x9 maps go straight into the LSTM, as
+    A3C-ACER-PyTorch's A3C; feed-forward: a linear layer of 256 and ReLU, as the paper's. (trunk, its width)"""
+    c, h, w = frames
+    convs = nn.Sequential(nn.Conv2d(c, 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(), nn.Flatten())
+    with torch.no_grad():
+        flat = convs(torch.zeros(1, c, h, w)).shape[1]
+    if recurrent:
+        return convs, flat
+    return nn.Sequential(*convs, nn.Linear(flat, ATARI_LSTM), nn.ReLU()), ATARI_LSTM
 
 
 def mlp(inp: int, hidden: int, out: int) -> nn.Sequential:
@@ -62,21 +76,28 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, low=None, high=None,
-                 recurrent: bool = False, frames: Sequence[int] | None = None):
+                 recurrent: bool = False, frames: Sequence[int] | None = None, encoder: str = "nature"):
         super().__init__()
         self.discrete = low is None
         self.obs_dim, self.act_dim, self.hidden_size = obs_dim, act_dim, hidden_size
         self.recurrent = bool(recurrent)
         self.frames = tuple(frames) if frames is not None else None  # stacked image frames (C, H, W): Atari
         self.obs_shape = self.frames or (obs_dim,)
-        if self.frames is not None:  # the Nature CNN's trunk, shared by the heads (then the LSTM, if recurrent)
+        if encoder not in ENCODERS or (encoder != "nature" and self.frames is None):
+            raise ValueError(f"encoder {encoder!r}: one of {ENCODERS}, and only for image frames")
+        self.encoder = encoder
+        trunk = NATURE_FEATURES
+        if self.frames is not None and encoder == "a3c":
+            self.fc, trunk = a3c_cnn(self.frames, self.recurrent)
+            width = ATARI_LSTM
+        elif self.frames is not None:  # the Nature CNN's trunk, shared by the heads (then the LSTM, if recurrent)
             self.fc = nature_cnn(self.frames)
             width = ATARI_LSTM if self.recurrent else NATURE_FEATURES
         elif self.recurrent:  # linear + tanh, an LSTM cell, then linear heads on its output
             self.fc = nn.Sequential(nn.Linear(obs_dim, hidden_size), nn.Tanh())
             width = hidden_size
         if self.recurrent:
-            self.lstm = nn.LSTMCell(NATURE_FEATURES if self.frames else hidden_size, width)
+            self.lstm = nn.LSTMCell(trunk if self.frames else hidden_size, width)
         if self.recurrent or self.frames is not None:
             self.policy, self.value = nn.Linear(width, act_dim), nn.Linear(width, 1)
             last = self.policy
@@ -101,6 +122,8 @@ class ActorCritic(nn.Module):
             spec["recurrent"] = True
         if self.frames is not None:
             spec["frames"] = list(self.frames)
+        if self.encoder != "nature":  # absent for the default: earlier model files and checkpoints stay as they were
+            spec["encoder"] = self.encoder
         if not self.discrete:
             spec.update(low=self.low.tolist(), high=self.high.tolist())
         return spec

@@ -232,3 +232,33 @@ def test_reward_scale_scales_what_a_worker_learns_from_not_its_episode_returns()
     assert torch.equal(plain.actions, scaled.actions)
     torch.testing.assert_close(scaled.rewards, plain.rewards * 0.5)
     assert finished[0] and finished[0] == finished[1]  # episodes ended, their returns unscaled
+
+
+def test_the_a3c_references_atari_trunk():
+    """--encoder a3c: 16 8x8/4 and 32 4x4/2 convolutions (84x84 -> 20x20 -> 9x9); recurrent, the 2592 flattened
+    features go straight into the LSTM of 256 (A3C-ACER-PyTorch); feed-forward, through a layer of 256 (Mnih et al.
+    2016). The spec rebuilds it (worker copies, model files), and the default trunk's spec stays as it was."""
+    from torch import nn
+
+    for recurrent in (True, False):
+        model = ActorCritic(4, 6, 64, recurrent=recurrent, frames=(4, 84, 84), encoder="a3c")
+        convs = [m for m in model.fc if isinstance(m, nn.Conv2d)]
+        assert [(c.in_channels, c.out_channels, c.kernel_size, c.stride) for c in convs] == \
+            [(4, 16, (8, 8), (4, 4)), (16, 32, (4, 4), (2, 2))]
+        linears = [m for m in model.fc if isinstance(m, nn.Linear)]
+        if recurrent:
+            assert not linears and (model.lstm.input_size, model.lstm.hidden_size) == (32 * 9 * 9, 256)
+        else:
+            assert [(m.in_features, m.out_features) for m in linears] == [(32 * 9 * 9, 256)]
+        assert model.policy.in_features == 256 and model.spec()["encoder"] == "a3c"
+        copy_ = ActorCritic(**model.spec())
+        assert [p.shape for p in copy_.parameters()] == [p.shape for p in model.parameters()]
+        frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8).float()
+        if recurrent:
+            _, actions, state = model.act(frames, state=model.initial_state(3))
+        else:
+            _, actions = model.act(frames)
+        assert actions.shape == (3,)
+    assert "encoder" not in ActorCritic(4, 6, 64, recurrent=True, frames=(4, 84, 84)).spec()
+    with pytest.raises(ValueError):
+        ActorCritic(4, 2, 64, encoder="a3c")  # flat observations have no trunk to swap

@@ -37,13 +37,16 @@ def test_a2c_pong_10k_frames_writes_its_curve(tmp_path, recurrent):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not atari.available(), reason="ale-py is not installed")
-def test_recurrent_a3c_plays_pong(tmp_path):
-    """A3C with --recurrent on an Atari game: each worker's Nature CNN + LSTM of 256 on its own game, evaluated on
-    whole games (raw scores, whole numbers in [-21, 21])."""
+@pytest.mark.parametrize("encoder", ["nature", "a3c"])
+def test_recurrent_a3c_plays_pong(tmp_path, encoder):
+    """A3C with --recurrent on an Atari game: each worker's trunk (the Nature CNN, or the A3C references' smaller
+    one) + LSTM of 256 on its own game, evaluated on whole games (raw scores, whole numbers in [-21, 21])."""
+    extra = [] if encoder == "nature" else ["--encoder", encoder]
     assert main_guard(ac_main.run, ["--policy", "A3C", "--recurrent", "--env", "ALE/Pong-v5", "--max_time_steps",
                                     "400", "--eval_freq", "400", "--eval_episodes", "1", "--num_processes", "2",
-                                    "--quiet", "--results_dir", str(tmp_path)]) == 0
+                                    "--quiet", "--results_dir", str(tmp_path), *extra]) == 0
     curve = np.load(tmp_path / "A3C_lstm_ALE-Pong-v5_0.npy", allow_pickle=False)
     assert curve.shape == (2,) and ((curve >= -21) & (curve <= 21)).all() and (curve == np.round(curve)).all()
     record = json.loads((tmp_path / "A3C_lstm_ALE-Pong-v5_0.json").read_text())
     assert record["config"]["algo"]["recurrent"] is True
+    assert record["config"]["algo"].get("encoder", "nature") == encoder

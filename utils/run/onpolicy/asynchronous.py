@@ -554,6 +554,10 @@ def a3c_spec(cfg: RunConfig) -> dict:
             spec["recurrent"] = True
         if len(shape) == 3:
             spec["frames"] = list(shape)
+        if cfg.algo.get("encoder", "nature") != "nature":
+            if len(shape) != 3:
+                raise UsageError(f"--encoder {cfg.algo['encoder']} is an Atari trunk; {cfg.env} has flat observations")
+            spec["encoder"] = cfg.algo["encoder"]
         return spec
     finally:
         probe.close()
