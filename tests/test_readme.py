@@ -325,3 +325,32 @@ def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(
     assert cells[0] == f"{2.0 * 63:.3f} ({2.0 * 63:.3f}-{2.0 * 63:.3f})"  # both seeds
     assert cells[1] == f"{2.0 * 150.5:.3f} ({2.0 * 150.5:.3f}-{2.0 * 150.5:.3f})"
     assert cells[2] == f"{2.0 * 250.5:.3f} ({2.0 * 250.5:.3f}-{2.0 * 250.5:.3f})"
+
+
+SCRIPTS = {"python DASE_main.py": DASE_main, "python sac_main.py": sac_main, "python ac_main.py": ac_main}
+
+
+def doc_commands() -> list[tuple[str, list[str]]]:
+    """(where, argv) of every training command in the bash blocks of README and docs/*.md."""
+    out = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for program in SCRIPTS:
+            # a bash loop's variable ($seed, ${seed}) as its first value would be
+            text = re.sub(r"\$\{?seed\}?", "0", path.read_text())
+            for c in readme_commands(program, text):
+                c = c[:-1] if c[-1] == "&" else c  # started in the background
+                out.append((f"{path.name}: {' '.join(c[2:])[:60]}", [program, *c[2:]]))
+    return out
+
+
+@pytest.mark.parametrize("where, command", doc_commands(), ids=[w for w, _ in doc_commands()])
+def test_every_training_command_in_the_docs_passes_its_scripts_checks(where, command, tmp_path, monkeypatch):
+    """What a reader copies must start: each command's flags pass its script's parser and the checks it makes
+    before training (utils.run.validate: ranges, sizes, divisibility, folders), run from an empty folder. (A Pong
+    command whose --eval_freq was no multiple of its 16 environments failed at once, and nothing caught it.)"""
+    from utils.run import validate
+
+    monkeypatch.chdir(tmp_path)
+    module = SCRIPTS[command[0]]
+    args = module.parse(command[1:])
+    validate(module.build_config(args), getattr(module, "FLAG_NAMES", None))
