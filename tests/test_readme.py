@@ -327,6 +327,17 @@ def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(
     assert cells[2] == f"{2.0 * 250.5:.3f} ({2.0 * 250.5:.3f}-{2.0 * 250.5:.3f})"
 
 
+def test_the_lunar_300k_tables_in_the_docs_are_the_committed_curves():
+    """docs/experiments.md's two LunarLander 300k tables (the reproduction, and what the lead depends on) are what
+    experiments/lunar_300k_table.py computes from the curves and weight traces in the repository: a change to how
+    a cell, an interval or a p-value is computed, or a curve changed without its table, fails here."""
+    module = _lunar_300k()
+    page = (ROOT / "docs" / "experiments.md").read_text()
+    for mark, text in (("lunar_300k_table", module.table()), ("lunar_300k_why", module.why_table())):
+        block = page.split(f"<!-- {mark} -->\n")[1].split(f"<!-- /{mark} -->")[0]
+        assert block.strip() == text.strip(), mark
+
+
 SCRIPTS = {"python DASE_main.py": DASE_main, "python sac_main.py": sac_main, "python ac_main.py": ac_main}
 
 
