@@ -101,8 +101,13 @@ def mean_weights(folder: Path, prefix: str, seeds: tuple[int, ...]) -> list[str]
             traces = [np.load(p) for p in sorted(folder.glob(f"{prefix}_{OURS.name}_{seed}_Agent_[0-9]_weights.npy"))]
             if traces and all(len(t) > hi // EVAL_FREQ for t in traces):
                 per_seed.append(np.mean([np.nanmean(t[lo // EVAL_FREQ + 1:hi // EVAL_FREQ + 1]) for t in traces]))
-        cells.append(f"{np.mean(per_seed):.3f} ({min(per_seed):.3f}-{max(per_seed):.3f})" if per_seed else "—")
+        cells.append(f"{weight(np.mean(per_seed))} ({weight(min(per_seed))}-{weight(max(per_seed))})" if per_seed else "—")
     return cells
+
+
+def weight(w: float) -> str:
+    """0.025 as 0.025; a weight below 0.001 (matched variance's ~1e-18) in two significant digits, not as 0.000."""
+    return f"{w:.3f}" if w >= 1e-3 else f"{w:.1e}"
 
 
 def why_table() -> str:
