@@ -93,12 +93,21 @@ def seconds_per_call(fn, device: torch.device, calls: int, warmup: int) -> float
 
 def time_updates(policy: str, env_id: str, n: int, device: torch.device, updates: int, warmup: int,
                  batch_size: int, sac_policy_type: str, seeds: int = 1, sharing: dict | None = None,
-                 replay: dict | None = None) -> dict:
+                 replay: dict | None = None, cuda_graphs: bool = False) -> dict:
     """Seconds per batched update (``Learner.update_once``: sampling, the update with its sharing weights, what the
-    scheme runs after it, the diagnostics) of ``seeds`` groups of n agents; for a diffusing method also the
-    seconds of its combine step alone, on the same parameters."""
+    scheme runs after it, the diagnostics) of ``seeds`` groups of n agents, eager or (``cuda_graphs``, on a GPU)
+    replayed from CUDA graphs after the warm-up captured them; for a diffusing method also the seconds of its
+    combine step alone, on the same parameters."""
     learner = filled_learner(policy, env_id, n, device, batch_size, sac_policy_type, seeds, sharing, replay)
-    out = {"update": seconds_per_call(learner.update_once, device, updates, warmup), "diffusion": None}
+    update = learner.update_once
+    if cuda_graphs and device.type == "cuda":
+        from utils.run.replay.cuda_graphs import UpdateGraphs
+        learner.graphs = UpdateGraphs(learner)  # eager until ready, then captured; eager again if a capture fails
+
+        def update():
+            (learner.graphs.step if learner.graphs is not None else learner.update_once)()
+    out = {"update": seconds_per_call(update, device, updates, warmup), "diffusion": None,
+           "graphs": learner.graphs is not None and bool(learner.graphs.graphs)}
     diffusion = learner.scheme.diffusion
     if diffusion is not None and diffusion.edges:
         params = learner.scheme.mixed
@@ -293,10 +302,9 @@ def _main(argv=None) -> int:
     p.add_argument("--env_workers", type=int, default=None,
                    help="environment worker processes for the loops (default: the training default)")
     p.add_argument("--cuda_graphs", action="store_const", const=True, default=None,
-                   help="(b), (c): replay the updates from CUDA graphs (default on a GPU, as in training runs; "
-                        "(a) always times eager updates)")
+                   help="(a), (b), (c): replay the updates from CUDA graphs (default on a GPU, as in training runs)")
     p.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_const", const=False,
-                   help="(b), (c): eager updates on a GPU")
+                   help="(a), (b), (c): eager updates on a GPU")
     p.add_argument("--json", type=str, default=None, help="write the results here as JSON")
     p.add_argument("--n_step", type=int, default=1, help="replay learners: N-step returns (default: 1)")
     p.add_argument("--prioritized", action="store_true",
@@ -354,13 +362,13 @@ def _main(argv=None) -> int:
         for n in args.agents:
             m = seeds * n
             timed = time_updates(args.policy, env_id, n, device, args.updates, args.warmup, args.batch_size,
-                                 args.policy_type, seeds, sharing, replay)
+                                 args.policy_type, seeds, sharing, replay, args.cuda_graphs)
             sec = timed["update"]
             base.setdefault(seeds, sec if n == 1 else None)
             share = timed["diffusion"] / sec if timed["diffusion"] is not None else None
             row = {"seeds": seeds, "agents": n, "members": m, "updates_per_s": 1 / sec,
                    "ms_diffusion": 1000 * timed["diffusion"] if share is not None else None, "diffusion_share": share,
-                   "agent_updates_per_s": m / sec, "ms_per_update": 1000 * sec,
+                   "agent_updates_per_s": m / sec, "ms_per_update": 1000 * sec, "update_from_graphs": timed["graphs"],
                    "cost_vs_one_agent": sec / base[seeds] if base[seeds] else None, "train_env_steps_per_s": None,
                    "protocol_seconds": None, "protocol_env_steps_per_s": None, "projected_hours_1M": None}
             if n in args.loop_agents:
@@ -382,7 +390,8 @@ def _main(argv=None) -> int:
                      f"{row['protocol_env_steps_per_s']:8.1f} env steps/s, 1M steps in {row['projected_hours_1M']:.1f} h"
                      if row["protocol_seconds"] else "")
             mixing = f" | combine {row['ms_diffusion']:.3f} ms = {100 * share:.1f} % of it" if share is not None else ""
-            print(f"seeds {seeds:>2} x agents {n:>3} | {row['ms_per_update']:8.2f} ms/update{mixing} | "
+            print(f"seeds {seeds:>2} x agents {n:>3} | {row['ms_per_update']:8.2f} ms/update"
+                  f"{' (graphs)' if timed['graphs'] else ''}{mixing} | "
                   f"{row['agent_updates_per_s']:8.1f} agent-updates/s | cost x{row['cost_vs_one_agent'] or float('nan'):.2f}"
                   + loops, flush=True)
     gaussian = args.policy.endswith("SAC") and args.policy_type == "Gaussian"

@@ -3,7 +3,7 @@ usage block, no traceback, nothing written."""
 import pytest
 import torch
 
-from benchmarks import evaluation, ops, throughput
+from benchmarks import evaluation, gpu_graphs_check, ops, throughput
 from utils import weight_map
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
@@ -36,10 +36,14 @@ CASES = [
     (evaluation.main, ["--threads", "0"], "--threads 0"),
     (evaluation.main, ["--env", "Nope-v9"], "unknown environment"),
     (evaluation.main, ["--json", "DIR"], "--json"),
+    (gpu_graphs_check.main, ["--steps", "3"], "--steps 3: give 40 to 1000000"),
+    (gpu_graphs_check.main, ["--policies", "TD3"], "invalid choice: 'TD3'"),
+    (gpu_graphs_check.main, ["--json", "DIR"], "--json"),
 ]
 if not torch.cuda.is_available():
     CASES.append((throughput.main, ["--device", "cuda"], "no CUDA GPU"))
     CASES.append((evaluation.main, ["--device", "cuda"], "no CUDA GPU"))
+    CASES.append((gpu_graphs_check.main, [], "needs a GPU"))
 
 
 @pytest.mark.parametrize("main,argv,needle", CASES, ids=[f"{m.__module__} {' '.join(a)}" for m, a, _ in CASES])
