@@ -16,7 +16,8 @@ def parse(argv=None):
     p.add_argument("--policy", type=str, default="DASE_TD3", help=f"one of {', '.join(POLICIES)} (default: DASE_TD3)")
     add_common_flags(p)
     p.add_argument("--start_time_steps", type=count, default=25_000,
-                   help="initial steps with uniformly random actions and no updates (default: 25000)")
+                   help="initial steps (per agent) with no updates, acting uniformly at random unless --warmup_actions "
+                        "policy (default: 25000)")
     p.add_argument("--max_time_steps", type=count, default=1_000_000,
                    help="environment steps per agent (default: 1e6)")
     p.add_argument("--expl_noise", type=real, default=0.1,
@@ -49,7 +50,8 @@ def parse(argv=None):
     p.add_argument("--solved_at", type=real, default=None, metavar="R",
                    help="with --episode_eval: an agent is solved at the first episode where the mean return of "
                         "its last --solved_window evaluation episodes exceeds R; the run's JSON records episode "
-                        "and step, and a seed stops when all its agents are solved (peers keep training until then)")
+                        "and step, and a seed stops when all its agents are solved or done (--max_episodes; peers keep "
+                        "training until then)")
     p.add_argument("--solved_window", type=count, default=100,
                    help="--solved_at: evaluation episodes in the mean (default: 100)")
     p.add_argument("--max_episodes", type=count, default=None,
