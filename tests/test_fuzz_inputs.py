@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import ac_main
 import DASE_main
 import sac_main
-from benchmarks import evaluation, ops, peers, recurrent, throughput, twin_critic
+from benchmarks import evaluation, gpu_graphs_check, ops, peers, recurrent, throughput, twin_critic
 from utils import play, weight_map
 from utils.cli import Parser, count, kl_variance, main_guard, real
 from utils.plot import cli as plot_cli
@@ -122,6 +122,9 @@ ENTRIES = {
     "benchmarks.recurrent": (recurrent.main, lambda: recurrent.main([]),
                              ["--windows", "2", "--seq_len", "3", "--seq_hidden", "4", "--updates", "1", "--repeats",
                               "1", "--json", "{tmp}/out.json"]),
+    # without a GPU every accepted value ends at "needs a GPU" (exit 2, one line); with one, a 40-step check runs
+    "benchmarks.gpu_graphs_check": (gpu_graphs_check.main, lambda: gpu_graphs_check.main([]),
+                                    ["--steps", "40", "--policies", "DASE_TD3", "--json", "{tmp}/out.json"]),
     "benchmarks.twin_critic": (twin_critic.main, lambda: twin_critic.main([]),
                                ["--seeds", "1", "--hidden", "4", "--batch", "2", "--rounds", "1"]),
     # a run record whose models were never saved: every accepted value ends at "no model file" (exit 2, one line)
