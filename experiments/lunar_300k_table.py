@@ -106,7 +106,7 @@ def mean_weights(folder: Path, prefix: str, seeds: tuple[int, ...]) -> list[str]
 
 
 def weight(w: float) -> str:
-    """0.025 as 0.025; a weight below 0.001 (matched variance's ~1e-18) in two significant digits, not as 0.000."""
+    """0.025 as 0.025; a weight below 0.001 (matched variance's ~1e-10) in two significant digits, not as 0.000."""
     return f"{w:.3f}" if w >= 1e-3 else f"{w:.1e}"
 
 
