@@ -8,9 +8,18 @@ which it was solved (the mean of its last 100 evaluation episodes first above 20
 --max_episodes) when it never was; a seed still running is left out. Per column the median over seeds, an unsolved
 seed counting as never (so the median reads "> E" when half or more never were), with a 95 % percentile bootstrap
 interval of the median over seeds (resampled values taken as they are, no interpolation).
+
+    python experiments/tutorial_table.py --interim [RESULTS_DIR]
+
+A second table for DASE_TD3 seeds that have not finished: per seed each agent's training episodes so far and the
+mean of its last 100 evaluation episodes, beside finished TD3's mean of its last 100 at the same episode (the
+tutorial's unit), and per seed the agents' mean minus TD3's; over seeds the mean difference with a 95 % percentile
+bootstrap interval and an exact two-sided sign-flip test (the seed is the unit: every +/- labelling of the per-seed
+differences).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -18,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from utils.plot.stats import bootstrap_ci  # noqa: E402
+
 FOLDER = ROOT / "Learning Curves" / "td3_tutorial" / "TD3" / "LunarLanderContinuous-v3"
 ENV = "LunarLanderContinuous-v3"
 BOOTSTRAP = 2000
@@ -89,5 +101,64 @@ def table(folder: Path = FOLDER) -> list[str]:
     return lines
 
 
+WINDOW = 100
+
+
+def last_window(rows: np.ndarray, episodes: int) -> float:
+    """The mean of the evaluation returns of training episodes episodes-WINDOW+1 .. episodes (rows: episode, step,
+    return, as {curve}_episode_eval.npy)."""
+    upto = rows[rows[:, 0] <= episodes]
+    return float(upto[-WINDOW:, 2].mean())
+
+
+def sign_flip_p(d: np.ndarray) -> float:
+    """Exact two-sided p of a mean paired difference: the share of the 2^n +/- labellings of d whose mean is at
+    least as far from 0 as the observed one (the observed labelling among them, so p >= 2 / 2^n)."""
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
+
+
+def interim(folder: Path = FOLDER) -> list[str]:
+    """DASE_TD3 seeds still running (no 'finished'), each agent beside finished TD3 of the same seed at the agent's
+    episode count; [] when there are none."""
+    def rows(stem: str) -> np.ndarray | None:
+        path = folder / f"{stem}_episode_eval.npy"
+        return np.load(path) if path.exists() else None
+
+    finished_td3 = outcomes(folder, "TD3")
+    lines, diffs = [], []
+    for path in sorted(folder.glob(f"DASE_TD3_{ENV}_*.json")):
+        seed = path.stem[len(f"DASE_TD3_{ENV}_"):]
+        if not seed.isdigit() or "finished" in json.loads(path.read_text()) or int(seed) not in finished_td3:
+            continue
+        td3 = rows(f"TD3_{ENV}_{seed}")
+        agents = [rows(f"DASE_TD3_{ENV}_{seed}_Agent_{i}") for i in range(2)]
+        if td3 is None or any(a is None or len(a) < WINDOW for a in agents):
+            continue
+        cells, d = [], []
+        for a in agents:
+            n = int(a[-1, 0])
+            ours, theirs = last_window(a, n), last_window(td3, n)
+            cells.append(f"{n} (step {int(a[-1, 1]):,}) | {ours:.1f} | {theirs:.1f}")
+            d.append(ours - theirs)
+        diffs.append(float(np.mean(d)))
+        lines.append(f"| {seed} | " + " | ".join(cells) + f" | {diffs[-1]:+.1f} |")
+    if not lines:
+        return []
+    x = np.array(diffs)
+    lo, hi = bootstrap_ci(x, np.mean)
+    head = ["| seed | agent 0: episodes so far | its last 100 | TD3's last 100 at that episode | agent 1: episodes so far"
+            " | its last 100 | TD3's last 100 at that episode | agents − TD3 |", "|---" * 8 + "|"]
+    return head + lines + [f"| mean over {len(x)} seeds [95 % CI], sign-flip p | | | | | | | {x.mean():+.1f} "
+                           f"[{lo:+.1f}, {hi:+.1f}], p {sign_flip_p(x):.2f} |"]
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if a != "--interim"]
+    folder = Path(args[0]).resolve() if args else FOLDER
+    print("\n".join(interim(folder) if "--interim" in argv else table(folder)))
+    return 0
+
+
 if __name__ == "__main__":
-    print("\n".join(table(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else FOLDER)))
+    sys.exit(main(sys.argv[1:]))

@@ -282,6 +282,51 @@ def test_the_tutorial_table_counts_episodes_to_solve_from_the_records(tmp_path):
     assert lines[8] == "| solved within the limit | 4 of 5 | 2 of 4 | 2 of 4 |"
 
 
+def test_the_tutorial_interim_table_compares_running_dase_agents_with_td3_at_equal_episodes(tmp_path):
+    """--interim: a running DASE_TD3 seed's agents, each against finished TD3's last-100 mean at the agent's own
+    episode count; the sign-flip p and the interval checked against plain computations."""
+    import itertools
+    import json
+
+    module = _tutorial()
+    env = "LunarLanderContinuous-v3"
+    rng = np.random.default_rng(3)
+
+    def rows(n, shift):
+        e = np.arange(1, n + 1, dtype=float)
+        return np.stack([e, 300.0 * e, rng.normal(size=n) * 10 + shift + e / 10], axis=1)
+
+    expected = []
+    for seed, (shift0, shift1) in enumerate([(5.0, 30.0), (-20.0, 0.0), (40.0, 10.0)]):
+        td3 = rows(1000, 0.0)
+        np.save(tmp_path / f"TD3_{env}_{seed}_episode_eval.npy", td3)
+        (tmp_path / f"TD3_{env}_{seed}.json").write_text(json.dumps(
+            {"config": {"max_episodes": 1000}, "solved": [None], "finished": "x"}))
+        d = []
+        for agent, (n, shift) in enumerate([(150 + 10 * seed, shift0), (170, shift1)]):
+            a = rows(n, shift)
+            np.save(tmp_path / f"DASE_TD3_{env}_{seed}_Agent_{agent}_episode_eval.npy", a)
+            d.append(a[n - 100:n, 2].mean() - td3[n - 100:n, 2].mean())  # both: episodes n-99 .. n
+        (tmp_path / f"DASE_TD3_{env}_{seed}.json").write_text(json.dumps({"config": {"max_episodes": 1000}}))
+        expected.append(np.mean(d))
+    lines = module.interim(tmp_path)
+    assert len(lines) == 2 + 3 + 1
+    assert [float(line.split(" | ")[-1].rstrip(" |")) for line in lines[2:5]] == pytest.approx(expected, abs=0.051)
+    x = np.array(expected)
+    flips = [abs(np.dot(s, x)) >= abs(x.sum()) - 1e-9 for s in itertools.product((1, -1), repeat=3)]
+    assert lines[-1].endswith(f"p {np.mean(flips):.2f} |")
+    assert f"{x.mean():+.1f} [" in lines[-1]
+    (tmp_path / f"DASE_TD3_{env}_1.json").write_text(json.dumps({"config": {}, "finished": "x"}))
+    assert len(module.interim(tmp_path)) == 2 + 2 + 1  # a finished seed belongs to the main table, not here
+
+
+def test_the_tutorial_interim_table_in_the_docs_is_the_committed_curves():
+    lines = _tutorial().interim()
+    page = (ROOT / "docs" / "tutorial.md").read_text()
+    block = page.split("<!-- tutorial_interim -->\n")[1].split("<!-- /tutorial_interim -->")[0]
+    assert block.strip().splitlines() == lines
+
+
 def test_the_tutorial_table_in_the_docs_is_the_committed_records():
     lines = _tutorial().table()
     page = (ROOT / "docs" / "tutorial.md").read_text()
