@@ -9,13 +9,16 @@ which it was solved (the mean of its last 100 evaluation episodes first above 20
 seed counting as never (so the median reads "> E" when half or more never were), with a 95 % percentile bootstrap
 interval of the median over seeds (resampled values taken as they are, no interpolation).
 
-    python experiments/tutorial_table.py --interim [RESULTS_DIR]
+    python experiments/tutorial_table.py --interim [--at_step T] [RESULTS_DIR]
 
-A second table for DASE_TD3 seeds that have not finished: per seed each agent's training episodes so far and the
-mean of its last 100 evaluation episodes, beside finished TD3's mean of its last 100 at the same episode (the
-tutorial's unit), and per seed the agents' mean minus TD3's; over seeds the mean difference with a 95 % percentile
-bootstrap interval and an exact two-sided sign-flip test (the seed is the unit: every +/- labelling of the per-seed
-differences).
+A second table for DASE_TD3 seeds that have not finished (with --at_step: every seed, its evaluation episodes cut
+at agent step T): per agent its training episodes so far and the mean of its last 100 evaluation episodes, beside
+finished TD3's mean of its last 100 at the same episode (the tutorial's unit) and at the same agent step (a DASE
+agent reaches an episode later: it also learns from its peer's data); per seed the agents' mean minus TD3's, and
+over seeds the mean difference with a 95 % percentile bootstrap interval and an exact two-sided sign-flip test
+(the seed is the unit: every +/- labelling of the per-seed differences; with 5 seeds p cannot go below 0.0625).
+Where TD3 was solved (and stopped) before the agent's episode or step there is no TD3 value to compare: that
+seed is left out of that comparison.
 """
 from __future__ import annotations
 
@@ -118,45 +121,73 @@ def sign_flip_p(d: np.ndarray) -> float:
     return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
 
 
-def interim(folder: Path = FOLDER) -> list[str]:
-    """DASE_TD3 seeds still running (no 'finished'), each agent beside finished TD3 of the same seed at the agent's
-    episode count; [] when there are none."""
-    def rows(stem: str) -> np.ndarray | None:
+def interim(folder: Path = FOLDER, at_step: int | None = None) -> list[str]:
+    """DASE_TD3 seeds still running (no 'finished'; with ``at_step`` every seed, cut at that agent step), each agent
+    beside finished TD3 of the same seed, at the agent's episode count and at its step; [] when there are none."""
+    def rows(stem: str, cut: bool = False) -> np.ndarray | None:
         path = folder / f"{stem}_episode_eval.npy"
-        return np.load(path) if path.exists() else None
+        if not path.exists():
+            return None
+        got = np.load(path)
+        return got[got[:, 1] <= at_step] if cut and at_step is not None else got
 
     finished_td3 = outcomes(folder, "TD3")
-    lines, diffs = [], []
-    for path in sorted(folder.glob(f"DASE_TD3_{ENV}_*.json")):
+    lines, left_out = [], []
+    diffs: dict[str, dict[int, float]] = {"episode": {}, "step": {}}
+    for path in sorted(folder.glob(f"DASE_TD3_{ENV}_*.json"), key=lambda p: (len(p.stem), p.stem)):
         seed = path.stem[len(f"DASE_TD3_{ENV}_"):]
-        if not seed.isdigit() or "finished" in json.loads(path.read_text()) or int(seed) not in finished_td3:
+        if not seed.isdigit() or int(seed) not in finished_td3 or (
+                at_step is None and "finished" in json.loads(path.read_text())):
             continue
         td3 = rows(f"TD3_{ENV}_{seed}")
-        agents = [rows(f"DASE_TD3_{ENV}_{seed}_Agent_{i}") for i in range(2)]
+        agents = [rows(f"DASE_TD3_{ENV}_{seed}_Agent_{i}", cut=True) for i in range(2)]
         if td3 is None or any(a is None or len(a) < WINDOW for a in agents):
+            left_out.append(f"{seed} (under {WINDOW} evaluation episodes)")
             continue
-        cells, d = [], []
-        for a in agents:
-            n = int(a[-1, 0])
-            ours, theirs = last_window(a, n), last_window(td3, n)
-            cells.append(f"{n} (step {int(a[-1, 1]):,}) | {ours:.1f} | {theirs:.1f}")
-            d.append(ours - theirs)
-        diffs.append(float(np.mean(d)))
-        lines.append(f"| {seed} | " + " | ".join(cells) + f" | {diffs[-1]:+.1f} |")
+        d: dict[str, list[float]] = {"episode": [], "step": []}
+        for i, a in enumerate(agents):
+            n, t = int(a[-1, 0]), int(a[-1, 1])
+            ours = last_window(a, n)
+            cells = []
+            for unit, ok, upto in (("episode", td3[-1, 0] >= n, td3[:, 0] <= n), ("step", td3[-1, 1] >= t, td3[:, 1] <= t)):
+                if not ok:  # TD3 stopped (solved) before: no TD3 return at that point
+                    cells.append(f"— (TD3 solved at episode {int(td3[-1, 0])})")
+                    continue
+                theirs = float(td3[upto][-WINDOW:, 2].mean())
+                cells.append(f"{theirs:.1f}")
+                d[unit].append(ours - theirs)
+            lines.append(f"| {seed} | {i} | {n} ({t:,}) | {ours:.1f} | " + " | ".join(cells) + " |")
+        for unit in diffs:
+            if len(d[unit]) == len(agents):
+                diffs[unit][int(seed)] = float(np.mean(d[unit]))
     if not lines:
         return []
-    x = np.array(diffs)
-    lo, hi = bootstrap_ci(x, np.mean)
-    head = ["| seed | agent 0: episodes so far | its last 100 | TD3's last 100 at that episode | agent 1: episodes so far"
-            " | its last 100 | TD3's last 100 at that episode | agents − TD3 |", "|---" * 8 + "|"]
-    return head + lines + [f"| mean over {len(x)} seeds [95 % CI], sign-flip p | | | | | | | {x.mean():+.1f} "
-                           f"[{lo:+.1f}, {hi:+.1f}], p {sign_flip_p(x):.2f} |"]
+    head = ["| seed | agent | training episodes (agent steps) | its last 100 | TD3's last 100 at the same episode | "
+            "TD3's last 100 at the same step |", "|---" * 6 + "|"]
+    out = head + lines + [""]
+    for unit, label in (("episode", "at the same episode"), ("step", "at the same step")):
+        per_seed = diffs[unit]
+        if not per_seed:
+            continue
+        x = np.array(list(per_seed.values()))
+        lo, hi = bootstrap_ci(x, np.mean)
+        out.append(f"- agents − TD3 {label}, per seed " + ", ".join(f"{k}: {v:+.1f}" for k, v in per_seed.items())
+                   + f"; mean over {len(x)} seeds {x.mean():+.1f} [95 % CI {lo:+.1f}, {hi:+.1f}], above TD3 on "
+                   f"{int(np.sum(x > 0))} of {len(x)}, sign-flip p {sign_flip_p(x):.2f}")
+    if left_out:
+        out.append("- left out: seed " + ", ".join(left_out))
+    return out
 
 
 def main(argv: list[str]) -> int:
+    at_step = None
+    if "--at_step" in argv:
+        i = argv.index("--at_step")
+        at_step = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     args = [a for a in argv if a != "--interim"]
     folder = Path(args[0]).resolve() if args else FOLDER
-    print("\n".join(interim(folder) if "--interim" in argv else table(folder)))
+    print("\n".join(interim(folder, at_step) if "--interim" in argv or at_step else table(folder)))
     return 0
 
 
