@@ -10,7 +10,10 @@ LunarLanderContinuous-v3); the paper's: ../shared/reference/paper-curves/ (Lunar
 
 A second table (issue 33, item 3, experiments/lunar_300k_why.yaml) sets DASE_TD3 beside its variants on the seeds
 they share (0-2): every weight 1, the matched reference variance, and the same two agents without sharing; and the
-mean weight of an external sample per 100k (the runs' {curve}_weights.npy). ``--write`` puts both tables into
+mean weight of an external sample per 100k (the runs' {curve}_weights.npy); between them, plain sharing and no
+sharing on seeds 0-4 (seeds 3-4 from experiments/lunar_300k_why_more.yaml) beside DASE_TD3 and TD3, with a paired
+sign-flip test too.
+``--write`` puts both tables into
 docs/experiments.md between their markers.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 from side_by_side_table import permutation_p  # noqa: E402
+from tutorial_table import sign_flip_p  # noqa: E402
 from utils.plot.stats import bootstrap_ci  # noqa: E402
 from utils.plot.tables import write_between_markers  # noqa: E402
 
@@ -39,6 +43,7 @@ VARIANTS = (("DASE_TD3, as published", "Unlimited_Buffer", "DASE_TD3"),
             ("2 agents, no sharing (`--topology none`)", "No_Sharing", "DASE_TD3_none"),
             ("TD3 (one agent)", "Unlimited_Buffer", "TD3"))
 WHY_SEEDS, WHY_MARK = (0, 1, 2), "lunar_300k_why"
+FIVE_SEEDS = (0, 1, 2, 3, 4)  # seeds 3-4 of plain sharing and no sharing: experiments/lunar_300k_why_more.yaml
 WEIGHT_SPANS = ((25_000, 100_000), (100_000, 200_000), (200_000, 300_000))
 
 
@@ -125,6 +130,7 @@ def why_table() -> str:
             a, b = at(curves[label], s), at(curves[base], s)
             cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f})" if len(a) and len(b) else "—")
         lines.append(f"| {label} − as published | " + " | ".join(cells) + " |")
+    lines += [""] + five_seed_lines()
     lines += ["", "| mean weight of an external sample (lowest-highest seed) | "
               + " | ".join(f"{lo // 1000}k-{hi // 1000}k" for lo, hi in WEIGHT_SPANS) + " |",
               "|" + "---|" * (len(WEIGHT_SPANS) + 1)]
@@ -133,6 +139,32 @@ def why_table() -> str:
         cells = mean_weights(variant_folder(folder), prefix, seeds)
         lines.append(f"| {label}, seeds {seeds[0]}-{seeds[-1]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def five_seed_lines() -> list[str]:
+    """Plain sharing and no sharing on the 5 seeds that lunar_300k.yaml's DASE_TD3 and TD3 have
+    (lunar_300k_why_more.yaml adds seeds 3-4): the four rows, plain sharing against each other (unpaired permutation
+    test as above, and the paired per-seed differences' exact sign-flip p: the seed is the unit; 5 seeds: p >= 0.06)."""
+    rows = (VARIANTS[1], VARIANTS[0], VARIANTS[3], VARIANTS[4])
+    head = "| on seeds " + ", ".join(map(str, FIVE_SEEDS)) + ": mean of the 5 evaluations up to the step, 95 % CI (seeds) | "
+    lines = [head + " | ".join(f"{s // 1000}k" for s in STEPS) + " |", "|" + "---|" * (len(STEPS) + 1)]
+    curves = {}
+    for label, folder, prefix in rows:
+        found = runs(variant_folder(folder), prefix)
+        curves[label] = {s: c for s, c in found.items() if s in FIVE_SEEDS}
+        lines.append(f"| {label} | " + " | ".join(cell(at(curves[label], s)) for s in STEPS) + " |")
+    plain = rows[0][0]
+    for label, _, _ in rows[1:]:
+        cells = []
+        for s in STEPS:
+            i = s // EVAL_FREQ
+            both = [k for k in FIVE_SEEDS if all(k in curves[x] and len(curves[x][k]) > i for x in (plain, label))]
+            a = np.array([curves[plain][k][i - WINDOW + 1:i + 1].mean() for k in both])
+            b = np.array([curves[label][k][i - WINDOW + 1:i + 1].mean() for k in both])
+            cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f}; paired p {sign_flip_p(a - b):.2f}; "
+                         f"{int(np.sum(a > b))} of {len(both)} seeds above)" if len(both) == len(FIVE_SEEDS) else "—")
+        lines.append(f"| {plain} − {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: list[str]) -> int:
