@@ -115,14 +115,20 @@ def weight(w: float) -> str:
     return f"{w:.3f}" if w >= 1e-3 else f"{w:.1e}"
 
 
-def why_table() -> str:
-    head = "| on seeds " + ", ".join(map(str, WHY_SEEDS)) + ": mean of the 5 evaluations up to the step, 95 % CI (seeds) | "
+def variant_rows(variants, seeds: tuple[int, ...]) -> tuple[list[str], dict[str, dict[int, np.ndarray]]]:
+    """A table's head and one row per variant (its curves on ``seeds``), and those curves by label."""
+    head = "| on seeds " + ", ".join(map(str, seeds)) + ": mean of the 5 evaluations up to the step, 95 % CI (seeds) | "
     lines = [head + " | ".join(f"{s // 1000}k" for s in STEPS) + " |", "|" + "---|" * (len(STEPS) + 1)]
     curves = {}
-    for label, folder, prefix in VARIANTS:
+    for label, folder, prefix in variants:
         found = runs(variant_folder(folder), prefix)
-        curves[label] = {s: c for s, c in found.items() if s in WHY_SEEDS}
+        curves[label] = {s: c for s, c in found.items() if s in seeds}
         lines.append(f"| {label} | " + " | ".join(cell(at(curves[label], s)) for s in STEPS) + " |")
+    return lines, curves
+
+
+def why_table() -> str:
+    lines, curves = variant_rows(VARIANTS, WHY_SEEDS)
     base = VARIANTS[0][0]
     for label, _, _ in VARIANTS[1:]:
         cells = []
@@ -146,13 +152,7 @@ def five_seed_lines() -> list[str]:
     (lunar_300k_why_more.yaml adds seeds 3-4): the four rows, plain sharing against each other (unpaired permutation
     test as above, and the paired per-seed differences' exact sign-flip p: the seed is the unit; 5 seeds: p >= 0.06)."""
     rows = (VARIANTS[1], VARIANTS[0], VARIANTS[3], VARIANTS[4])
-    head = "| on seeds " + ", ".join(map(str, FIVE_SEEDS)) + ": mean of the 5 evaluations up to the step, 95 % CI (seeds) | "
-    lines = [head + " | ".join(f"{s // 1000}k" for s in STEPS) + " |", "|" + "---|" * (len(STEPS) + 1)]
-    curves = {}
-    for label, folder, prefix in rows:
-        found = runs(variant_folder(folder), prefix)
-        curves[label] = {s: c for s, c in found.items() if s in FIVE_SEEDS}
-        lines.append(f"| {label} | " + " | ".join(cell(at(curves[label], s)) for s in STEPS) + " |")
+    lines, curves = variant_rows(rows, FIVE_SEEDS)
     plain = rows[0][0]
     for label, _, _ in rows[1:]:
         cells = []
