@@ -180,14 +180,15 @@ def interim(folder: Path = FOLDER, at_step: int | None = None) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    at_step = None
-    if "--at_step" in argv:
-        i = argv.index("--at_step")
-        at_step = int(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    args = [a for a in argv if a != "--interim"]
-    folder = Path(args[0]).resolve() if args else FOLDER
-    print("\n".join(interim(folder, at_step) if "--interim" in argv or at_step else table(folder)))
+    import argparse
+
+    parser = argparse.ArgumentParser(description="docs/tutorial.md's tables from the td3_tutorial runs")
+    parser.add_argument("results_dir", nargs="?", type=Path, default=FOLDER)
+    parser.add_argument("--interim", action="store_true", help="DASE_TD3 seeds still running, beside TD3")
+    parser.add_argument("--at_step", type=int, help="with --interim: every seed, cut at this agent step")
+    args = parser.parse_args(argv)  # a bad value: one line of usage, exit 2
+    folder = args.results_dir.resolve()
+    print("\n".join(interim(folder, args.at_step) if args.interim or args.at_step else table(folder)))
     return 0
 
 
