@@ -146,6 +146,8 @@ def build_config(args):
         if workers <= 0:
             raise UsageError(f"--num_processes must be a positive integer, got {workers}")
         algo.update(num_processes=workers)
+        if args.device is None:  # auto picks a GPU where one is present; A3C's actor-learners are CPU processes
+            args.device = "cpu"
         if args.encoder is not None:  # recorded only when given
             algo["encoder"] = args.encoder
     else:

@@ -14,7 +14,7 @@ import torch
 from algorithms.a3c import ActorCritic, Rollout, SharedAdam, nstep_targets, rollout_loss
 from utils.envs.registry import make_env
 from utils.errors import Interrupted, UsageError, WorkerDied
-from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, worker_seed
+from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, check_a3c, worker_seed
 from utils.run.config import RunConfig
 
 STEM = "A3C_CartPole-v1_0"
@@ -191,6 +191,41 @@ def test_sigterm_checkpoints_and_resume_completes_the_curve(tmp_path):
     resumed = AsyncTrainer(a3c_config(tmp_path, max_time_steps=budget, checkpoint_freq=100_000, resume=True)).run()[0]
     assert resumed.shape == (budget // 1000 + 1,)
     np.testing.assert_array_equal(resumed[:len(state["curves"][0])], state["curves"][0])
+
+
+def test_sigterm_with_checkpoints_off_still_writes_every_episode_played(tmp_path):
+    """A 16-core Pong run stopped by SIGTERM without checkpoints once lost the ~38k steps of episodes played after
+    its last evaluation: the log was written only at evaluations and checkpoints. Here evaluations are 100k apart,
+    so every row comes from the stop."""
+    previous = signal.signal(signal.SIGTERM, lambda *a: None)
+    try:
+        trainer = AsyncTrainer(a3c_config(tmp_path, max_time_steps=500_000, eval_freq=100_000))
+        def stop():  # once the trainer has collected 10 episodes (workers start slowly on a busy machine)
+            deadline = time.time() + 120
+            while len(trainer.episode_log.rows[0]) < 10 and time.time() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)
+        after_first_evaluations(tmp_path / f"{STEM}.npy", 1, stop)
+        with pytest.raises(Interrupted, match="no checkpoint"):
+            trainer.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    rows = (tmp_path / f"{STEM}_episodes.csv").read_text().splitlines()[1:]
+    assert len(rows) == len(trainer.episode_log.rows[0]) >= 10
+    assert max(int(r.split(",")[1]) for r in rows) > 0
+
+
+def test_a3c_runs_on_cpu_when_a_gpu_is_present_and_no_device_is_given(monkeypatch):
+    """Auto device picks cuda:0 where a GPU is present; A3C's actor-learners are CPU processes and refuse a GPU,
+    so without --device an A3C run on a GPU machine failed with '--device cuda:0 ... drop --device'."""
+    import ac_main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert ac_main.build_config(ac_main.parse(["--policy", "A3C", "--env", "CartPole-v1"])).device == "cpu"
+    assert ac_main.build_config(ac_main.parse(["--policy", "A2C", "--env", "CartPole-v1"])).device == "cuda:0"
+    with pytest.raises(UsageError, match="drop --device"):
+        check_a3c(ac_main.build_config(ac_main.parse(["--policy", "A3C", "--env", "CartPole-v1", "--device", "cuda"])))
 
 
 def test_a_killed_worker_stops_the_run_with_worker_died(tmp_path):

@@ -421,6 +421,7 @@ class AsyncTrainer:
                 pending = None
                 self.save_checkpoint(files)
             if stopping:
+                self.save_episodes(files)  # checkpoints off too: the episodes played since the last evaluation
                 where = str(files.checkpoint) if cfg.checkpoint_freq else None
                 raise Interrupted(signals.signum, interrupted_message(signals.signum, files.cfg.stem, self.t, where))
             if self.t == stop_at:
