@@ -32,6 +32,23 @@ def test_seeds_share_a_grid_up_to_the_shortest(tmp_path):
     np.testing.assert_allclose(m[1, -1], 10.0)
 
 
+def test_the_same_run_in_two_folders_is_two_settings_not_one_file_replacing_the_other(tmp_path):
+    """Pong's ACER on the CPU (acer/) and on a GPU (acer_h100/) write the same file names; a ring of 25 and a ring
+    of 4 (Diff-DAC) likewise. Before, the later folder's agent silently replaced the earlier one's inside one
+    setting, mixing two runs. Folders without such a clash keep their plain setting name."""
+    for folder, ret in (("acer", 1.0), ("acer_h100", 5.0)):
+        (tmp_path / folder / "ACER").mkdir(parents=True)
+        write_log(tmp_path / folder / "ACER" / "ACER_Pong-v5_0_episodes.csv", [(0, 10, ret, 10)])
+    (tmp_path / "a3c").mkdir()
+    write_log(tmp_path / "a3c" / "A3C_Pong-v5_0_episodes.csv", [(0, 10, 2.0, 10)])
+    found = find_episode_logs([str(tmp_path)])
+    assert sorted(found) == [("Pong-v5", "A3C"), ("Pong-v5", "ACER [acer]"), ("Pong-v5", "ACER [acer_h100]")]
+    assert found[("Pong-v5", "ACER [acer_h100]")][0].agents[0] == [(10, 5.0)]
+    assert found[("Pong-v5", "ACER [acer]")][0].agents[0] == [(10, 1.0)]
+    # one folder given alone: no clash, the plain name
+    assert list(find_episode_logs([str(tmp_path / "acer_h100")])) == [("Pong-v5", "ACER")]
+
+
 def test_cli_writes_figure_and_table(tmp_path, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     runs.mkdir()

@@ -59,8 +59,10 @@ def read_episodes(path: Path) -> list[tuple[int, float]] | None:
 
 
 def find_episode_logs(dirs: list[str]) -> dict[tuple[str, str], dict[int, SeedEpisodes]]:
-    """{(env, setting): {seed: SeedEpisodes}} from every ``*_episodes.csv`` under ``dirs``."""
-    found: dict[tuple[str, str], dict[int, SeedEpisodes]] = defaultdict(dict)
+    """{(env, setting): {seed: SeedEpisodes}} from every ``*_episodes.csv`` under ``dirs``. Where the same setting,
+    seed and agent come from more than one folder (the same run on two machines, say), that setting is split by the
+    folder each file sits in, named after it: ``ACER [acer_h100]``, rather than one file silently replacing another."""
+    logs = []  # (env, setting, seed, agent, folder, rows)
     for d in dirs:
         problem = input_problem(d)
         if problem:
@@ -75,9 +77,17 @@ def find_episode_logs(dirs: list[str]) -> dict[tuple[str, str], dict[int, SeedEp
             if rows is None:
                 continue
             setting = "_".join(x for x in (m.group("method"), m.group("alg"), m.group("variant")) if x)
-            seeds = found[(m.group("env"), setting)]
-            seed = seeds.setdefault(int(m.group("seed")), SeedEpisodes())
-            seed.agents[int(m.group("agent") or 0)] = rows
+            inside = path.parent.relative_to(d).parts if d.is_dir() else ()
+            folder = inside[0] if inside else (d.name if d.is_dir() else path.parent.name)
+            logs.append((m.group("env"), setting, int(m.group("seed")), int(m.group("agent") or 0), folder, rows))
+    where = defaultdict(set)  # (env, setting, seed, agent): the folders it came from
+    for env, setting, seed, agent, folder, _ in logs:
+        where[(env, setting, seed, agent)].add(folder)
+    split = {(env, setting) for (env, setting, _, _), folders in where.items() if len(folders) > 1}
+    found: dict[tuple[str, str], dict[int, SeedEpisodes]] = defaultdict(dict)
+    for env, setting, seed, agent, folder, rows in logs:
+        name = f"{setting} [{folder}]" if (env, setting) in split else setting
+        found[(env, name)].setdefault(seed, SeedEpisodes()).agents[agent] = rows
     return dict(found)
 
 
