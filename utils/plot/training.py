@@ -136,6 +136,7 @@ def draw(found: dict, out: Path, window: int, ci: bool, ext: str) -> list[Path]:
             (line,) = ax.plot(grid, mean, label=f"{setting} ({len(m)})", lw=1.4)
             ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
         ax.set_xlabel("environment steps, all agents together")
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))  # 1e5 under the axis, not 6-digit labels that touch
         ax.set_ylabel(f"training return (running mean of {window})")
         ax.set_title(env)
         ax.legend(fontsize=7)
