@@ -256,6 +256,8 @@ class Trainer:
                     paused = stop_at is not None and self.t >= stop_at and self.t < cfg.max_time_steps
                     if reached or paused or stop.signum or self.checkpoint_due():
                         self.save_checkpoint()
+                    if reached or paused or stop.signum:  # checkpoints on or off: the episodes played up to here
+                        self.save_curves()
                     if reached:
                         self.progress.say(f"{cfg.name} | stopped at step {self.t}: the stop condition holds")
                         return self.curve_arrays()
