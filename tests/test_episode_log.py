@@ -1,8 +1,14 @@
 """ac_main.py's per-agent log of training episodes ({curve}_episodes.csv), Diff-DAC's reference metric."""
 import csv
+import os
+import signal
+import threading
+import time
 
 import numpy as np
+import pytest
 
+from utils.errors import Interrupted
 from utils.run import RunConfig, Trainer, train
 
 K = 2
@@ -106,15 +112,6 @@ def test_a_paused_run_has_written_every_episode_up_to_the_pause(tmp_path):
 
 
 def test_sigterm_with_checkpoints_off_writes_every_episode_played(tmp_path):
-    import os
-    import signal
-    import threading
-    import time
-
-    import pytest
-
-    from utils.errors import Interrupted
-
     kw = dict(KW, max_time_steps=400_000, eval_freq=100_000, checkpoint_freq=0)
     trainer = Trainer(RunConfig(results_dir=str(tmp_path), **kw))
 
