@@ -26,7 +26,8 @@ ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--enc
         "--rms_eps": ("A2C", "ACER"), "--buffer_size": ("ACER",),
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
-        "--sdn_samples": ("ACER",), "--replay_only": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER")}
+        "--sdn_samples": ("ACER",), "--replay_only": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER"),
+        "--optimizer": ("ACER",), "--trust_region_entropy": ("ACER",)}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -77,6 +78,12 @@ def parse(argv=None):
                    help="ACER: Polyak rate of the average policy network (default: 0.99)")
     p.add_argument("--trust_region_threshold", type=real, default=None,
                    help="ACER: delta, the trust region's bound on k^T z (default: 1)")
+    p.add_argument("--trust_region_entropy", action="store_true", default=None,
+                   help="discrete ACER: project the entropy bonus's gradient with the policy gradient (OpenAI "
+                        "baselines, A3C-ACER-PyTorch; default: off, the bonus is added after the trust region)")
+    p.add_argument("--optimizer", choices=("rmsprop", "adam"), default=None,
+                   help="ACER: rmsprop (Wang et al., baselines; --rms_alpha, --rms_eps) or adam (A3C-ACER-PyTorch's "
+                        "shared Adam: betas 0.9, 0.999, eps 1e-8; each member its own step count) (default: rmsprop)")
     p.add_argument("--action_std", type=real, default=None,
                    help="ACER on a Box action space: the Gaussian policy's fixed standard deviation, as a fraction of "
                         "half the action range per dimension (default: 0.3)")
@@ -184,6 +191,16 @@ def build_config(args):
             if not 1 <= args.sdn_samples <= 1000:
                 raise UsageError(f"--sdn_samples {args.sdn_samples} must be in [1, 1000]")
             algo["sdn_samples"] = args.sdn_samples
+        if args.optimizer == "adam":  # recorded only when it is not the default
+            if args.rms_alpha is not None or args.rms_eps is not None:
+                raise UsageError("--rms_alpha and --rms_eps set RMSprop; drop them with --optimizer adam")
+            del algo["rms_alpha"], algo["rms_eps"]
+            algo["optimizer"] = "adam"
+        if args.trust_region_entropy:
+            if args.no_trust_region:
+                raise UsageError("--trust_region_entropy projects the entropy's gradient onto the trust region; "
+                                 "drop it or --no_trust_region")
+            algo["trust_region_entropy"] = True
     if args.task_per_env and algorithm == "A3C":
         raise UsageError("--task_per_env: A3C's workers each play the agent's own task; use A2C or ACER")
     return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),

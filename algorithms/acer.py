@@ -29,9 +29,11 @@ from torch import nn
 
 from .a2c import A2C, ActorCritic, clip_per_member
 from .base import stream_seed
-from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, kl_gradient_wrt_probs,
-                        policy_and_values, retrace_targets, trust_region, trust_region_policy_loss)
+from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, entropy_gradient_wrt_probs,
+                        kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
+                        trust_region_policy_loss)
 from .nets import AgentRNG, freeze, init_generators, rmsprop
+from .optim import MemberAdam
 
 MAX_REPLAYS = 32  # the Poisson draw is capped here (P(k >= 32) < 1e-12 for a ratio of 4)
 
@@ -47,7 +49,8 @@ class ACER(A2C):
                  hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5, trace_max: float = 10.0,
                  trust_region: bool = True, trust_region_decay: float = 0.99, trust_region_threshold: float = 1.0,
                  replay_ratio: float = 4.0, replay_start: int = 1000, buffer_size: int = 100_000,
-                 rollout: tuple[int, int] = (20, 8), replay_only: bool = False):
+                 rollout: tuple[int, int] = (20, 8), replay_only: bool = False, optimizer: str = "rmsprop",
+                 trust_region_entropy: bool = False):
         if not discrete and type(self) is ACER:
             raise ValueError("ACER takes discrete actions; continuous actions: acer_continuous.ContinuousACER")
         super(A2C, self).__init__(seeds, low, high, device, expl_noise=0.0)
@@ -58,9 +61,15 @@ class ACER(A2C):
             float(trust_region_threshold)
         self.replay_ratio, self.replay_start = float(replay_ratio), int(replay_start)
         self.replay_only = bool(replay_only)
+        self.entropy_in_trust_region = bool(trust_region_entropy)
         self.model, self.average = self.build(obs_shape, act_dim, hidden_size)
         self.actor = self.model
-        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
+        if optimizer == "adam":  # A3C-ACER-PyTorch's (shared) Adam, one step count per member
+            self.opt = MemberAdam(self.model.parameters(), lr=lr)
+        elif optimizer == "rmsprop":
+            self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
+        else:
+            raise ValueError(f"ACER: optimizer {optimizer!r} is not rmsprop or adam")
         self.networks = {"model": self.model, "average": self.average}
         self.behaviour_width = act_dim
         # the replay: per member, ``slots`` stored rollouts of n steps x K environments
@@ -106,18 +115,22 @@ class ACER(A2C):
             q_ret = retrace_targets(b["rewards"].transpose(1, 2), 1.0 - b["terminated"].transpose(1, 2),
                                     b["ended"].transpose(1, 2), q_taken.detach(), values.detach(), rho_taken,
                                     boundary, self.gamma)
+        entropy = -(pi * log_pi).sum(-1)
+        bonus = self.ent_coef * entropy  # added to the objective after the trust region (unless inside it)
         if self.use_trust_region:
             g = acer_policy_objective_gradient(pi, q, values, q_ret, rho, actions, self.c)
+            if self.entropy_in_trust_region:  # OpenAI baselines, A3C-ACER-PyTorch: the bonus's gradient projected too
+                g = g + self.ent_coef * entropy_gradient_wrt_probs(pi, log_pi)
+                bonus = torch.zeros_like(entropy)
             with torch.no_grad():
                 avg_pi = time_last(self.average.policy(flat(obs)).probs)
             z = trust_region(g, kl_gradient_wrt_probs(avg_pi, pi), self.delta)
             policy = trust_region_policy_loss(pi, z)
         else:
             policy = acer_policy_loss(log_pi, pi, q, values, q_ret, rho, actions, self.c)
-        entropy = -(pi * log_pi).sum(-1)
         critic = acer_critic_loss(q_taken, q_ret)
         mean = lambda x: x.mean(dim=(1, 2))  # noqa: E731
-        return {"loss": mean(policy - self.ent_coef * entropy + self.q_coef * critic), "policy_loss": mean(policy),
+        return {"loss": mean(policy - bonus + self.q_coef * critic), "policy_loss": mean(policy),
                 "q_loss": mean(critic), "entropy": mean(entropy)}
 
     def step(self, b: dict, mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -130,11 +143,14 @@ class ACER(A2C):
         if self.max_grad_norm > 0:  # 0: no clipping
             clip_per_member(params, self.max_grad_norm)
         before = None
-        if mask is not None:
-            # before the optimizer's first step its state is RMSprop's initial one, zeros (--replay_only)
-            before = [(p.detach().clone(), self.opt.state[p]["square_avg"].clone() if self.opt.state[p]
-                       else torch.zeros_like(p)) for p in params]
-        self.opt.step()
+        if isinstance(self.opt, MemberAdam):  # masks its members itself: step counts, moments and parameters
+            self.opt.step(mask=mask)
+        else:
+            if mask is not None:
+                # before the optimizer's first step its state is RMSprop's initial one, zeros (--replay_only)
+                before = [(p.detach().clone(), self.opt.state[p]["square_avg"].clone() if self.opt.state[p]
+                           else torch.zeros_like(p)) for p in params]
+            self.opt.step()
         with torch.no_grad():
             if before is not None:
                 for p, (old_p, old_v) in zip(params, before):

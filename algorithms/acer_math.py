@@ -35,6 +35,7 @@ __all__ = [
     "acer_policy_loss",
     "acer_policy_objective_gradient",
     "kl_gradient_wrt_probs",
+    "entropy_gradient_wrt_probs",
     "trust_region",
     "trust_region_policy_loss",
     "acer_critic_loss",
@@ -160,3 +161,17 @@ def trust_region_policy_loss(pi: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
 def acer_critic_loss(q_taken: torch.Tensor, q_ret: torch.Tensor) -> torch.Tensor:
     """Critic loss per step [..., T]: (Q_ret - Q(s_t, a_t))^2 / 2 with q_ret detached."""
     return 0.5 * (q_ret.detach() - q_taken).pow(2)
+
+
+def entropy_gradient_wrt_probs(pi: torch.Tensor, log_pi: torch.Tensor) -> torch.Tensor:
+    """Gradient [..., A] (detached) of the entropy H = -sum_b p_b log p_b of the normalised distribution p = phi /
+    sum(phi) with respect to the probability vector phi, at phi = pi (which sums to 1):
+
+        dH / dphi_b = -log pi_b - H
+
+    (torch.distributions.Categorical(probs=phi).entropy() differentiated through its normalisation, as A3C-ACER-
+    PyTorch does; OpenAI baselines' entropy of phi itself has -log pi_b - 1, the same up to a constant on every
+    action, which the softmax's gradient ignores but the trust region's k^T g does not)."""
+    log_pi = log_pi.detach()
+    entropy = -(pi.detach() * log_pi).sum(-1, keepdim=True)
+    return -log_pi - entropy

@@ -245,3 +245,62 @@ class ForeachRMSprop(_ForeachOptimizer):
         avg = torch._foreach_sqrt(square_avgs)
         torch._foreach_add_(avg, eps)
         torch._foreach_addcdiv_(params, grads, avg, value=-lr)
+
+
+class MemberAdam(_ForeachOptimizer):
+    """Adam over stacked parameters (a leading member dimension N) in which every member keeps its own step count,
+    so that ``step(mask)`` can move only the members of ``mask`` [N] bool and leave the others exactly as they were:
+    their parameters, both moments and their bias corrections. ACER uses it (``--optimizer adam``): a member that
+    draws fewer Poisson replay updates than another skips the later ones, and a step count shared by the whole
+    tensor would then be wrong for it.
+
+    Per member the update is Adam's (Kingma and Ba; torch.optim.Adam with no weight decay):
+    m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2, p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    b1^t and b2^t are kept as running products per member (state ``beta1_power``, ``beta2_power`` [N]) rather than
+    powers of a step count: multiplication rounds the same way whatever the tensor's length, which keeps a member's
+    bits independent of how many members share the tensor (seeds in one process equal seeds alone). They match
+    torch's Adam to float32 rounding (tests/test_optim.py steps each member beside its own torch.optim.Adam).
+    Only tensor operations, no host synchronisation: safe inside a CUDA graph."""
+
+    DEFAULTS = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
+    STATE_KEYS = ("exp_avg", "exp_avg_sq")
+
+    def _check(self, group: dict) -> None:
+        if not 0.0 < group["lr"] or not 0.0 <= group["eps"] or not all(0.0 <= b < 1.0 for b in group["betas"]):
+            raise ValueError(f"MemberAdam: invalid settings {group}")
+
+    @torch.no_grad()
+    def step(self, closure=None, mask: torch.Tensor | None = None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                n = p.shape[0]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["beta1_power"] = torch.ones(n, dtype=p.dtype, device=p.device)
+                    state["beta2_power"] = torch.ones(n, dtype=p.dtype, device=p.device)
+                move = torch.ones(n, dtype=torch.bool, device=p.device) if mask is None else mask.to(p.device)
+                shape = (n,) + (1,) * (p.dim() - 1)
+                g = p.grad
+                m = torch.lerp(state["exp_avg"], g, 1 - beta1)
+                v = state["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
+                b1 = torch.where(move, state["beta1_power"] * beta1, state["beta1_power"])
+                b2 = torch.where(move, state["beta2_power"] * beta2, state["beta2_power"])
+                # a member that never moved has b1 = 1 and a zero denominator here: where() keeps its old values
+                step_size = (lr / (1 - b1)).view(shape)
+                denom = v.sqrt() / (1 - b2).sqrt().view(shape) + eps
+                keep = ~move.view(shape)
+                p.copy_(torch.where(keep, p, p - step_size * m / denom))
+                state["exp_avg"].copy_(torch.where(keep, state["exp_avg"], m))
+                state["exp_avg_sq"].copy_(torch.where(keep, state["exp_avg_sq"], v))
+                state["beta1_power"].copy_(b1)
+                state["beta2_power"].copy_(b2)
+        return loss

@@ -2,6 +2,7 @@
 replay update leaves a member exactly as it was, the average policy's Polyak step, the trust region in the update,
 seeds batching, exact resume after SIGKILL, bad inputs, and learning CartPole (slow). The formulas themselves
 (Retrace, truncation, bias correction, projection) are tested by hand in tests/test_acer_math.py."""
+import json
 import sys
 from pathlib import Path
 
@@ -36,11 +37,13 @@ def params(agent):
     return {f"{name}.{k}": p.detach() for name, net in agent.networks.items() for k, p in net.named_parameters()}
 
 
-def test_members_with_different_replay_counts_equal_members_alone(float64):
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_members_with_different_replay_counts_equal_members_alone(float64, optimizer):
     """Three members batched, each drawing its own Poisson number of replay updates and its own replayed slots,
-    end where three one-member models do: the members that draw fewer updates wait masked, untouched."""
+    end where three one-member models do: the members that draw fewer updates wait masked, untouched (with Adam,
+    their step counts too)."""
     seeds = [5, 105, 205]
-    together, alone = make(seeds), [make([s]) for s in seeds]
+    together, alone = make(seeds, optimizer=optimizer), [make([s], optimizer=optimizer) for s in seeds]
     counts = []
     for step in range(5):
         batch = rollout(3, seed=step)
@@ -54,22 +57,29 @@ def test_members_with_different_replay_counts_equal_members_alone(float64):
         for k, p in params(agent).items():
             torch.testing.assert_close(params(together)[k][i:i + 1], p, rtol=1e-9, atol=1e-9, msg=k)
         for p, q in zip(together.opt.param_groups[0]["params"], agent.opt.param_groups[0]["params"]):
-            torch.testing.assert_close(together.opt.state[p]["square_avg"][i:i + 1], agent.opt.state[q]["square_avg"],
-                                       rtol=1e-9, atol=1e-12)
+            for key in ("square_avg",) if optimizer == "rmsprop" else ("exp_avg", "exp_avg_sq", "beta1_power"):
+                torch.testing.assert_close(together.opt.state[p][key][i:i + 1], agent.opt.state[q][key],
+                                           rtol=1e-9, atol=1e-12, msg=key)
 
 
-def test_a_masked_member_is_left_exactly_as_it_was():
-    agent = make([1, 2])
+@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
+def test_a_masked_member_is_left_exactly_as_it_was(optimizer):
+    agent = make([1, 2], optimizer=optimizer)
     agent.update(rollout(2, seed=0))  # creates the optimizer state
     before = {k: v.clone() for k, v in params(agent).items()}
-    state = [agent.opt.state[p]["square_avg"].clone() for p in agent.opt.param_groups[0]["params"]]
+    state = [{k: v.clone() for k, v in agent.opt.state[p].items()} for p in agent.opt.param_groups[0]["params"]]
     agent.step(rollout(2, seed=1), mask=torch.tensor([False, True]))
     after = params(agent)
     for k in before:
         assert torch.equal(after[k][0], before[k][0]), k  # member 0: untouched
     assert any(not torch.equal(after[k][1], before[k][1]) for k in before if k.startswith("model"))
     for p, s in zip(agent.opt.param_groups[0]["params"], state):
-        assert torch.equal(agent.opt.state[p]["square_avg"][0], s[0])
+        for key, value in s.items():
+            if value.dim():  # per member (RMSprop's shared step count is a scalar)
+                assert torch.equal(agent.opt.state[p][key][0], value[0]), key
+    if optimizer == "adam":  # member 1 has taken one step more: its own bias correction moved on, member 0's not
+        b1 = agent.opt.state[agent.opt.param_groups[0]["params"][0]]["beta1_power"]
+        torch.testing.assert_close(b1, state[0]["beta1_power"] * torch.tensor([1.0, 0.9]))
 
 
 def test_replay_only_learns_from_the_replay_alone(float64):
@@ -137,6 +147,22 @@ def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
                                   np.load(tmp_path / "one" / "ACER_CartPole-v1_1.npy"))
 
 
+def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_path):
+    """--optimizer adam and --trust_region_entropy (A3C-ACER-PyTorch's ACER) keep a member's run independent of
+    the members beside it, and the run's JSON records both; without them the record holds neither key."""
+    ref = [*SHORT, "--optimizer", "adam", "--trust_region_entropy", "--ent_coef", "0.001"]
+    assert main_guard(ac_main.run, [*ref, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")]) == 0
+    assert main_guard(ac_main.run, [*ref, "--seed", "1", "--results_dir", str(tmp_path / "one")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "both" / "ACER_CartPole-v1_1.npy"),
+                                  np.load(tmp_path / "one" / "ACER_CartPole-v1_1.npy"))
+    algo = json.loads((tmp_path / "one" / "ACER_CartPole-v1_1.json").read_text())["config"]["algo"]
+    assert algo["optimizer"] == "adam" and algo["trust_region_entropy"] is True and "rms_eps" not in algo
+    assert main_guard(ac_main.run, [*SHORT, "--seed", "1", "--max_time_steps", "800", "--results_dir",
+                                    str(tmp_path / "plain")]) == 0
+    plain = json.loads((tmp_path / "plain" / "ACER_CartPole-v1_1.json").read_text())["config"]["algo"]
+    assert "optimizer" not in plain and "trust_region_entropy" not in plain and plain["rms_eps"] == 1e-5
+
+
 def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_runs):
     args = [sys.executable, str(ROOT / "ac_main.py"), *SHORT[:-5], "--max_time_steps", "9600", "--eval_freq",
             "1600", "--checkpoint_freq", "2400", "--threads", "1", "--env_workers", "0", "--quiet"]
@@ -154,6 +180,11 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
     (["--policy", "ACER", "--trust_region_decay", "1"], "--trust_region_decay"),
     (["--policy", "A2C", "--replay_only"], "--replay_only applies to ACER"),
     (["--policy", "ACER", "--replay_only", "--replay_ratio", "0"], "--replay_only with --replay_ratio 0"),
+    (["--policy", "A2C", "--optimizer", "adam"], "--optimizer applies to ACER"),
+    (["--policy", "ACER", "--optimizer", "adam", "--rms_eps", "1e-5"], "drop them with --optimizer adam"),
+    (["--policy", "ACER", "--trust_region_entropy", "--no_trust_region"], "drop it or --no_trust_region"),
+    (["--policy", "A3C", "--trust_region_entropy"], "--trust_region_entropy applies to ACER"),
+    (["--policy", "ACER", "--env", "Pendulum-v1", "--trust_region_entropy"], "applies to discrete ACER"),
 ])
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, args, words):
     assert main_guard(ac_main.run, [*args, "--max_time_steps", "8000", "--results_dir", str(tmp_path)]) == 2

@@ -26,13 +26,13 @@ N, T_LEN, K_LEN, OBS_DIM, ACTIONS = 2, 6, 2, 3, 3
 GAMMA, C, ENT_COEF, Q_COEF = 0.9, 3.0, 0.05, 0.7
 
 
-def discrete_batch_and_agent(delta: float, trust_region: bool = True, seed: int = 0):
+def discrete_batch_and_agent(delta: float, trust_region: bool = True, seed: int = 0, entropy_inside: bool = False):
     """Two members, 6 steps of 2 environments each, with terminations (one at the rollout's last step),
     time-limit truncations and rollout ends, and behaviour probabilities mu drawn so that the importance weights
     rho = pi / mu fall below 1, between 1 and c, and above c (where the bias correction is active)."""
     agent = ACER((OBS_DIM,), ACTIONS, None, None, [11, 12], "cpu", True, hidden_size=8, gamma=GAMMA,
                  trace_max=C, ent_coef=ENT_COEF, q_coef=Q_COEF, trust_region=trust_region,
-                 trust_region_threshold=delta, rollout=(T_LEN, K_LEN))
+                 trust_region_threshold=delta, rollout=(T_LEN, K_LEN), trust_region_entropy=entropy_inside)
     with torch.no_grad():  # the average policy somewhere else, so that the trust region has a direction
         for p in agent.average.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
@@ -63,7 +63,9 @@ def discrete_reference(agent: ACER, batch: dict):
     (f(b|phi) = phi_b): g = min(c, rho_a)(Q_ret - V) grad_phi log f(a|phi)
                             + sum_b [1 - c/rho_b]_+ f(b|phi) (Q(s, b) - V) grad_phi log f(b|phi),
     k = grad_phi KL(f(.|phi_avg) || f(.|phi)), z = g - max(0, (k.g - delta) / |k|^2) k (z = g without the trust
-    region); -z . pi back-propagates -(d pi / d theta)^T z. Returns the losses [N], the losses without the policy
+    region); -z . pi back-propagates -(d pi / d theta)^T z. With the entropy inside the trust region (OpenAI
+    baselines, A3C-ACER-PyTorch) g also holds ent_coef grad_phi H(Categorical(probs=phi)) and the loss no separate
+    entropy term. Returns the losses [N], the losses without the policy
     term [N], and per sample (member, env, step): z, k, rho(a) and rho(.) as floats."""
     model, c = agent.model, agent.c
     losses, rest, samples = [], [], []
@@ -98,6 +100,8 @@ def discrete_reference(agent: ACER, batch: dict):
                 g = min(c, rho[t][a[t]]) * (q_ret[t] - v[t]) * grad_log(a[t])
                 for b in range(ACTIONS):
                     g = g + max(0.0, 1.0 - c / rho[t][b]) * float(probs[t][b]) * (float(qd[t, b]) - v[t]) * grad_log(b)
+                if agent.entropy_in_trust_region:
+                    g = g + agent.ent_coef * torch.autograd.grad(Categorical(probs=phi).entropy(), phi)[0]
                 avg = Categorical(logits=avg_logits[t]).probs
                 kl = (avg * (avg.log() - phi.log())).sum()  # KL(pi_avg || f(.|phi)), written out in phi
                 torch.testing.assert_close(kl, kl_divergence(Categorical(probs=avg), Categorical(probs=probs[t])))
@@ -106,7 +110,9 @@ def discrete_reference(agent: ACER, batch: dict):
                     z = g - max(0.0, (float(kgrad @ g) - agent.delta) / float(kgrad @ kgrad)) * kgrad
                 else:
                     z = g
-                other = -agent.ent_coef * dist[t].entropy() + agent.q_coef * 0.5 * (q_ret[t] - q[t, a[t]]) ** 2
+                other = agent.q_coef * 0.5 * (q_ret[t] - q[t, a[t]]) ** 2
+                if not agent.entropy_in_trust_region:
+                    other = other - agent.ent_coef * dist[t].entropy()
                 terms.append(-(z * dist[t].probs).sum() + other)
                 others.append(other)
                 samples.append({"z": z, "k": kgrad, "rho_a": rho[t][a[t]], "rho": rho[t]})
@@ -115,10 +121,13 @@ def discrete_reference(agent: ACER, batch: dict):
     return torch.stack(losses), torch.stack(rest), samples
 
 
-@pytest.mark.parametrize("delta, trust_region", [(1e9, True), (0.05, True), (0.05, False)],
-                         ids=["trust-region-idle", "trust-region-binding", "no-trust-region"])
-def test_discrete_acer_loss_and_gradient_equal_the_papers_definitions(float64, delta, trust_region):
-    agent, batch = discrete_batch_and_agent(delta, trust_region)
+@pytest.mark.parametrize("delta, trust_region, entropy_inside",
+                         [(1e9, True, False), (0.05, True, False), (0.05, False, False), (1e9, True, True),
+                          (0.05, True, True)],
+                         ids=["trust-region-idle", "trust-region-binding", "no-trust-region",
+                              "entropy-inside-idle", "entropy-inside-binding"])
+def test_discrete_acer_loss_and_gradient_equal_the_papers_definitions(float64, delta, trust_region, entropy_inside):
+    agent, batch = discrete_batch_and_agent(delta, trust_region, entropy_inside=entropy_inside)
     expected, rest, samples = discrete_reference(agent, batch)
     # the batch exercises every case of the importance weights
     rho_a = [s["rho_a"] for s in samples]

@@ -38,6 +38,9 @@ class RolloutLearner:
         cls = AGENTS[algorithm]
         if cls is ACER and not envs.discrete:  # Wang et al.'s continuous ACER (Gaussian policy, SDN)
             cls = ContinuousACER
+            if algo.get("trust_region_entropy"):
+                raise UsageError("--trust_region_entropy applies to discrete ACER (the fixed-covariance Gaussian's "
+                                 "entropy does not depend on its mean); drop it")
         elif any(key in algo for key in CONTINUOUS_DEFAULTS):
             raise UsageError(f"--{next(key for key in CONTINUOUS_DEFAULTS if key in algo)} applies to ACER on a Box "
                              "action space; drop it")
