@@ -163,9 +163,12 @@ def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_pa
     assert "optimizer" not in plain and "trust_region_entropy" not in plain and plain["rms_eps"] == 1e-5
 
 
-def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_runs):
+@pytest.mark.parametrize("extra", [[], ["--optimizer", "adam", "--trust_region_entropy"]], ids=["rmsprop", "adam"])
+def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_runs, extra):
+    """Killed mid-run and resumed, the curve equals an uninterrupted run's (with Adam: its per-member moments and bias
+    corrections travel in the checkpoint)."""
     args = [sys.executable, str(ROOT / "ac_main.py"), *SHORT[:-5], "--max_time_steps", "9600", "--eval_freq",
-            "1600", "--checkpoint_freq", "2400", "--threads", "1", "--env_workers", "0", "--quiet"]
+            "1600", "--checkpoint_freq", "2400", "--threads", "1", "--env_workers", "0", "--quiet", *extra]
     full_and_killed_runs(args, "ACER_CartPole-v1_0", tmp_path / "full", tmp_path / "cut", 0.3)
     a, b = (np.load(tmp_path / d / "ACER_CartPole-v1_0.npy") for d in ("full", "cut"))
     assert a.shape == (7,)
