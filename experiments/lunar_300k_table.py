@@ -12,7 +12,9 @@ A second table (issue 33, item 3, experiments/lunar_300k_why.yaml) sets DASE_TD3
 they share (0-2): every weight 1, the matched reference variance, and the same two agents without sharing; and the
 mean weight of an external sample per 100k (the runs' {curve}_weights.npy); between them, plain sharing and no
 sharing on seeds 0-4 (seeds 3-4 from experiments/lunar_300k_why_more.yaml) beside DASE_TD3 and TD3, with a paired
-sign-flip test too.
+sign-flip test too. Past 100k the no-sharing control comes from pairs of TD3 runs (agent 0: the TD3 run of seed s;
+agent 1: TD3 of seed s + 100 on seed s's evaluation episodes, experiments/lunar_300k_no_sharing.yaml), which equal
+the --topology none runs bit for bit: where both exist the script checks it and stops if they differ.
 ``--write`` puts both tables into
 docs/experiments.md between their markers.
 """
@@ -45,6 +47,30 @@ VARIANTS = (("DASE_TD3, as published", "Unlimited_Buffer", "DASE_TD3"),
 WHY_SEEDS, WHY_MARK = (0, 1, 2), "lunar_300k_why"
 FIVE_SEEDS = (0, 1, 2, 3, 4)  # seeds 3-4 of plain sharing and no sharing: experiments/lunar_300k_why_more.yaml
 WEIGHT_SPANS = ((25_000, 100_000), (100_000, 200_000), (200_000, 300_000))
+PAIRS = "No_Sharing_TD3_pairs"  # agent 1 of the no-sharing control as TD3 of seed s + 100
+
+
+def no_sharing_runs(folder: Path, prefix: str) -> dict[int, np.ndarray]:
+    """Seed -> the no-sharing control's curve, the mean of its two agents: from the --topology none run in
+    ``folder`` or from the pair of TD3 runs, whichever is longer; where both exist they must agree over their common
+    length (they are the same runs: tests/test_graph.py)."""
+    env = OURS.name
+    out = {}
+    for seed in range(100):
+        none = [folder / f"{prefix}_{env}_{seed}_Agent_{i}.npy" for i in (0, 1)]
+        pair = [OURS / f"TD3_{env}_{seed}.npy", variant_folder(PAIRS) / f"TD3_{env}_{seed + 100}.npy"]
+        found = [[np.load(p) for p in paths] for paths in (none, pair) if all(p.exists() for p in paths)]
+        if not found:
+            continue
+        for a, b in zip(*found) if len(found) == 2 else ():
+            n = min(len(a), len(b))
+            if not np.array_equal(a[:n], b[:n]):
+                raise SystemExit(f"seed {seed}: the TD3 pair differs from the --topology none run within its first "
+                                 f"{n} evaluations; they should be the same runs")
+        agents = max(found, key=lambda curves: min(len(c) for c in curves))
+        n = min(len(c) for c in agents)
+        out[seed] = np.mean([c[:n] for c in agents], axis=0)
+    return out
 
 
 def runs(folder: Path, policy: str) -> dict[int, np.ndarray]:
@@ -121,7 +147,7 @@ def variant_rows(variants, seeds: tuple[int, ...]) -> tuple[list[str], dict[str,
     lines = [head + " | ".join(f"{s // 1000}k" for s in STEPS) + " |", "|" + "---|" * (len(STEPS) + 1)]
     curves = {}
     for label, folder, prefix in variants:
-        found = runs(variant_folder(folder), prefix)
+        found = (no_sharing_runs if folder == "No_Sharing" else runs)(variant_folder(folder), prefix)
         curves[label] = {s: c for s, c in found.items() if s in seeds}
         lines.append(f"| {label} | " + " | ".join(cell(at(curves[label], s)) for s in STEPS) + " |")
     return lines, curves

@@ -141,6 +141,8 @@ ERRORS = [
     (DASE_main, ["--episode_eval", "--solved_window", "5"], "applies with --solved_at"),
     (DASE_main, ["--episode_eval", "--solved_at", "nan"], "--solved_at: must be a finite number"),
     (DASE_main, ["--max_episodes", "0"], "--max_episodes must be a positive integer"),
+    (DASE_main, ["--seed", "3", "--eval_seed_offset", "-4"], "--eval_seed_offset -4: seed 3 plus it must be in"),
+    (sac_main, ["--eval_seed_offset", "5e9"], "--eval_seed_offset"),
     (DASE_main, ["--warmup_actions", "noisy"], "--warmup_actions: invalid choice"),
     (DASE_main, ["--policy", "DIFF_TD3", "--init", "maybe"], "--init: invalid choice"),
     (DASE_main, ["--policy", "TD3", "--init", "common"], "no peer to start equal to"),

@@ -165,15 +165,17 @@ def seed_runs(tmp_path, policy, sharing, n, **kw):
 @pytest.mark.parametrize("policy", ["DASE_TD3", "DIFF_TD3"])
 def test_a_graph_without_links_is_independent_agents(policy, tmp_path):
     """DASE sampling only its own rows, or diffusion with no neighbours (agents started apart), equals TD3 runs of
-    the agents' seeds."""
+    the agents' seeds: the same networks, and the same curves once each TD3 run plays the evaluation episodes of the
+    run it stands in for (every agent of a run of seed 0 plays those of seed 0 + 100: --eval_seed_offset 100 - 100 i
+    for the TD3 run of seed 100 i)."""
     n = 3
     cfg, curves = seed_runs(tmp_path, policy, {"topology": "none"}, n, buffer_size=3000, init="separate")
     for i in range(n):
         alone_cfg = RunConfig(policy="TD3", seed=100 * i, results_dir=str(tmp_path / f"td3_{i}"), save_model=True,
-                              models_dir=str(tmp_path / f"td3_{i}" / "models"), buffer_size=1000, **SMALL)
+                              models_dir=str(tmp_path / f"td3_{i}" / "models"), buffer_size=1000,
+                              eval_seed_offset=100 - 100 * i, **SMALL)
         alone = train(alone_cfg)
-        if i == 0:  # agent 0 shares its evaluation seed with TD3 seed 0 (the others evaluate on seed + 100)
-            np.testing.assert_array_equal(curves[0], alone[0])
+        np.testing.assert_array_equal(curves[i], alone[0])
         mine = torch.load(tmp_path / policy / "models" / f"{cfg.agent_names()[i]}.pt", weights_only=True)
         theirs = torch.load(tmp_path / f"td3_{i}" / "models" / f"{alone_cfg.stem}.pt", weights_only=True)
         for net in theirs:

@@ -185,6 +185,9 @@ def add_common_flags(p: argparse.ArgumentParser, env_default: str = "Hopper", sk
     add("--per_eps", type=real, default=1e-6, help="--prioritized: eps added to |TD error| (default: 1e-6)")
     add("--eval_freq", type=count, default=1000, help="evaluate every this many steps (default: 1000)")
     add("--eval_episodes", type=count, default=10, help="episodes per evaluation (default: 10)")
+    add("--eval_seed_offset", type=int, default=100,
+        help="the evaluation episodes' reset seeds derive from the run's seed plus this, for every agent of the run "
+             "(default: 100); e.g. 0 makes a one-agent run of seed s + 100 score on the episodes of a run of seed s")
     add("--batch_size", type=count, default=256, help="minibatch size per agent (default: 256)")
     add("--results_dir", type=str, default="Learning Curves",
         help="where curves (.npy) and the run's config (.json) go (default: 'Learning Curves')")
@@ -251,6 +254,7 @@ def run_flags(args) -> dict:
         raise UsageError("--per_alpha/--per_beta/--per_beta_steps/--per_eps apply with --prioritized; add it or drop "
                          "them")
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
+                eval_seed_offset=args.eval_seed_offset,
                 **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,

@@ -178,7 +178,7 @@ def play(policy, cfg, members: int, agent: int, task, film: bool) -> tuple[list[
     games = [make_env(cfg.env, task, actions=spec.actions, who=cfg.algorithm, training=False,
                       render_mode="rgb_array" if film else None) for _ in range(e)]
     try:
-        seeds = episode_seeds(cfg.seed + 100, e)
+        seeds = episode_seeds(cfg.seed + cfg.eval_seed_offset, e)
         first = np.stack([g.reset(seed=s)[0] for g, s in zip(games, seeds)])
         obs = np.zeros((members, e, *first.shape[1:]), dtype=first.dtype)
         obs[:] = first

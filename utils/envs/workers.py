@@ -60,7 +60,8 @@ def train_rows(rows: slice, per_member: int) -> slice:
 
 
 def episode_seeds(seed: int, episodes: int) -> list[int]:
-    """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + 100)."""
+    """Reset seeds of the evaluation episodes, derived from ``seed`` (the run's seed + ``--eval_seed_offset``, 100 by
+    default)."""
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
 
 

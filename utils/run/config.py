@@ -33,6 +33,7 @@ class RunConfig:
     start_time_steps: int = 25_000
     eval_freq: int = 1000
     eval_episodes: int = 10
+    eval_seed_offset: int = 100  # the evaluation episodes' seeds: episode_seeds(run seed + this)
     batch_size: int = 256
     buffer_size: int = 1_000_000
     updates_per_step: int = 1
@@ -346,6 +347,8 @@ def _check_sizes(cfg: RunConfig) -> None:
     for seed in cfg.seed_list():
         if not 0 <= seed or seed + 100 * cfg.num_agents >= 2**32:
             raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")
+        if not 0 <= seed + cfg.eval_seed_offset < 2**32:
+            raise UsageError(f"--eval_seed_offset {cfg.eval_seed_offset}: seed {seed} plus it must be in [0, 2**32)")
     if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
         raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
 

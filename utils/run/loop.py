@@ -141,7 +141,7 @@ class Trainer:
         # the member's seed and j, and plays the member's task
         env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
                      for s in self.member_seeds for j in range(k)]
-        self.envs = c = make_envs(cfg.env, env_seeds, [s + 100 for s in seeds for _ in range(n)],
+        self.envs = c = make_envs(cfg.env, env_seeds, [s + cfg.eval_seed_offset for s in seeds for _ in range(n)],
                                   cfg.eval_episodes, self.workers, env_tasks,
                                   eval_tasks, spec.actions, cfg.algorithm)
         if spec.family == "replay" and len(c.obs_shape) != 1:  # make_env lets Atari's images through (ac_main.py)

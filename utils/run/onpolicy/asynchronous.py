@@ -17,7 +17,7 @@ Design (``AsyncTrainer``):
   sees the model exactly at a multiple of ``eval_freq`` and a checkpoint holds parameters and optimizer state that no
   worker is writing. An evaluation plays a snapshot of the model while the workers go on to the next limit.
 * Evaluation: greedy actions (argmax / the Gaussian's mean) in ``eval_episodes`` environments reset with the seeds
-  ``episode_seeds(seed + 100, eval_episodes)``, as the off-policy Trainer evaluates; one curve per seed,
+  ``episode_seeds(seed + --eval_seed_offset, eval_episodes)``, as the off-policy Trainer evaluates; one curve per seed,
   ``{stem}.npy``, saved after every evaluation.
 * Files as the Trainer writes them (``RunFiles``): the lock, the JSON record, the curve, the checkpoint (the shared
   model, the optimizer's state, T and the curve; every ``checkpoint_freq`` steps and on SIGINT/SIGTERM), and
@@ -263,12 +263,13 @@ def _worker(w: int, shared: ActorCritic, optimizer: SharedAdam, gate: StepGate, 
 
 # ---- evaluation ------------------------------------------------------------------------------------------------
 class GreedyEvaluation:
-    """The evaluation episodes of one seed: ``episodes`` environments reset with ``episode_seeds(seed + 100, ...)``
-    and played with the model's greedy actions; ``__call__`` gives the mean return."""
+    """The evaluation episodes of one seed: ``episodes`` environments reset with ``episode_seeds(seed + offset, ...)``
+    (``--eval_seed_offset``, 100 by default) and played with the model's greedy actions; ``__call__`` gives the mean
+    return."""
 
-    def __init__(self, env_id: str, task, seed: int, episodes: int):
+    def __init__(self, env_id: str, task, seed: int, episodes: int, offset: int = 100):
         self.envs = [make_env(env_id, task, actions=ACTIONS, who="A3C", training=False) for _ in range(episodes)]
-        self.seeds = episode_seeds(seed + 100, episodes)
+        self.seeds = episode_seeds(seed + offset, episodes)
 
     @torch.no_grad()
     def __call__(self, model: ActorCritic) -> float:
@@ -371,7 +372,7 @@ class AsyncTrainer:
             files.clear()
         files.write_record(torch.device("cpu"), self.t, [cfg.seed], s["num_processes"], [task])
         progress.start(self.t)
-        evaluation = GreedyEvaluation(cfg.env, task, cfg.seed, cfg.eval_episodes)
+        evaluation = GreedyEvaluation(cfg.env, task, cfg.seed, cfg.eval_episodes, cfg.eval_seed_offset)
         ctx = mp.get_context("spawn")
         gate = StepGate(ctx, self.t)
         errors, self.episodes = ctx.SimpleQueue(), ctx.SimpleQueue()
