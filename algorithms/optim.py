@@ -275,6 +275,9 @@ class MemberAdam(_ForeachOptimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        first = self.param_groups[0]["params"][0]
+        move = torch.ones(first.shape[0], dtype=torch.bool, device=first.device) if mask is None else \
+            mask.to(first.device)  # the members that step (all parameters share the member dimension and device)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             for p in group["params"]:
@@ -283,11 +286,10 @@ class MemberAdam(_ForeachOptimizer):
                 state = self.state[p]
                 n = p.shape[0]
                 if not state:
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    for key in self.STATE_KEYS:
+                        state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["beta1_power"] = torch.ones(n, dtype=p.dtype, device=p.device)
                     state["beta2_power"] = torch.ones(n, dtype=p.dtype, device=p.device)
-                move = torch.ones(n, dtype=torch.bool, device=p.device) if mask is None else mask.to(p.device)
                 shape = (n,) + (1,) * (p.dim() - 1)
                 g = p.grad
                 m = torch.lerp(state["exp_avg"], g, 1 - beta1)

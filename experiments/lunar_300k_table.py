@@ -55,18 +55,21 @@ def no_sharing_runs(folder: Path, prefix: str) -> dict[int, np.ndarray]:
     ``folder`` or from the pair of TD3 runs, whichever is longer; where both exist they must agree over their common
     length (they are the same runs: tests/test_graph.py)."""
     env = OURS.name
+    seeds = set(runs(folder, prefix)) | {int(p.stem.rsplit("_", 1)[1]) - 100
+                                         for p in variant_folder(PAIRS).glob(f"TD3_{env}_*.npy")}
     out = {}
-    for seed in range(100):
+    for seed in sorted(seeds):
         none = [folder / f"{prefix}_{env}_{seed}_Agent_{i}.npy" for i in (0, 1)]
         pair = [OURS / f"TD3_{env}_{seed}.npy", variant_folder(PAIRS) / f"TD3_{env}_{seed + 100}.npy"]
         found = [[np.load(p) for p in paths] for paths in (none, pair) if all(p.exists() for p in paths)]
         if not found:
             continue
-        for a, b in zip(*found) if len(found) == 2 else ():
-            n = min(len(a), len(b))
-            if not np.array_equal(a[:n], b[:n]):
-                raise SystemExit(f"seed {seed}: the TD3 pair differs from the --topology none run within its first "
-                                 f"{n} evaluations; they should be the same runs")
+        if len(found) == 2:
+            for a, b in zip(*found):  # agent by agent
+                n = min(len(a), len(b))
+                if not np.array_equal(a[:n], b[:n]):
+                    raise SystemExit(f"seed {seed}: the TD3 pair differs from the --topology none run within its "
+                                     f"first {n} evaluations; they should be the same runs")
         agents = max(found, key=lambda curves: min(len(c) for c in curves))
         n = min(len(c) for c in agents)
         out[seed] = np.mean([c[:n] for c in agents], axis=0)
