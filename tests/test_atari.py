@@ -385,6 +385,34 @@ def test_an_atari_run_with_lives_resumes_exactly(tmp_path):
 
 
 @needs_ale
+def test_training_environments_resume_exactly_after_a_game_over():
+    """A checkpoint taken after a game of Pong ended restores the environment exactly: the next game began with a
+    reset that goes through the emulator's own random generator, so the log keeps the emulator's state at the game
+    over (before, a Pong run could not resume once its first game had ended: 'cannot restore ... exactly')."""
+    from utils.envs.workers import LocalEnvs
+
+    kinds = dict(actions=("discrete",), who="A2C")
+    envs = LocalEnvs("PongNoFrameskip-v4", [3], [103], 1, **kinds)
+    rng = np.random.default_rng(0)
+    games = 0
+    while games < 1:  # random play loses a game of Pong in about 800 steps
+        ended = envs.step(rng.integers(0, 6, size=(1,)))[5]
+        games += int(ended[0])
+    for _ in range(20):  # into the new game
+        envs.step(rng.integers(0, 6, size=(1,)))
+    state = envs.state_dict()
+    assert "emulator" in state["episodes"][0]
+    again = LocalEnvs("PongNoFrameskip-v4", [3], [103], 1, **kinds)
+    again.load_state_dicts([state])
+    for _ in range(200):
+        actions = rng.integers(0, 6, size=(1,))
+        a, b = envs.step(actions), again.step(actions)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    envs.close()
+    again.close()
+
+
+@needs_ale
 def test_a3c_evaluation_plays_whole_games_at_the_games_score():
     """A3C's evaluation (its own code path, not the replay learners' environments) plays whole games with the
     game's score, as A2C's and ACER's do: an always-FIRE policy on Space Invaders plays until every life is lost

@@ -9,7 +9,11 @@ are deterministic, so this reaches the very same state, including the time-limit
 An Atari game with lives is several learner episodes (``atari.EpisodicLife``: a lost life ends the episode, the
 next ``reset()`` goes on with the game), so its log starts where the game began and holds a ``RESET`` marker where
 a learner episode ended inside it; replaying the steps and those resets rebuilds the emulator, the frame skip's
-buffer, the frame stack and the lives exactly (the games are deterministic without sticky actions).
+buffer, the frame stack and the lives exactly (the games are deterministic without sticky actions). A game that
+began after another one ended also keeps the emulator's state at that game over, random generator included
+(ale-py's ``cloneState(include_rng=True)``, 14 KB): the new game's reset goes through the emulator's own generator,
+which a fresh emulator has at another state (until 2026-11-27 a Pong run could not resume once its first game had
+ended).
 """
 from __future__ import annotations
 
@@ -33,14 +37,19 @@ class EpisodeLog:
     seed: int | None  # reset(seed=...) for the first episode
     rng_state: dict | None = None  # else: the env's np_random state just before reset()
     actions: list = field(default_factory=list)
+    emulator: torch.Tensor | None = None  # Atari, after a game over: the emulator's state just before reset()
 
     @staticmethod
     def before_reset(env) -> "EpisodeLog":
-        return EpisodeLog(None, env.unwrapped.np_random.bit_generator.state)
+        ale = getattr(env.unwrapped, "ale", None)
+        emulator = None if ale is None else \
+            torch.frombuffer(bytearray(ale.cloneState(include_rng=True).serialize()), dtype=torch.uint8)
+        return EpisodeLog(None, env.unwrapped.np_random.bit_generator.state, emulator=emulator)
 
     def to_dict(self) -> dict:
         actions = torch.as_tensor(np.asarray(self.actions, dtype=np.float32)) if self.actions else torch.zeros(0)
-        return {"seed": self.seed, "rng_state": self.rng_state, "actions": actions}
+        return {"seed": self.seed, "rng_state": self.rng_state, "actions": actions,
+                **({"emulator": self.emulator} if self.emulator is not None else {})}
 
 
 def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray,
@@ -53,6 +62,9 @@ def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict
     else:
         env.reset(seed=base_seed)  # creates the generator, whose state is then replaced
         env.unwrapped.np_random.bit_generator.state = log["rng_state"]
+        if log.get("emulator") is not None:  # Atari: the emulator as it was at the game over, its generator too
+            import ale_py
+            env.unwrapped.ale.restoreState(ale_py.ALEState(log["emulator"].numpy().tobytes()))
         obs, _ = env.reset()
     discrete = isinstance(env.action_space, gym.spaces.Discrete)  # the log holds its actions as floats
     actions = [int(a) if discrete else a.numpy() for a in log["actions"]]
@@ -65,4 +77,4 @@ def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict
     if not np.array_equal(np.asarray(obs, dtype=expected_obs.dtype), expected_obs):
         raise UsageError(f"cannot restore {env_id} exactly from the checkpoint (is the environment deterministic, "
                          "and the same version?); start over with --overwrite")
-    return env, obs, EpisodeLog(log["seed"], log["rng_state"], actions)
+    return env, obs, EpisodeLog(log["seed"], log["rng_state"], actions, log.get("emulator"))
