@@ -29,6 +29,7 @@ from torch import nn
 
 from .a2c import A2C, ActorCritic, clip_per_member
 from .base import stream_seed
+from .frame_store import FrameStore, is_frame_stack
 from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, entropy_gradient_wrt_probs,
                         kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
                         trust_region_policy_loss)
@@ -76,7 +77,9 @@ class ACER(A2C):
         n_steps, k = rollout
         self.slots = max(1, int(buffer_size) // (n_steps * k))
         self.rollout_size = n_steps * k
+        self.n_steps, self.k = n_steps, k
         self.memory: dict[str, torch.Tensor] = {}
+        self.frames: FrameStore | None = None  # Atari: the observations, each frame once (algorithms/frame_store.py)
         self.stored = 0  # rollouts stored so far (the same for every member)
         self.replay_rng = AgentRNG([stream_seed(s, "replay") for s in self.seeds], self.device)
 
@@ -167,13 +170,27 @@ class ACER(A2C):
 
     # ---- the replay ------------------------------------------------------------------------------------------
     def remember(self, rollout: dict) -> None:
+        compact = is_frame_stack(rollout["obs"])
         if not self.memory:
+            if compact:
+                self.frames = FrameStore(len(self.seeds), self.slots, self.n_steps, self.k,
+                                         tuple(rollout["obs"].shape[3:]), self.device)
             self.memory = {key: torch.zeros((v.shape[0], self.slots, *v.shape[1:]), dtype=v.dtype, device=v.device)
-                           for key, v in rollout.items()}
+                           for key, v in rollout.items() if not (compact and key in ("obs", "next_obs"))}
         slot = self.stored % self.slots
-        for key, v in rollout.items():
-            self.memory[key][:, slot].copy_(v)
+        for key, v in self.memory.items():
+            v[:, slot].copy_(rollout[key])
+        if self.frames is not None:
+            self.frames.put(slot, rollout["obs"], rollout["next_obs"])
         self.stored += 1
+
+    def replayed(self, slots: torch.Tensor) -> dict:
+        """Member m's stored rollout in its slot ``slots[m]`` (every field [N, n, K, ...]), as it was handed over."""
+        rows = torch.arange(len(self.seeds), device=self.device)
+        batch = {key: v[rows, slots] for key, v in self.memory.items()}
+        if self.frames is not None:
+            batch["obs"], batch["next_obs"] = self.frames.get(slots)
+        return batch
 
     def replay_counts(self) -> torch.Tensor:
         """Each member's number of replay updates, Poisson(replay_ratio) by Knuth's product of uniforms [N]."""
@@ -191,9 +208,8 @@ class ACER(A2C):
         if self.replay_ratio > 0 and min(self.stored, self.slots) * self.rollout_size >= self.replay_start:
             counts = self.replay_counts()
             slots = self.replay_rng.randint(min(self.stored, self.slots), MAX_REPLAYS)  # [N, MAX]
-            rows = torch.arange(n, device=self.device)
             for j in range(int(counts.max())):
-                batch = {key: v[rows, slots[:, j]] for key, v in self.memory.items()}
+                batch = self.replayed(slots[:, j])
                 out = self.step(batch, mask=counts > j)
                 if self.replay_only:
                     taken = {k: torch.where(counts > j, v, torch.zeros_like(v)) for k, v in out.items()}
@@ -212,10 +228,22 @@ class ACER(A2C):
     # ---- checkpoints: the replay and its stream ----------------------------------------------------------
     def replay_state(self, rows: slice) -> dict:
         return {"memory": {k: v[rows].cpu().clone() for k, v in self.memory.items()}, "stored": self.stored,
-                "rng": self.replay_rng.get_state()[rows]}
+                "rng": self.replay_rng.get_state()[rows],
+                **({"frames": self.frames.state(rows)} if self.frames is not None else {})}
 
     def load_replay_state(self, states: list[dict]) -> None:
         self.stored = int(states[0]["stored"])
         keys = states[0]["memory"].keys()
-        self.memory = {k: torch.cat([s["memory"][k] for s in states]).to(self.device) for k in keys}
+        memory = {k: torch.cat([s["memory"][k] for s in states]).to(self.device) for k in keys}
         self.replay_rng.set_state([x for s in states for x in s["rng"]])
+        old = "obs" in memory and is_frame_stack(memory["obs"][:, 0])  # written before frames were kept once
+        if old or "frames" in states[0]:
+            obs, next_obs = memory.pop("obs", None), memory.pop("next_obs", None)
+            shape = obs.shape[-3:] if old else states[0]["frames"]["first"].shape[-3:]
+            self.frames = FrameStore(len(self.seeds), self.slots, self.n_steps, self.k, tuple(shape), self.device)
+            if old:  # every stack stored whole: keep each frame once, slot by slot
+                for slot in range(self.slots):
+                    self.frames.put(slot, obs[:, slot], next_obs[:, slot])
+            else:
+                self.frames.load([s["frames"] for s in states])
+        self.memory = memory

@@ -105,8 +105,7 @@ def test_replay_only_learns_from_the_replay_alone(float64):
         n = twin.replay_counts()
         slots = twin.replay_rng.randint(min(twin.stored, twin.slots), 32)
         for j in range(int(n.max())):
-            replayed = {key: v[torch.arange(2), slots[:, j]] for key, v in twin.memory.items()}
-            twin.step(replayed, mask=n > j)
+            twin.step(twin.replayed(slots[:, j]), mask=n > j)
         assert n.tolist() == info["replay_updates"].tolist()
     assert sum(map(sum, counts)) > 0 and any(len(set(c)) > 1 for c in counts), counts
     for k, p in params(twin).items():

@@ -78,11 +78,15 @@ def rollout_memory(cfg: RunConfig, members: int, envs) -> tuple[str, float, str]
     (``--buffer_size`` transitions per member, as algorithms.acer stores them)."""
     n_steps, k = int(cfg.algo["n_steps"]), int(cfg.algo["envs_per_agent"])
     obs = int(np.prod(envs.obs_shape)) * (1 if len(envs.obs_shape) > 1 else 4)
-    row = 2 * obs + (8 if envs.discrete else 4 * envs.act_dim) + 12 + 4 * envs.act_dim
-    need = members * n_steps * k * row
+    rest = (8 if envs.discrete else 4 * envs.act_dim) + 12 + 4 * envs.act_dim
+    need = members * n_steps * k * (2 * obs + rest)
     if "buffer_size" in cfg.algo:  # ACER
         slots = max(1, int(cfg.algo["buffer_size"]) // (n_steps * k))
-        need += members * slots * n_steps * k * row
+        stored = 2 * obs
+        if len(envs.obs_shape) == 3:  # frame stacks, each frame once (algorithms/frame_store.py): a frame a step,
+            # the first stack of each rollout, and room for an episode's first and last stacks in every rollout
+            stored = obs // envs.obs_shape[0] + 3 * -(-obs // n_steps)
+        need += members * slots * n_steps * k * (stored + rest)
         return (f"--n_steps {n_steps} x --envs_per_agent {k} x --buffer_size {cfg.algo['buffer_size']}: the rollouts "
                 f"and replay of {members} learner(s)", need, "lower --buffer_size, --n_steps or --envs_per_agent")
     return (f"--n_steps {n_steps} x --envs_per_agent {k}: the rollouts of {members} learner(s)", need,

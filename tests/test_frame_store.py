@@ -1,0 +1,165 @@
+"""ACER's Atari replay keeps each frame once (algorithms/frame_store.py): every replayed rollout equals the one
+stored, bit for bit, whatever the episodes do (ends, resets, a stack that follows no rule), across the ring's
+overwrites and a checkpoint's round trip; a checkpoint written when every stack was stored whole loads into it;
+and an ACER run on an Atari game learns exactly as it did with every stack stored whole."""
+import numpy as np
+import pytest
+import torch
+
+from algorithms import acer as acer_module
+from algorithms.acer import ACER
+from algorithms.frame_store import FrameStore, is_frame_stack
+
+
+class StackingGames:
+    """K environments of N members handing over C-frame stacks as a frame-stacking wrapper does: each step adds a
+    random frame; an episode ends now and then (its last stack is the next observation, the next episode's first
+    stack is C copies of a new frame, or zeros and a frame); once in a while a stack follows no rule at all."""
+
+    def __init__(self, n, k, c=4, hw=5, seed=0):
+        self.g = torch.Generator().manual_seed(seed)
+        self.n, self.k, self.c, self.hw = n, k, c, hw
+        self.current = self.start((n, k))
+        self.ends = 0
+        self.broken: list[torch.Tensor] = []  # per rollout [N, T, K]: the next step's stack does not follow on
+
+    def frame(self, shape):
+        return torch.randint(0, 256, (*shape, self.hw, self.hw), generator=self.g, dtype=torch.uint8)
+
+    def start(self, shape):
+        f = self.frame(shape)
+        if torch.rand((), generator=self.g) < 0.5:
+            return f.unsqueeze(-3).expand(*shape, self.c, self.hw, self.hw).clone()
+        zeros = torch.zeros((*shape, self.c - 1, self.hw, self.hw), dtype=torch.uint8)
+        return torch.cat((zeros, f.unsqueeze(-3)), -3)
+
+    def rollout(self, t):
+        obs, nxt, ended, broken = [], [], [], []
+        for _ in range(t):
+            step = torch.cat((self.current[:, :, 1:], self.frame((self.n, self.k)).unsqueeze(2)), 2)
+            end = torch.rand(self.n, self.k, generator=self.g) < 0.15
+            odd = torch.rand(self.n, self.k, generator=self.g) < 0.05  # a stack that continues nothing
+            obs.append(self.current)
+            nxt.append(step)
+            following = torch.where(end[..., None, None, None], self.start((self.n, self.k)), step)
+            following = torch.where(odd[..., None, None, None],
+                                    torch.randint(0, 256, step.shape, generator=self.g, dtype=torch.uint8), following)
+            self.current = following
+            ended.append(end)
+            self.ends += int(end.sum())
+            broken.append(end | odd)
+        self.broken.append(torch.stack(broken, 1))
+        return torch.stack(obs, 1), torch.stack(nxt, 1), torch.stack(ended, 1)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_every_replayed_rollout_equals_the_stored_one(n):
+    t, k, slots = 6, 2, 4
+    games, store = StackingGames(n, k), FrameStore(n, slots, t, k, (4, 5, 5), "cpu")
+    kept = {}
+    for i in range(11):  # the ring wraps around twice
+        obs, nxt, _ = games.rollout(t)
+        store.put(i % slots, obs, nxt)
+        kept[i % slots] = (obs, nxt)
+        for draw in range(4):  # members replay different slots at once
+            chosen = torch.randint(0, min(i + 1, slots), (n,), generator=torch.Generator().manual_seed(10 * i + draw))
+            got_obs, got_next = store.get(chosen)
+            for m, slot in enumerate(chosen.tolist()):
+                assert torch.equal(got_obs[m], kept[slot][0][m]) and torch.equal(got_next[m], kept[slot][1][m])
+    assert games.ends >= 10
+    # exactly what must be kept whole: where a step's next stack does not follow on inside a rollout, the episode's
+    # last stack (its next observation) and the following one (the next observation of none); at a rollout's last
+    # step the following stack is the next rollout's first, kept whole anyway
+    for slot, i in ((i % slots, i) for i in range(7, 11)):
+        must = games.broken[i][:, :-1].sum((1, 2))
+        kept_whole = torch.tensor([0 if x is None else len(x[0]) for x in (per[slot] for per in store.extra)])
+        assert torch.equal(kept_whole, 2 * must), (kept_whole, must)
+
+
+def test_checkpoint_round_trip_and_members_split_across_seeds():
+    n, t, k, slots = 4, 5, 3, 3
+    games, store = StackingGames(n, k, seed=1), FrameStore(n, slots, t, k, (4, 5, 5), "cpu")
+    for i in range(5):
+        store.put(i % slots, *games.rollout(t)[:2])
+    loaded = FrameStore(n, slots, t, k, (4, 5, 5), "cpu")
+    loaded.load([store.state(slice(0, 1)), store.state(slice(1, 4))])  # a checkpoint per seed, loaded together
+    for slot in range(slots):
+        chosen = torch.full((n,), slot)
+        for a, b in zip(store.get(chosen), loaded.get(chosen)):
+            assert torch.equal(a, b)
+
+
+def image_rollout(games, t, seed):
+    obs, nxt, ended = games.rollout(t)
+    g = torch.Generator().manual_seed(seed)
+    n, k = obs.shape[0], obs.shape[2]
+    return {"obs": obs, "next_obs": nxt, "actions": torch.randint(0, 3, (n, t, k), generator=g),
+            "rewards": torch.randn(n, t, k, generator=g), "terminated": ended.float(), "ended": ended.float(),
+            "mu": torch.softmax(torch.randn(n, t, k, 3, generator=g), -1)}
+
+
+def test_acer_replays_frames_and_loads_a_checkpoint_of_whole_stacks(monkeypatch):
+    """ACER keeps Atari observations in a FrameStore and its replayed batches equal what was handed over; a replay
+    state written with every stack whole (before the store existed) loads into the same batches."""
+    games = StackingGames(2, 2, c=4, hw=84, seed=3)
+    agent = ACER((4, 84, 84), 3, None, None, [0, 1], "cpu", True, replay_start=1, buffer_size=3 * 5 * 2,
+                 rollout=(5, 2), hidden_size=16, replay_ratio=0.0)
+    handed = [image_rollout(games, 5, seed) for seed in range(4)]
+    for r in handed:
+        agent.remember(r)
+    assert agent.frames is not None and set(agent.memory) == {"actions", "rewards", "terminated", "ended", "mu"}
+    for slot, r in ((1, handed[1]), (2, handed[2]), (0, handed[3])):
+        got = agent.replayed(torch.tensor([slot, slot]))
+        assert got.keys() == r.keys() and all(torch.equal(got[key], r[key]) for key in r)
+    # the checkpoint of the code before: obs and next_obs whole in the memory
+    whole = {key: torch.stack([handed[3][key], handed[1][key], handed[2][key]], 1) for key in handed[0]}
+    old = [{"memory": {key: v[i:i + 1] for key, v in whole.items()}, "stored": 4,
+            "rng": agent.replay_rng.get_state()[i:i + 1]} for i in range(2)]
+    fresh = ACER((4, 84, 84), 3, None, None, [0, 1], "cpu", True, replay_start=1, buffer_size=3 * 5 * 2,
+                 rollout=(5, 2), hidden_size=16, replay_ratio=0.0)
+    fresh.load_replay_state(old)
+    assert fresh.frames is not None and "obs" not in fresh.memory and fresh.stored == 4
+    again = ACER((4, 84, 84), 3, None, None, [0, 1], "cpu", True, replay_start=1, buffer_size=3 * 5 * 2,
+                 rollout=(5, 2), hidden_size=16, replay_ratio=0.0)
+    again.load_replay_state([agent.replay_state(slice(0, 1)), agent.replay_state(slice(1, 2))])
+    for slot in range(3):
+        chosen = torch.tensor([slot, (slot + 1) % 3])
+        a, b, c = agent.replayed(chosen), fresh.replayed(chosen), again.replayed(chosen)
+        assert all(torch.equal(a[key], b[key]) and torch.equal(a[key], c[key]) for key in a)
+
+
+def test_flat_observations_stay_whole():
+    assert not is_frame_stack(torch.zeros(2, 5, 3, 8))  # LunarLander's vectors
+    assert not is_frame_stack(torch.zeros(2, 5, 3, 4, 84, 84))  # float images
+    assert is_frame_stack(torch.zeros(2, 5, 3, 4, 84, 84, dtype=torch.uint8))
+
+
+@pytest.mark.slow
+def test_acer_on_an_atari_game_learns_as_with_whole_stacks(tmp_path, monkeypatch):
+    """A short ACER run on Space Invaders (lives: learner episodes end inside rollouts) with its replay keeping each
+    frame once ends with the curves and the model of the same run whose replay keeps every stack whole."""
+    pytest.importorskip("ale_py")
+    import ac_main
+    from utils.run import Trainer
+
+    def run(name):
+        argv = ["--policy", "ACER", "--env", "ALE/SpaceInvaders-v5", "--envs_per_agent", "2", "--n_steps", "5",
+                "--replay_start", "20", "--lr", "1e-4", "--max_time_steps", "600", "--eval_freq", "300", "--eval_episodes", "1",
+                "--threads", "1", "--quiet", "--save_model", "--results_dir", str(tmp_path / name),
+                "--models_dir", str(tmp_path / name / "m")]
+        return Trainer(ac_main.build_config(ac_main.parse(argv))).run()
+
+    compact = run("frames")
+    monkeypatch.setattr(acer_module, "is_frame_stack", lambda x: False)
+    whole = run("stacks")
+    np.testing.assert_array_equal(compact[0], whole[0])
+    a = torch.load(tmp_path / "frames" / "m" / "ACER_ALE-SpaceInvaders-v5_0.pt", weights_only=True)
+    b = torch.load(tmp_path / "stacks" / "m" / "ACER_ALE-SpaceInvaders-v5_0.pt", weights_only=True)
+
+    def flat(state, prefix=""):
+        for key, v in state.items():
+            yield from flat(v, f"{prefix}{key}.") if isinstance(v, dict) else [(prefix + key, v)]
+
+    a, b = dict(flat(a)), dict(flat(b))
+    assert len(a) >= 8 and a.keys() == b.keys()
+    assert all(torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key] for key in a)
