@@ -27,7 +27,7 @@ ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--enc
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
         "--sdn_samples": ("ACER",), "--replay_only": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER"),
-        "--optimizer": ("ACER",), "--trust_region_entropy": ("ACER",)}
+        "--optimizer": ("ACER",), "--trust_region_entropy": ("ACER",), "--prob_eps": ("ACER",)}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -81,6 +81,11 @@ def parse(argv=None):
     p.add_argument("--trust_region_entropy", action="store_true", default=None,
                    help="discrete ACER: project the entropy bonus's gradient with the policy gradient (OpenAI "
                         "baselines, A3C-ACER-PyTorch; default: off, the bonus is added after the trust region)")
+    p.add_argument("--prob_eps", type=real, default=None,
+                   help="discrete ACER: eps added where the update divides by or takes the log of a probability "
+                        "(rho = pi / (mu + eps), log(pi + eps), c / (rho + eps), k = -pi_avg / (pi + eps), the trust "
+                        "region's |k|^2 + eps), as OpenAI baselines and A3C-ACER-PyTorch (1e-6); keeps the update finite "
+                        "where a probability underflowed to 0 (default: 0, the exact formulas)")
     p.add_argument("--optimizer", choices=("rmsprop", "adam"), default=None,
                    help="ACER: rmsprop (Wang et al., baselines; --rms_alpha, --rms_eps) or adam (A3C-ACER-PyTorch's "
                         "shared Adam: betas 0.9, 0.999, eps 1e-8; each member its own step count) (default: rmsprop)")
@@ -201,6 +206,10 @@ def build_config(args):
                 raise UsageError("--trust_region_entropy projects the entropy's gradient onto the trust region; "
                                  "drop it or --no_trust_region")
             algo["trust_region_entropy"] = True
+        if args.prob_eps is not None:  # recorded only when given
+            if not 0.0 < args.prob_eps <= 0.1:
+                raise UsageError(f"--prob_eps {args.prob_eps} must be in (0, 0.1]")
+            algo["prob_eps"] = args.prob_eps
     if args.task_per_env and algorithm == "A3C":
         raise UsageError("--task_per_env: A3C's workers each play the agent's own task; use A2C or ACER")
     return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),

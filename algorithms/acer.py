@@ -51,7 +51,7 @@ class ACER(A2C):
                  trust_region: bool = True, trust_region_decay: float = 0.99, trust_region_threshold: float = 1.0,
                  replay_ratio: float = 4.0, replay_start: int = 1000, buffer_size: int = 100_000,
                  rollout: tuple[int, int] = (20, 8), replay_only: bool = False, optimizer: str = "rmsprop",
-                 trust_region_entropy: bool = False):
+                 trust_region_entropy: bool = False, prob_eps: float = 0.0):
         if not discrete and type(self) is ACER:
             raise ValueError("ACER takes discrete actions; continuous actions: acer_continuous.ContinuousACER")
         super(A2C, self).__init__(seeds, low, high, device, expl_noise=0.0)
@@ -63,6 +63,7 @@ class ACER(A2C):
         self.replay_ratio, self.replay_start = float(replay_ratio), int(replay_start)
         self.replay_only = bool(replay_only)
         self.entropy_in_trust_region = bool(trust_region_entropy)
+        self.eps = float(prob_eps)  # OpenAI baselines', A3C-ACER-PyTorch's 1e-6 where it divides by or logs pi, mu
         self.model, self.average = self.build(obs_shape, act_dim, hidden_size)
         self.actor = self.model
         if optimizer == "adam":  # A3C-ACER-PyTorch's (shared) Adam, one step count per member
@@ -109,7 +110,7 @@ class ACER(A2C):
         log_pi, pi, values = policy_and_values(logits, q)
         actions = b["actions"].transpose(1, 2)  # [N, K, T]
         mu = b["mu"].transpose(1, 2)
-        rho = pi.detach() / mu.clamp_min(1e-8)
+        rho = pi.detach() / (mu + self.eps) if self.eps else pi.detach() / mu.clamp_min(1e-8)
         q_taken = q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         with torch.no_grad():
             y = self.model.features(flat(next_obs))
@@ -121,16 +122,17 @@ class ACER(A2C):
         entropy = -(pi * log_pi).sum(-1)
         bonus = self.ent_coef * entropy  # added to the objective after the trust region (unless inside it)
         if self.use_trust_region:
-            g = acer_policy_objective_gradient(pi, q, values, q_ret, rho, actions, self.c)
+            g = acer_policy_objective_gradient(pi, q, values, q_ret, rho, actions, self.c, self.eps)
             if self.entropy_in_trust_region:  # OpenAI baselines, A3C-ACER-PyTorch: the bonus's gradient projected too
                 g = g + self.ent_coef * entropy_gradient_wrt_probs(pi, log_pi)
                 bonus = torch.zeros_like(entropy)
             with torch.no_grad():
                 avg_pi = time_last(self.average.policy(flat(obs)).probs)
-            z = trust_region(g, kl_gradient_wrt_probs(avg_pi, pi), self.delta)
+            z = trust_region(g, kl_gradient_wrt_probs(avg_pi, pi, self.eps), self.delta,
+                             **({"eps": self.eps} if self.eps else {}))
             policy = trust_region_policy_loss(pi, z)
         else:
-            policy = acer_policy_loss(log_pi, pi, q, values, q_ret, rho, actions, self.c)
+            policy = acer_policy_loss(log_pi, pi, q, values, q_ret, rho, actions, self.c, self.eps)
         critic = acer_critic_loss(q_taken, q_ret)
         mean = lambda x: x.mean(dim=(1, 2))  # noqa: E731
         return {"loss": mean(policy - bonus + self.q_coef * critic), "policy_loss": mean(policy),

@@ -88,19 +88,20 @@ def retrace_targets(rewards: torch.Tensor, not_terminated: torch.Tensor, ended: 
     return out
 
 
-def _policy_coefficients(q, values, q_ret, rho, actions, c):
+def _policy_coefficients(q, values, q_ret, rho, actions, c, eps=0.0):
     """Detached pieces of the ACER policy objective: (min(c, rho_a) (Q_ret - V) [..., T],
-    relu(1 - c / rho_b) (Q(s,b) - V) [..., T, A], the index [..., T, 1] of a)."""
+    relu(1 - c / (rho_b + eps)) (Q(s,b) - V) [..., T, A], the index [..., T, 1] of a)."""
     q, values, q_ret, rho = (x.detach() for x in (q, values, q_ret, rho))
     idx = actions.long().unsqueeze(-1)
     rho_a = rho.gather(-1, idx).squeeze(-1)
     taken = rho_a.clamp(max=c) * (q_ret - values)
-    correction = torch.relu(1.0 - c / rho) * (q - values.unsqueeze(-1))
+    correction = torch.relu(1.0 - c / (rho + eps if eps else rho)) * (q - values.unsqueeze(-1))
     return taken, correction, idx
 
 
 def acer_policy_loss(log_pi: torch.Tensor, pi: torch.Tensor, q: torch.Tensor, values: torch.Tensor,
-                     q_ret: torch.Tensor, rho: torch.Tensor, actions: torch.Tensor, c: float) -> torch.Tensor:
+                     q_ret: torch.Tensor, rho: torch.Tensor, actions: torch.Tensor, c: float,
+                     eps: float = 0.0) -> torch.Tensor:
     """The ACER policy loss per trajectory step [..., T] (the negated objective; minimise it):
 
         loss = - min(c, rho_a) * log pi(a|s) * (Q_ret - V(s))
@@ -109,32 +110,43 @@ def acer_policy_loss(log_pi: torch.Tensor, pi: torch.Tensor, q: torch.Tensor, va
     log_pi, pi, q, rho [..., T, A]; values (V(s) = sum_b pi(b|s) Q(s,b)), q_ret [..., T]; actions int64 [..., T].
     Gradient flows through ``log_pi`` only: pi, q, values, q_ret and rho are detached. The first term is the
     truncated importance-sampling term on the replayed action a, the second the bias correction over all actions
-    b, nonzero only where rho_b > c.
+    b, nonzero only where rho_b > c. With ``eps`` > 0 (OpenAI baselines' and A3C-ACER-PyTorch's 1e-6) the logs are
+    log(pi + eps), taken of ``pi`` (the gradient then flows through it), and c / rho_b is c / (rho_b + eps).
     """
-    taken, correction, idx = _policy_coefficients(q, values, q_ret, rho, actions, c)
+    taken, correction, idx = _policy_coefficients(q, values, q_ret, rho, actions, c, eps)
+    if eps:
+        log_pi = torch.log(pi + eps)
     log_pi_a = log_pi.gather(-1, idx).squeeze(-1)
     return -taken * log_pi_a - (correction * pi.detach() * log_pi).sum(-1)
 
 
 def acer_policy_objective_gradient(pi: torch.Tensor, q: torch.Tensor, values: torch.Tensor, q_ret: torch.Tensor,
-                                   rho: torch.Tensor, actions: torch.Tensor, c: float) -> torch.Tensor:
+                                   rho: torch.Tensor, actions: torch.Tensor, c: float, eps: float = 0.0) -> torch.Tensor:
     """Closed-form gradient g [..., T, A] (detached) of the ACER policy objective (the quantity to ascend, i.e.
     -acer_policy_loss) with respect to phi = the probability vector pi(.|s), the pi-factors of the bias term
     being constants:
 
         g_b = min(c, rho_a) * (Q_ret - V(s)) * 1[b = a] / pi(a|s) + relu(1 - c / rho_b) * (Q(s,b) - V(s)).
 
-    Shapes as in :func:`acer_policy_loss`.
+    Shapes as in :func:`acer_policy_loss`. With ``eps`` > 0 the gradient of the objective written with log(phi +
+    eps) (OpenAI baselines, A3C-ACER-PyTorch): 1 / pi(a|s) becomes 1 / (pi(a|s) + eps), the bias term is multiplied
+    by pi_b / (pi_b + eps) and its c / rho_b is c / (rho_b + eps); a probability that underflowed to 0 then gives a
+    finite g.
     """
-    taken, correction, idx = _policy_coefficients(q, values, q_ret, rho, actions, c)
-    pi_a = pi.detach().gather(-1, idx).squeeze(-1)
-    return correction.scatter_add(-1, idx, (taken / pi_a).unsqueeze(-1))
+    taken, correction, idx = _policy_coefficients(q, values, q_ret, rho, actions, c, eps)
+    pi = pi.detach()
+    if eps:
+        correction = correction * pi / (pi + eps)
+    pi_a = pi.gather(-1, idx).squeeze(-1)
+    return correction.scatter_add(-1, idx, (taken / (pi_a + eps if eps else pi_a)).unsqueeze(-1))
 
 
-def kl_gradient_wrt_probs(avg_pi: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
+def kl_gradient_wrt_probs(avg_pi: torch.Tensor, pi: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """k = grad_phi KL(pi_avg || pi_phi) for phi = the probabilities [..., A] (detached):
-    KL = sum_b avg_b (log avg_b - log pi_b), so k_b = -avg_pi_b / pi_b."""
-    return -avg_pi.detach() / pi.detach()
+    KL = sum_b avg_b (log avg_b - log pi_b), so k_b = -avg_pi_b / pi_b (with ``eps``: log(pi_b + eps) in the KL,
+    k_b = -avg_pi_b / (pi_b + eps), as OpenAI baselines and A3C-ACER-PyTorch)."""
+    pi = pi.detach()
+    return -avg_pi.detach() / (pi + eps if eps else pi)
 
 
 def trust_region(g: torch.Tensor, k: torch.Tensor, delta: float, eps: float = 1e-12) -> torch.Tensor:

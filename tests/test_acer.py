@@ -147,19 +147,21 @@ def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
 
 
 def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_path):
-    """--optimizer adam and --trust_region_entropy (A3C-ACER-PyTorch's ACER) keep a member's run independent of
-    the members beside it, and the run's JSON records both; without them the record holds neither key."""
-    ref = [*SHORT, "--optimizer", "adam", "--trust_region_entropy", "--ent_coef", "0.001"]
+    """--optimizer adam, --trust_region_entropy and --prob_eps (A3C-ACER-PyTorch's ACER) keep a member's run
+    independent of the members beside it, and the run's JSON records them; without them the record holds none."""
+    ref = [*SHORT, "--optimizer", "adam", "--trust_region_entropy", "--ent_coef", "0.001", "--prob_eps", "1e-6"]
     assert main_guard(ac_main.run, [*ref, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")]) == 0
     assert main_guard(ac_main.run, [*ref, "--seed", "1", "--results_dir", str(tmp_path / "one")]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "both" / "ACER_CartPole-v1_1.npy"),
                                   np.load(tmp_path / "one" / "ACER_CartPole-v1_1.npy"))
     algo = json.loads((tmp_path / "one" / "ACER_CartPole-v1_1.json").read_text())["config"]["algo"]
     assert algo["optimizer"] == "adam" and algo["trust_region_entropy"] is True and "rms_eps" not in algo
+    assert algo["prob_eps"] == 1e-6
     assert main_guard(ac_main.run, [*SHORT, "--seed", "1", "--max_time_steps", "800", "--results_dir",
                                     str(tmp_path / "plain")]) == 0
     plain = json.loads((tmp_path / "plain" / "ACER_CartPole-v1_1.json").read_text())["config"]["algo"]
     assert "optimizer" not in plain and "trust_region_entropy" not in plain and plain["rms_eps"] == 1e-5
+    assert "prob_eps" not in plain
 
 
 @pytest.mark.parametrize("extra", [[], ["--optimizer", "adam", "--trust_region_entropy"]], ids=["rmsprop", "adam"])
@@ -187,6 +189,10 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
     (["--policy", "ACER", "--trust_region_entropy", "--no_trust_region"], "drop it or --no_trust_region"),
     (["--policy", "A3C", "--trust_region_entropy"], "--trust_region_entropy applies to ACER"),
     (["--policy", "ACER", "--env", "Pendulum-v1", "--trust_region_entropy"], "applies to discrete ACER"),
+    (["--policy", "ACER", "--prob_eps", "0"], "--prob_eps 0.0 must be in (0, 0.1]"),
+    (["--policy", "ACER", "--prob_eps", "0.5"], "--prob_eps 0.5 must be in (0, 0.1]"),
+    (["--policy", "A2C", "--prob_eps", "1e-6"], "--prob_eps applies to ACER"),
+    (["--policy", "ACER", "--env", "Pendulum-v1", "--prob_eps", "1e-6"], "--prob_eps applies to discrete ACER"),
 ])
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, args, words):
     assert main_guard(ac_main.run, [*args, "--max_time_steps", "8000", "--results_dir", str(tmp_path)]) == 2

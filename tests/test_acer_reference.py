@@ -20,19 +20,22 @@ from torch.distributions import Categorical, Normal, kl_divergence
 import ac_main
 from algorithms.acer import ACER
 from algorithms.acer_continuous import gaussian_log_ratio
+from algorithms.nets import BatchedLinear
 
 # ---- discrete ACER: the loss ----------------------------------------------------------------------------------
 N, T_LEN, K_LEN, OBS_DIM, ACTIONS = 2, 6, 2, 3, 3
 GAMMA, C, ENT_COEF, Q_COEF = 0.9, 3.0, 0.05, 0.7
 
 
-def discrete_batch_and_agent(delta: float, trust_region: bool = True, seed: int = 0, entropy_inside: bool = False):
+def discrete_batch_and_agent(delta: float, trust_region: bool = True, seed: int = 0, entropy_inside: bool = False,
+                             eps: float = 0.0):
     """Two members, 6 steps of 2 environments each, with terminations (one at the rollout's last step),
     time-limit truncations and rollout ends, and behaviour probabilities mu drawn so that the importance weights
     rho = pi / mu fall below 1, between 1 and c, and above c (where the bias correction is active)."""
     agent = ACER((OBS_DIM,), ACTIONS, None, None, [11, 12], "cpu", True, hidden_size=8, gamma=GAMMA,
                  trace_max=C, ent_coef=ENT_COEF, q_coef=Q_COEF, trust_region=trust_region,
-                 trust_region_threshold=delta, rollout=(T_LEN, K_LEN), trust_region_entropy=entropy_inside)
+                 trust_region_threshold=delta, rollout=(T_LEN, K_LEN), trust_region_entropy=entropy_inside,
+                 prob_eps=eps)
     with torch.no_grad():  # the average policy somewhere else, so that the trust region has a direction
         for p in agent.average.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
@@ -65,9 +68,11 @@ def discrete_reference(agent: ACER, batch: dict):
     k = grad_phi KL(f(.|phi_avg) || f(.|phi)), z = g - max(0, (k.g - delta) / |k|^2) k (z = g without the trust
     region); -z . pi back-propagates -(d pi / d theta)^T z. With the entropy inside the trust region (OpenAI
     baselines, A3C-ACER-PyTorch) g also holds ent_coef grad_phi H(Categorical(probs=phi)) and the loss no separate
-    entropy term. Returns the losses [N], the losses without the policy
+    entropy term. With eps (OpenAI baselines' and A3C-ACER-PyTorch's guard, here larger to be seen):
+    rho = pi / (mu + eps), log(f(b|phi) + eps) for log f, [1 - c/(rho_b + eps)]_+, log(phi + eps) in the KL, and
+    |k|^2 + eps in the projection. Returns the losses [N], the losses without the policy
     term [N], and per sample (member, env, step): z, k, rho(a) and rho(.) as floats."""
-    model, c = agent.model, agent.c
+    model, c, eps = agent.model, agent.c, agent.eps
     losses, rest, samples = [], [], []
     for i in range(N):
         terms, others = [], []
@@ -83,7 +88,8 @@ def discrete_reference(agent: ACER, batch: dict):
             qd = q.detach()
             v = [float(probs[t] @ qd[t]) for t in range(T_LEN)]
             a = [int(batch["actions"][i, t, k]) for t in range(T_LEN)]
-            rho = [[float(probs[t][b] / batch["mu"][i, t, k, b]) for b in range(ACTIONS)] for t in range(T_LEN)]
+            rho = [[float(probs[t][b] / (batch["mu"][i, t, k, b] + eps)) for b in range(ACTIONS)]
+                   for t in range(T_LEN)]
             # Retrace, backwards: restarted from V(s') at truncations and the rollout's end, from 0 after a
             # termination; elsewhere Q_ret(t) = r_t + gamma (min(1, rho_{t+1}) (Q_ret(t+1) - Q(t+1)) + V(t+1))
             q_ret = [0.0] * T_LEN
@@ -96,18 +102,20 @@ def discrete_reference(agent: ACER, batch: dict):
                 q_ret[t] = r + agent.gamma * nxt
             for t in range(T_LEN):
                 phi = probs[t].clone().requires_grad_(True)
-                grad_log = lambda b: torch.autograd.grad(torch.log(phi[b]), phi)[0]  # noqa: E731  f(b|phi) = phi_b
+                grad_log = lambda b: torch.autograd.grad(torch.log(phi[b] + eps), phi)[0]  # noqa: E731  f(b|phi) = phi_b
                 g = min(c, rho[t][a[t]]) * (q_ret[t] - v[t]) * grad_log(a[t])
                 for b in range(ACTIONS):
-                    g = g + max(0.0, 1.0 - c / rho[t][b]) * float(probs[t][b]) * (float(qd[t, b]) - v[t]) * grad_log(b)
+                    g = g + max(0.0, 1.0 - c / (rho[t][b] + eps)) * float(probs[t][b]) * (float(qd[t, b]) - v[t]) \
+                        * grad_log(b)
                 if agent.entropy_in_trust_region:
                     g = g + agent.ent_coef * torch.autograd.grad(Categorical(probs=phi).entropy(), phi)[0]
                 avg = Categorical(logits=avg_logits[t]).probs
-                kl = (avg * (avg.log() - phi.log())).sum()  # KL(pi_avg || f(.|phi)), written out in phi
-                torch.testing.assert_close(kl, kl_divergence(Categorical(probs=avg), Categorical(probs=probs[t])))
+                kl = (avg * (avg.log() - (phi + eps).log())).sum()  # KL(pi_avg || f(.|phi)), written out in phi
+                if not eps:
+                    torch.testing.assert_close(kl, kl_divergence(Categorical(probs=avg), Categorical(probs=probs[t])))
                 kgrad = torch.autograd.grad(kl, phi)[0]
                 if agent.use_trust_region:
-                    z = g - max(0.0, (float(kgrad @ g) - agent.delta) / float(kgrad @ kgrad)) * kgrad
+                    z = g - max(0.0, (float(kgrad @ g) - agent.delta) / (float(kgrad @ kgrad) + eps)) * kgrad
                 else:
                     z = g
                 other = agent.q_coef * 0.5 * (q_ret[t] - q[t, a[t]]) ** 2
@@ -121,13 +129,15 @@ def discrete_reference(agent: ACER, batch: dict):
     return torch.stack(losses), torch.stack(rest), samples
 
 
-@pytest.mark.parametrize("delta, trust_region, entropy_inside",
-                         [(1e9, True, False), (0.05, True, False), (0.05, False, False), (1e9, True, True),
-                          (0.05, True, True)],
+@pytest.mark.parametrize("delta, trust_region, entropy_inside, eps",
+                         [(1e9, True, False, 0.0), (0.05, True, False, 0.0), (0.05, False, False, 0.0),
+                          (1e9, True, True, 0.0), (0.05, True, True, 0.0), (0.05, True, True, 0.02),
+                          (0.05, False, False, 0.02)],
                          ids=["trust-region-idle", "trust-region-binding", "no-trust-region",
-                              "entropy-inside-idle", "entropy-inside-binding"])
-def test_discrete_acer_loss_and_gradient_equal_the_papers_definitions(float64, delta, trust_region, entropy_inside):
-    agent, batch = discrete_batch_and_agent(delta, trust_region, entropy_inside=entropy_inside)
+                              "entropy-inside-idle", "entropy-inside-binding", "eps-binding", "eps-no-trust-region"])
+def test_discrete_acer_loss_and_gradient_equal_the_papers_definitions(float64, delta, trust_region, entropy_inside,
+                                                                      eps):
+    agent, batch = discrete_batch_and_agent(delta, trust_region, entropy_inside=entropy_inside, eps=eps)
     expected, rest, samples = discrete_reference(agent, batch)
     # the batch exercises every case of the importance weights
     rho_a = [s["rho_a"] for s in samples]
@@ -144,7 +154,7 @@ def test_discrete_acer_loss_and_gradient_equal_the_papers_definitions(float64, d
                           names):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10, msg=name)
     kz = [float(s["k"] @ s["z"]) for s in samples]
-    if trust_region and delta < 1:
+    if trust_region and delta < 1 and not eps:  # with eps the step stops short: k.z = delta + (k.g - delta) eps / (|k|^2 + eps)
         assert max(kz) <= delta + 1e-9 and sum(abs(x - delta) < 1e-9 for x in kz) >= 4, kz  # it binds, and holds
         assert sum(x < delta - 1e-6 for x in kz) >= 4, kz  # and leaves others alone
     assert all(p.grad is None for p in params)  # losses() computes, it does not step
@@ -226,3 +236,23 @@ def test_continuous_acer_stores_the_unclipped_draw_and_the_behaviour_mean(tmp_pa
     far = ~torch.isclose(rho_of_clipped, rho_true, rtol=1e-2)
     assert far[clipped.squeeze(-1)].float().mean() > 0.9  # storing the clipped action would fail the check above
     assert np.isfinite(rho_true.numpy()).all()
+
+
+def test_prob_eps_keeps_a_collapsed_policy_finite():
+    """A policy whose probabilities underflowed to 0 (it happens within ~150 steps of ACER's defaults on Space
+    Invaders): the trust region's exact g and k divide by those zeros and the loss is nan; with --prob_eps (the
+    references' 1e-6) loss and gradient stay finite. (Without the trust region the exact loss takes log_softmax and
+    stays finite.)"""
+    def loss_and_grads(eps):
+        agent, batch = discrete_batch_and_agent(0.05, True, eps=eps)
+        with torch.no_grad():
+            last = [m for m in agent.model.pi.modules() if isinstance(m, BatchedLinear)][-1]
+            last.bias.copy_(torch.tensor([0.0, 300.0, -300.0]))  # pi(0) and pi(2) are exactly 0 (float32)
+        out = agent.losses(batch)
+        params = list(agent.model.parameters())
+        return out["loss"], torch.autograd.grad(out["loss"].sum(), params)
+
+    loss, grads = loss_and_grads(1e-6)
+    assert torch.isfinite(loss).all() and all(torch.isfinite(g).all() for g in grads)
+    loss, grads = loss_and_grads(0.0)
+    assert not (torch.isfinite(loss).all() and all(torch.isfinite(g).all() for g in grads))

@@ -41,6 +41,9 @@ class RolloutLearner:
             if algo.get("trust_region_entropy"):
                 raise UsageError("--trust_region_entropy applies to discrete ACER (the fixed-covariance Gaussian's "
                                  "entropy does not depend on its mean); drop it")
+            if "prob_eps" in algo:
+                raise UsageError("--prob_eps applies to discrete ACER (the Gaussian's importance weights are ratios "
+                                 "of densities, not of probabilities); drop it")
         elif any(key in algo for key in CONTINUOUS_DEFAULTS):
             raise UsageError(f"--{next(key for key in CONTINUOUS_DEFAULTS if key in algo)} applies to ACER on a Box "
                              "action space; drop it")
