@@ -8,6 +8,7 @@ from torch.nn import functional as F
 from algorithms.cnn import BatchedNatureCNN
 from algorithms.nets import init_generators
 from utils.envs import atari
+from utils.errors import UsageError
 
 needs_ale = pytest.mark.skipif(not atari.available(), reason="ale-py is not installed")
 
@@ -408,8 +409,13 @@ def test_training_environments_resume_exactly_after_a_game_over():
         actions = rng.integers(0, 6, size=(1,))
         a, b = envs.step(actions), again.step(actions)
         assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    envs.close()
-    again.close()
+    # an emulator state this ale-py cannot read (another version's, a damaged file) is one line, not a traceback
+    state["episodes"][0]["emulator"] = torch.zeros(64, dtype=torch.uint8)
+    broken = LocalEnvs("PongNoFrameskip-v4", [3], [103], 1, **kinds)
+    with pytest.raises(UsageError, match="cannot restore PongNoFrameskip-v4's emulator"):
+        broken.load_state_dicts([state])
+    for e in (envs, again, broken):
+        e.close()
 
 
 @needs_ale
