@@ -197,14 +197,21 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
+def episodic_life(env: gym.Env) -> EpisodicLife | None:
+    """The ``EpisodicLife`` wrapper inside ``env``, or None (every environment that is not an Atari game in
+    training)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, EpisodicLife):
+            return env
+        env = env.env
+    return None
+
+
 def continues_game(env: gym.Env) -> bool:
     """Whether the next ``reset()`` of ``env`` goes on with the game it is playing (a life was lost under
     ``EpisodicLife``) rather than starting a new one; False for every other environment."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, EpisodicLife):
-            return not env.game_over
-        env = env.env
-    return False
+    life = episodic_life(env)
+    return life is not None and not life.game_over
 
 
 class FireReset(gym.Wrapper):

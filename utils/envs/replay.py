@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import UsageError
+from .atari import episodic_life
 from .registry import make_env
 
 
@@ -52,17 +53,6 @@ class EpisodeLog:
                 **({"emulator": self.emulator} if self.emulator is not None else {})}
 
 
-def game_over(env) -> None:
-    """Mark an Atari game as over, so that the next ``reset()`` starts a new one (``atari.EpisodicLife``); other
-    environments are left alone."""
-    from .atari import EpisodicLife
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, EpisodicLife):
-            env.game_over = True
-            return
-        env = env.env
-
-
 def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray,
                 task: dict | None = None, **kinds):
     """Re-create an environment (playing ``task``, see ``variants.task_for``; ``kinds``: ``make_env``'s) in the
@@ -80,7 +70,8 @@ def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict
             except Exception:  # noqa: BLE001  another ale-py's state, or a damaged one: nanobind raises SystemError
                 raise UsageError(f"cannot restore {env_id}'s emulator from the checkpoint (written by another ale-py?); "
                                  "start over with --overwrite") from None
-        game_over(env)  # the run's reset was a new game's, not a lost life's (the seeded reset left it "in a game")
+        if (life := episodic_life(env)) is not None:  # the run's reset began a new game; the seeded reset above
+            life.game_over = True  # left the wrapper "in a game", whose reset would take a no-op step instead
         obs, _ = env.reset()
     discrete = isinstance(env.action_space, gym.spaces.Discrete)  # the log holds its actions as floats
     actions = [int(a) if discrete else a.numpy() for a in log["actions"]]
