@@ -93,6 +93,29 @@ def test_a_solved_dase_agent_trains_on_until_its_peer_is_solved(tmp_path):
         assert rows.shape == (1, 3) and rows[0, 1] == steps[i]
 
 
+def test_a_resume_keeps_the_record_of_an_agent_solved_before_it(tmp_path):
+    """Agent solved, run paused, resumed and paused again before its peer is solved: the resumed run's record (written
+    anew at the resume) still says which agent was solved, where and when; the finished record equals an
+    uninterrupted run's in what it says of the agents."""
+    args = ["--policy", "DASE_TD3", *LANDER, "--max_time_steps", "5000", "--start_time_steps", "50", "--episode_eval",
+            "--solved_at", "-100000", "--solved_window", "1"]
+    stem = "DASE_TD3_LunarLanderContinuous-v3_0"
+    assert main_guard(DASE_main.run, [*args, "--results_dir", str(tmp_path / "whole")]) == 0
+    whole = record(tmp_path / "whole", stem)
+    first, last = sorted(s["step"] for s in whole["solved"])
+    assert last - first >= 3  # LunarLander's first episodes differ in length: room for two pauses in between
+    cut = tmp_path / "cut"
+    for at in (first + 1, first + 2):
+        assert main_guard(DASE_main.run, [*args, "--results_dir", str(cut), "--resume", "--stop_at", str(at)]) == 0
+        rec = record(cut, stem)
+        assert rec["resumed_at_step"] == (None if at == first + 1 else first + 1)
+        assert [s and s["step"] for s in rec["solved"]] == [s["step"] if s["step"] == first else None
+                                                           for s in whole["solved"]]
+    assert main_guard(DASE_main.run, [*args, "--results_dir", str(cut), "--resume"]) == 0
+    rec = record(cut, stem)
+    assert (rec["solved"], rec["episodes"], rec["stopped"]) == (whole["solved"], whole["episodes"], whole["stopped"])
+
+
 def test_seeds_stopping_at_different_steps_batched_alone_and_resumed_agree(tmp_path, seed_one_three_ways):
     """--max_episodes: seed 0 and seed 1 run out of episodes at different steps; seed 1 batched with seed 0, alone,
     and checkpointed at step 150 then resumed writes the same curves, episode rows and stop."""

@@ -343,8 +343,12 @@ class Trainer:
 
     def open_outputs(self) -> None:
         """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
+        ee = self.episode_evals
         for k, files in enumerate(self.files):
-            files.write_record(self.device, self.t, self.seeds, self.workers, self.recorded_tasks[self.rows(k)])
+            rows = self.rows(k)
+            files.write_record(self.device, self.t, self.seeds, self.workers, self.recorded_tasks[rows])
+            if ee is not None and any(ee.done[rows]):  # a resume keeps what the record said of its done agents
+                files.update_record(**ee.record(rows))
         self.progress.start(self.t, [files.board(self.t) for files in self.files] if self.cfg.tensorboard else [])
 
     def finish(self) -> None:
