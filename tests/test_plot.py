@@ -62,6 +62,27 @@ def test_iqm_matches_the_definition():
     assert plot.iqm(x) == pytest.approx(np.mean([2.0, 3.0, 5.0, 7.0]))
 
 
+def test_bootstrap_ci_agrees_with_rliable_and_repeats_itself():
+    """Our interval (a percentile bootstrap of 2000 resamples, vectorised over a curve's evaluations) against rliable's
+    (Agarwal et al. 2021; its stratified bootstrap through arch, 20,000 resamples, the percentile method), the field's
+    library for these intervals: each bound within 10 % of the interval's width (Monte Carlo error of 2000 resamples
+    is about 2 %), for a statistic over 1-D runs and for every evaluation of curves. And the same call gives the same
+    bits; another seed other resamples."""
+    from rliable.library import get_interval_estimates
+    rng = np.random.default_rng(7)
+    final = rng.normal(100.0, 60.0, size=8)
+    curves = rng.normal(0.0, 1.0, size=(6, 40)).cumsum(axis=1)  # [runs, evaluations]
+    for x, stat in ((final, np.mean), (final, plot.iqm), (curves, np.mean)):
+        lo, hi = (np.atleast_1d(b) for b in plot.bootstrap_ci(x, stat))
+        scores = x[:, None] if x.ndim == 1 else x
+        np.random.seed(0)  # rliable 1.2 draws from NumPy's global generator
+        _, ci = get_interval_estimates({"x": scores}, lambda s: np.atleast_1d(stat(s, axis=0)), reps=20_000)
+        width = ci["x"][1] - ci["x"][0]
+        assert np.all(np.abs(lo - ci["x"][0]) <= 0.1 * width) and np.all(np.abs(hi - ci["x"][1]) <= 0.1 * width)
+    assert plot.bootstrap_ci(final, np.mean) == plot.bootstrap_ci(final, np.mean)
+    assert plot.bootstrap_ci(final, np.mean, seed=1) != plot.bootstrap_ci(final, np.mean)
+
+
 def test_smoothing_is_a_trailing_mean():
     y = np.array([0.0, 2.0, 4.0, 6.0])
     np.testing.assert_allclose(plot.smooth(y, 2), [0.0, 1.0, 3.0, 5.0])
