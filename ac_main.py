@@ -27,7 +27,7 @@ ONLY = {"--envs_per_agent": ("A2C", "ACER"), "--num_processes": ("A3C",), "--enc
         "--replay_ratio": ("ACER",), "--replay_start": ("ACER",), "--trace_max": ("ACER",),
         "--trust_region_decay": ("ACER",), "--trust_region_threshold": ("ACER",), "--action_std": ("ACER",),
         "--sdn_samples": ("ACER",), "--replay_only": ("ACER",), "--reward_scale": ("A2C", "A3C", "ACER"),
-        "--optimizer": ("ACER",), "--trust_region_entropy": ("ACER",), "--prob_eps": ("ACER",)}
+        "--optimizer": ("A2C", "ACER"), "--trust_region_entropy": ("ACER",), "--prob_eps": ("ACER",)}
 # ACER's flags, with their defaults (OpenAI baselines' ACER; Kaixhin/ACER spells them the same way, with dashes)
 ACER_DEFAULTS = dict(buffer_size=100_000, replay_ratio=4.0, replay_start=1000, trace_max=10.0, trust_region_decay=0.99,
                      trust_region_threshold=1.0)
@@ -86,9 +86,11 @@ def parse(argv=None):
                         "(rho = pi / (mu + eps), log(pi + eps), c / (rho + eps), k = -pi_avg / (pi + eps), the trust "
                         "region's |k|^2 + eps), as OpenAI baselines and A3C-ACER-PyTorch (1e-6); keeps the update finite "
                         "where a probability underflowed to 0 (default: 0, the exact formulas)")
-    p.add_argument("--optimizer", choices=("rmsprop", "adam"), default=None,
-                   help="ACER: rmsprop (Wang et al., baselines; --rms_alpha, --rms_eps) or adam (A3C-ACER-PyTorch's "
-                        "shared Adam: betas 0.9, 0.999, eps 1e-8; each member its own step count) (default: rmsprop)")
+    p.add_argument("--optimizer", choices=("rmsprop", "rmsprop_tf", "adam"), default=None,
+                   help="A2C, ACER: rmsprop (torch's; --rms_alpha, --rms_eps), rmsprop_tf (TensorFlow's, as OpenAI "
+                        "baselines ran A2C and ACER, SB3's RMSpropTFLike: square average from 1, eps under the root) "
+                        "or, ACER only, adam (A3C-ACER-PyTorch's shared Adam: betas 0.9, 0.999, eps 1e-8; each "
+                        "member its own step count) (default: rmsprop)")
     p.add_argument("--action_std", type=real, default=None,
                    help="ACER on a Box action space: the Gaussian policy's fixed standard deviation, as a fraction of "
                         "half the action range per dimension (default: 0.3)")
@@ -165,6 +167,10 @@ def build_config(args):
     else:
         algo.update(envs_per_agent=args.envs_per_agent if args.envs_per_agent is not None else 8,
                     rms_alpha=rms_alpha, rms_eps=rms_eps)
+    if args.optimizer == "rmsprop_tf":  # recorded only when it is not the default
+        algo["optimizer"] = "rmsprop_tf"
+    elif args.optimizer == "adam" and algorithm != "ACER":
+        raise UsageError("--optimizer adam is ACER's (A3C-ACER-PyTorch's shared Adam); A2C takes rmsprop or rmsprop_tf")
     if args.reward_scale is not None:  # recorded only when given
         if not (np.isfinite(args.reward_scale) and 0.0 < args.reward_scale <= 1e6):
             raise UsageError(f"--reward_scale {args.reward_scale} must be in (0, 1e6]")

@@ -107,7 +107,7 @@ class A2C(StackedAgents):
     def __init__(self, obs_shape, act_dim: int, low, high, seeds, device, discrete: bool, lr: float = 7e-4,
                  gamma: float = 0.99, gae_lambda: float = 1.0, ent_coef: float = 0.01, vf_coef: float = 0.5,
                  max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5,
-                 recurrent: bool = False):
+                 recurrent: bool = False, optimizer: str = "rmsprop"):
         super().__init__(seeds, low, high, device, expl_noise=0.0)
         self.discrete = discrete
         self.gamma, self.gae_lambda = float(gamma), float(gae_lambda)
@@ -120,7 +120,10 @@ class A2C(StackedAgents):
             self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
         self.state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
         self.actor = self.model  # evaluation plays a copy of it
-        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
+        if optimizer not in ("rmsprop", "rmsprop_tf"):  # rmsprop_tf: baselines' (TensorFlow's) RMSprop
+            raise ValueError(f"A2C: optimizer {optimizer!r} is not rmsprop or rmsprop_tf")
+        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps,
+                           tf_like=optimizer == "rmsprop_tf")
         self.networks = {"model": self.model}
 
     def mixed_parameters(self) -> list[nn.Parameter]:

@@ -68,10 +68,11 @@ class ACER(A2C):
         self.actor = self.model
         if optimizer == "adam":  # A3C-ACER-PyTorch's (shared) Adam, one step count per member
             self.opt = MemberAdam(self.model.parameters(), lr=lr)
-        elif optimizer == "rmsprop":
-            self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps)
+        elif optimizer in ("rmsprop", "rmsprop_tf"):  # rmsprop_tf: baselines' (TensorFlow's) RMSprop
+            self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps,
+                               tf_like=optimizer == "rmsprop_tf")
         else:
-            raise ValueError(f"ACER: optimizer {optimizer!r} is not rmsprop or adam")
+            raise ValueError(f"ACER: optimizer {optimizer!r} is not rmsprop, rmsprop_tf or adam")
         self.networks = {"model": self.model, "average": self.average}
         self.behaviour_width = act_dim
         # the replay: per member, ``slots`` stored rollouts of n steps x K environments
@@ -152,9 +153,11 @@ class ACER(A2C):
             self.opt.step(mask=mask)
         else:
             if mask is not None:
-                # before the optimizer's first step its state is RMSprop's initial one, zeros (--replay_only)
+                # before the optimizer's first step its state is RMSprop's initial one (--replay_only): zeros, ones
+                # for TensorFlow's
+                first = float(getattr(self.opt, "STATE_INIT", 0.0))
                 before = [(p.detach().clone(), self.opt.state[p]["square_avg"].clone() if self.opt.state[p]
-                           else torch.zeros_like(p)) for p in params]
+                           else torch.full_like(p, first)) for p in params]
             self.opt.step()
         with torch.no_grad():
             if before is not None:

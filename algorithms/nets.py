@@ -281,10 +281,14 @@ def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.
     return torch.optim.Adam(params, lr=lr, foreach=True, **kwargs)
 
 
-def rmsprop(params, lr: float, alpha: float, eps: float) -> torch.optim.Optimizer:
+def rmsprop(params, lr: float, alpha: float, eps: float, tf_like: bool = False) -> torch.optim.Optimizer:
     """RMSprop over stacked parameters, foreach (not fused): the same element-wise operations whatever the number
-    of members. On the CPU without torch.optim's import cost (algorithms/optim.py), the same bits."""
+    of members. On the CPU without torch.optim's import cost (algorithms/optim.py), the same bits. ``tf_like``:
+    TensorFlow 1's RMSprop (square average from 1, eps under the root: ``algorithms.optim.RMSpropTF``)."""
     params = list(params)
+    if tf_like:
+        from .optim import RMSpropTF
+        return RMSpropTF(params, lr=lr, alpha=alpha, eps=eps)
     if params and params[0].is_cuda:
         return torch.optim.RMSprop(params, lr=lr, alpha=alpha, eps=eps, foreach=True)
     from .optim import ForeachRMSprop

@@ -33,7 +33,8 @@ class _ForeachOptimizer(torch.optim.Optimizer):
     """The parts of ``torch.optim.Optimizer`` the project uses, none of which imports ``torch._dynamo``."""
 
     DEFAULTS: dict[str, Any] = {}  # every group setting with torch's default, in torch's order
-    STATE_KEYS: tuple[str, ...] = ()  # the moments, created as zeros like the parameter at its first step
+    STATE_KEYS: tuple[str, ...] = ()  # the moments, created like the parameter at its first step
+    STATE_INIT = 0.0  # their first value
 
     def __init__(self, params: Iterable, **settings):  # noqa: D107 (deliberately not Optimizer.__init__)
         unknown = set(settings) - set(self.DEFAULTS)
@@ -98,7 +99,8 @@ class _ForeachOptimizer(torch.optim.Optimizer):
                 scalar = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
                 state["step"] = torch.tensor(0.0, dtype=scalar)
                 for key in self.STATE_KEYS:
-                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format) if not self.STATE_INIT \
+                        else torch.full_like(p, self.STATE_INIT, memory_format=torch.preserve_format)
             params.append(p)
             grads.append(p.grad)
             states.append(state)
@@ -245,6 +247,35 @@ class ForeachRMSprop(_ForeachOptimizer):
         avg = torch._foreach_sqrt(square_avgs)
         torch._foreach_add_(avg, eps)
         torch._foreach_addcdiv_(params, grads, avg, value=-lr)
+
+
+class RMSpropTF(_ForeachOptimizer):
+    """RMSprop as TensorFlow 1's ``RMSPropOptimizer`` computes it, which OpenAI baselines' A2C and ACER used (and
+    Stable-Baselines3 copies as ``RMSpropTFLike`` for the same reason): the square average starts at 1, not 0, and
+    eps goes under the square root. Without momentum or centering:
+
+        v <- alpha v + (1 - alpha) g^2,    p <- p - lr g / sqrt(v + eps)        (v = 1 before the first step)
+
+    torch's RMSprop starts v at 0 and adds eps outside the root: its first step is lr g / (sqrt(1 - alpha) |g| + eps),
+    about 10 lr per element whatever the gradient's size, where this one's is about lr g. Element-wise, so stacked
+    members stay independent; only foreach operations, no host synchronisation, on any device."""
+
+    DEFAULTS = {"lr": 1e-2, "alpha": 0.99, "eps": 1e-10}
+    STATE_KEYS = ("square_avg",)
+    STATE_INIT = 1.0
+
+    def _check(self, group: dict) -> None:
+        if not 0.0 <= group["lr"] or not 0.0 <= group["eps"] or not 0.0 <= group["alpha"] <= 1.0:
+            raise ValueError(f"RMSpropTF: invalid settings {group}")
+
+    def _update(self, group: dict, params: list, grads: list, states: list[dict]) -> None:
+        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+        square_avgs = [s["square_avg"] for s in states]
+        torch._foreach_mul_(square_avgs, alpha)
+        torch._foreach_addcmul_(square_avgs, grads, grads, value=1 - alpha)
+        root = torch._foreach_add(square_avgs, eps)
+        torch._foreach_sqrt_(root)
+        torch._foreach_addcdiv_(params, grads, root, value=-lr)
 
 
 class MemberAdam(_ForeachOptimizer):

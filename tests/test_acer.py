@@ -62,10 +62,14 @@ def test_members_with_different_replay_counts_equal_members_alone(float64, optim
                                            rtol=1e-9, atol=1e-12, msg=key)
 
 
-@pytest.mark.parametrize("optimizer", ["rmsprop", "adam"])
-def test_a_masked_member_is_left_exactly_as_it_was(optimizer):
+@pytest.mark.parametrize("optimizer, first_update", [("rmsprop", True), ("adam", True), ("rmsprop_tf", True),
+                                                     ("rmsprop", False), ("rmsprop_tf", False)])
+def test_a_masked_member_is_left_exactly_as_it_was(optimizer, first_update):
+    """Also before the optimizer's first step (no state yet: the masked member's RMSprop square average must stay at
+    its initial value, 0 for torch's, 1 for TensorFlow's)."""
     agent = make([1, 2], optimizer=optimizer)
-    agent.update(rollout(2, seed=0))  # creates the optimizer state
+    if first_update:
+        agent.update(rollout(2, seed=0))  # creates the optimizer state
     before = {k: v.clone() for k, v in params(agent).items()}
     state = [{k: v.clone() for k, v in agent.opt.state[p].items()} for p in agent.opt.param_groups[0]["params"]]
     agent.step(rollout(2, seed=1), mask=torch.tensor([False, True]))
@@ -77,6 +81,9 @@ def test_a_masked_member_is_left_exactly_as_it_was(optimizer):
         for key, value in s.items():
             if value.dim():  # per member (RMSprop's shared step count is a scalar)
                 assert torch.equal(agent.opt.state[p][key][0], value[0]), key
+        if not s and optimizer != "adam":
+            first = 1.0 if optimizer == "rmsprop_tf" else 0.0
+            assert torch.equal(agent.opt.state[p]["square_avg"][0], torch.full_like(p[0], first))
     if optimizer == "adam":  # member 1 has taken one step more: its own bias correction moved on, member 0's not
         b1 = agent.opt.state[agent.opt.param_groups[0]["params"][0]]["beta1_power"]
         torch.testing.assert_close(b1, state[0]["beta1_power"] * torch.tensor([1.0, 0.9]))
@@ -164,6 +171,27 @@ def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_pa
     assert "prob_eps" not in plain
 
 
+@pytest.mark.parametrize("policy", ["A2C", "ACER"])
+def test_rmsprop_tf_is_recorded_and_steps_tensorflows_rmsprop(tmp_path, policy):
+    """--optimizer rmsprop_tf (OpenAI baselines' RMSprop) for A2C and ACER: recorded in the run's JSON with the
+    RMSprop settings, the agent's optimizer is RMSpropTF, and its curve differs from torch's RMSprop's."""
+    from algorithms.optim import RMSpropTF
+    base = ["--policy", policy, "--env", "CartPole-v1", "--max_time_steps", "1600", "--eval_freq", "800",
+            "--eval_episodes", "2", "--envs_per_agent", "4", "--n_steps", "10", "--hidden_size", "32", "--threads", "1",
+            "--env_workers", "0", "--quiet", *(["--replay_start", "200"] if policy == "ACER" else [])]
+    for name, extra in (("tf", ["--optimizer", "rmsprop_tf"]), ("torch", [])):
+        assert main_guard(ac_main.run, [*base, *extra, "--results_dir", str(tmp_path / name)]) == 0
+    algo = json.loads((tmp_path / "tf" / f"{policy}_CartPole-v1_0.json").read_text())["config"]["algo"]
+    assert algo["optimizer"] == "rmsprop_tf" and algo["rms_eps"] == 1e-5 and algo["rms_alpha"] == 0.99
+    curves = [np.load(tmp_path / d / f"{policy}_CartPole-v1_0.npy") for d in ("tf", "torch")]
+    assert curves[0].shape == curves[1].shape == (3,) and not np.array_equal(*curves)
+    cfg = ac_main.build_config(ac_main.parse([*base, "--optimizer", "rmsprop_tf"]))
+    assert cfg.algo["optimizer"] == "rmsprop_tf"
+    if policy == "ACER":
+        agent = make([0], optimizer="rmsprop_tf")
+        assert isinstance(agent.opt, RMSpropTF)
+
+
 @pytest.mark.parametrize("extra", [[], ["--optimizer", "adam", "--trust_region_entropy"]], ids=["rmsprop", "adam"])
 def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_runs, extra):
     """Killed mid-run and resumed, the curve equals an uninterrupted run's (with Adam: its per-member moments and bias
@@ -184,7 +212,8 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
     (["--policy", "ACER", "--trust_region_decay", "1"], "--trust_region_decay"),
     (["--policy", "A2C", "--replay_only"], "--replay_only applies to ACER"),
     (["--policy", "ACER", "--replay_only", "--replay_ratio", "0"], "--replay_only with --replay_ratio 0"),
-    (["--policy", "A2C", "--optimizer", "adam"], "--optimizer applies to ACER"),
+    (["--policy", "A2C", "--optimizer", "adam"], "A2C takes rmsprop or rmsprop_tf"),
+    (["--policy", "A3C", "--optimizer", "rmsprop_tf"], "--optimizer applies to A2C and ACER"),
     (["--policy", "ACER", "--optimizer", "adam", "--rms_eps", "1e-5"], "drop them with --optimizer adam"),
     (["--policy", "ACER", "--trust_region_entropy", "--no_trust_region"], "drop it or --no_trust_region"),
     (["--policy", "A3C", "--trust_region_entropy"], "--trust_region_entropy applies to ACER"),

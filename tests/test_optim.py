@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from algorithms.nets import adam, rmsprop
-from algorithms.optim import ForeachAdam, ForeachRMSprop, MemberAdam
+from algorithms.optim import ForeachAdam, ForeachRMSprop, MemberAdam, RMSpropTF
 from conftest import ROOT
 
 SHAPES = [(3, 5, 7), (3, 1, 7), (3, 7, 1), (3, 1, 1)]  # stacked weights, biases, a Q head, a scalar per member
@@ -302,3 +302,43 @@ def test_member_adam_state_dict_resumes_exactly():
         first.step(mask=None if mask is None else torch.tensor(mask))
     for a, b in zip(params, full):
         assert torch.equal(a.detach(), b.detach())
+
+
+def test_rmsprop_tf_is_tensorflows_rmsprop_element_by_element():
+    """RMSpropTF against TensorFlow 1's ApplyRMSProp written out per element in float64 (ms from 1; ms <- rho ms +
+    (1 - rho) g^2; var <- var - lr g / sqrt(ms + eps)) over steps where a parameter sometimes has no gradient; then
+    its state_dict resumes a fresh optimizer exactly. Its first step is about lr g, where torch's is about 10 lr."""
+    lr, rho, eps = 7e-4, 0.99, 1e-5
+    params = [p.detach().double().requires_grad_() for p in _params(3)]
+    opt = RMSpropTF(params, lr=lr, alpha=rho, eps=eps)
+    var = [p.detach().clone().flatten().tolist() for p in params]
+    ms = [[1.0] * p.numel() for p in params]
+    for step in range(6):
+        grads = _grads(step, params)
+        for p, g in zip(params, grads):
+            p.grad = None if g is None else g.double()
+        opt.step()
+        for i, g in enumerate(grads):
+            if g is None:
+                continue
+            for j, gj in enumerate(g.double().flatten().tolist()):
+                ms[i][j] = rho * ms[i][j] + (1 - rho) * gj * gj
+                var[i][j] -= lr * gj / (ms[i][j] + eps) ** 0.5
+        for p, v in zip(params, var):
+            torch.testing.assert_close(p.detach().flatten(), torch.tensor(v, dtype=torch.float64), rtol=1e-12,
+                                       atol=1e-15)
+    twin = [p.detach().clone().requires_grad_() for p in params]
+    resumed = RMSpropTF(twin, lr=lr, alpha=rho, eps=eps)
+    resumed.load_state_dict(copy.deepcopy(opt.state_dict()))
+    for o, ps in ((opt, params), (resumed, twin)):
+        for p, g in zip(ps, _grads(6, ps)):
+            p.grad = None if g is None else g.double()
+        o.step()
+    assert all(torch.equal(a, b) for a, b in zip(params, twin))
+    # the first step's size: TensorFlow's ~ lr |g| (for |g| << 1), torch's ~ lr / sqrt(1 - alpha) = 10 lr
+    small = [torch.nn.Parameter(torch.zeros(4)) for _ in range(2)]
+    for o in (RMSpropTF([small[0]], lr=lr, alpha=rho, eps=eps), ForeachRMSprop([small[1]], lr=lr, alpha=rho, eps=eps)):
+        o.param_groups[0]["params"][0].grad = torch.full((4,), 1e-2)
+        o.step()
+    torch.testing.assert_close(small[0].detach().abs(), torch.full((4,), lr * 1e-2), rtol=1e-2, atol=0)
+    torch.testing.assert_close(small[1].detach().abs(), torch.full((4,), 10 * lr), rtol=1e-2, atol=0)
