@@ -175,7 +175,7 @@ def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_pa
 def test_rmsprop_tf_is_recorded_and_steps_tensorflows_rmsprop(tmp_path, policy):
     """--optimizer rmsprop_tf (OpenAI baselines' RMSprop) for A2C and ACER: recorded in the run's JSON with the
     RMSprop settings, the agent's optimizer is RMSpropTF, and its curve differs from torch's RMSprop's."""
-    from algorithms.optim import RMSpropTF
+    from algorithms.optim import ForeachRMSprop, RMSpropTF
     base = ["--policy", policy, "--env", "CartPole-v1", "--max_time_steps", "1600", "--eval_freq", "800",
             "--eval_episodes", "2", "--envs_per_agent", "4", "--n_steps", "10", "--hidden_size", "32", "--threads", "1",
             "--env_workers", "0", "--quiet", *(["--replay_start", "200"] if policy == "ACER" else [])]
@@ -185,11 +185,12 @@ def test_rmsprop_tf_is_recorded_and_steps_tensorflows_rmsprop(tmp_path, policy):
     assert algo["optimizer"] == "rmsprop_tf" and algo["rms_eps"] == 1e-5 and algo["rms_alpha"] == 0.99
     curves = [np.load(tmp_path / d / f"{policy}_CartPole-v1_0.npy") for d in ("tf", "torch")]
     assert curves[0].shape == curves[1].shape == (3,) and not np.array_equal(*curves)
-    cfg = ac_main.build_config(ac_main.parse([*base, "--optimizer", "rmsprop_tf"]))
-    assert cfg.algo["optimizer"] == "rmsprop_tf"
-    if policy == "ACER":
-        agent = make([0], optimizer="rmsprop_tf")
-        assert isinstance(agent.opt, RMSpropTF)
+    from utils.run import Trainer
+    for extra, kind in ((["--optimizer", "rmsprop_tf"], RMSpropTF), ([], ForeachRMSprop)):
+        trainer = Trainer(ac_main.build_config(ac_main.parse([*base, *extra, "--max_time_steps", "800",
+                                                              "--results_dir", str(tmp_path / f"t{len(extra)}")])))
+        trainer.run()
+        assert type(trainer.agents.opt) is kind  # the flag reaches the agent the run trains
 
 
 @pytest.mark.parametrize("extra", [[], ["--optimizer", "adam", "--trust_region_entropy"]], ids=["rmsprop", "adam"])

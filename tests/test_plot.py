@@ -75,8 +75,10 @@ def test_bootstrap_ci_agrees_with_rliable_and_repeats_itself():
     for x, stat in ((final, np.mean), (final, plot.iqm), (curves, np.mean)):
         lo, hi = (np.atleast_1d(b) for b in plot.bootstrap_ci(x, stat))
         scores = x[:, None] if x.ndim == 1 else x
+        outer = np.random.get_state()
         np.random.seed(0)  # rliable 1.2 draws from NumPy's global generator
         _, ci = get_interval_estimates({"x": scores}, lambda s: np.atleast_1d(stat(s, axis=0)), reps=20_000)
+        np.random.set_state(outer)
         width = ci["x"][1] - ci["x"][0]
         assert np.all(np.abs(lo - ci["x"][0]) <= 0.1 * width) and np.all(np.abs(hi - ci["x"][1]) <= 0.1 * width)
     assert plot.bootstrap_ci(final, np.mean) == plot.bootstrap_ci(final, np.mean)
