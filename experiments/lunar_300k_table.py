@@ -12,10 +12,10 @@ A second table (issue 33, item 3, experiments/lunar_300k_why.yaml) sets DASE_TD3
 they share (0-2): every weight 1, the matched reference variance, and the same two agents without sharing; and the
 mean weight of an external sample per 100k (the runs' {curve}_weights.npy); between them, plain sharing and no
 sharing on seeds 0-4 (seeds 3-4 from experiments/lunar_300k_why_more.yaml) beside DASE_TD3 and TD3, with a paired
-sign-flip test too. Past 100k the no-sharing control comes from pairs of TD3 runs (agent 0: the TD3 run of seed s;
-agent 1: TD3 of seed s + 100 on seed s's evaluation episodes, experiments/lunar_300k_no_sharing.yaml), which equal
-the --topology none runs bit for bit: where both exist the script checks it and stops if they differ.
-``--write`` puts both tables into
+sign-flip test too; and every variant on seeds 0, 3 and 4, the seeds all of them run to 300k (the verdict). Past
+100k the no-sharing control comes from pairs of TD3 runs (agent 0: the TD3 run of seed s; agent 1: TD3 of seed s +
+100 on seed s's evaluation episodes, experiments/lunar_300k_no_sharing.yaml), which equal the --topology none runs
+bit for bit: where both exist the script checks it and stops if they differ. ``--write`` puts both tables into
 docs/experiments.md between their markers.
 """
 from __future__ import annotations
@@ -46,6 +46,7 @@ VARIANTS = (("DASE_TD3, as published", "Unlimited_Buffer", "DASE_TD3"),
             ("TD3 (one agent)", "Unlimited_Buffer", "TD3"))
 WHY_SEEDS, WHY_MARK = (0, 1, 2), "lunar_300k_why"
 FIVE_SEEDS = (0, 1, 2, 3, 4)  # seeds 3-4 of plain sharing and no sharing: experiments/lunar_300k_why_more.yaml
+VERDICT_SEEDS = (0, 3, 4)  # every variant to 300k (experiments/lunar_300k_why.yaml, lunar_300k_no_sharing.yaml)
 WEIGHT_SPANS = ((25_000, 100_000), (100_000, 200_000), (200_000, 300_000))
 PAIRS = "No_Sharing_TD3_pairs"  # agent 1 of the no-sharing control as TD3 of seed s + 100
 
@@ -165,7 +166,7 @@ def why_table() -> str:
             a, b = at(curves[label], s), at(curves[base], s)
             cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f})" if len(a) and len(b) else "—")
         lines.append(f"| {label} − as published | " + " | ".join(cells) + " |")
-    lines += [""] + five_seed_lines()
+    lines += [""] + five_seed_lines() + [""] + verdict_seed_lines()
     lines += ["", "| mean weight of an external sample (lowest-highest seed) | "
               + " | ".join(f"{lo // 1000}k-{hi // 1000}k" for lo, hi in WEIGHT_SPANS) + " |",
               "|" + "---|" * (len(WEIGHT_SPANS) + 1)]
@@ -178,21 +179,36 @@ def why_table() -> str:
 
 def five_seed_lines() -> list[str]:
     """Plain sharing and no sharing on the 5 seeds that lunar_300k.yaml's DASE_TD3 and TD3 have
-    (lunar_300k_why_more.yaml adds seeds 3-4): the four rows, plain sharing against each other (unpaired permutation
-    test as above, and the paired per-seed differences' exact sign-flip p: the seed is the unit; 5 seeds: p >= 0.06)."""
+    (lunar_300k_why_more.yaml adds seeds 3-4): the four rows, plain sharing against each other, no sharing against
+    DASE_TD3 and DASE_TD3 against TD3 (unpaired permutation test as above, and the paired per-seed differences'
+    exact sign-flip p: the seed is the unit; 5 seeds: p >= 0.06)."""
     rows = (VARIANTS[1], VARIANTS[0], VARIANTS[3], VARIANTS[4])
-    lines, curves = variant_rows(rows, FIVE_SEEDS)
-    plain = rows[0][0]
-    for label, _, _ in rows[1:]:
+    plain, published, none, td3 = (label for label, _, _ in rows)
+    return paired_lines(rows, FIVE_SEEDS, [(plain, label) for label, _, _ in rows[1:]]
+                        + [(none, published), (published, td3)])
+
+
+def verdict_seed_lines() -> list[str]:
+    """Every variant on the seeds that all of them run to 300k (lunar_300k_why.yaml: 0, 3, 4), each against DASE_TD3
+    as published, unpaired and paired (3 seeds: the sign-flip p is at least 0.25); a cell waits for all 3 seeds."""
+    base = VARIANTS[0][0]
+    return paired_lines(VARIANTS, VERDICT_SEEDS, [(label, base) for label, _, _ in VARIANTS[1:]])
+
+
+def paired_lines(rows, seeds: tuple[int, ...], pairs: list[tuple[str, str]]) -> list[str]:
+    """The rows on ``seeds``, then per pair (a, b) the difference a - b of their means where every seed reached the
+    step in both: the unpaired permutation p, the paired sign-flip p and how many seeds a is above b."""
+    lines, curves = variant_rows(rows, seeds)
+    for first, second in pairs:
         cells = []
         for s in STEPS:
             i = s // EVAL_FREQ
-            both = [k for k in FIVE_SEEDS if all(k in curves[x] and len(curves[x][k]) > i for x in (plain, label))]
-            a = np.array([curves[plain][k][i - WINDOW + 1:i + 1].mean() for k in both])
-            b = np.array([curves[label][k][i - WINDOW + 1:i + 1].mean() for k in both])
+            both = [k for k in seeds if all(k in curves[x] and len(curves[x][k]) > i for x in (first, second))]
+            a = np.array([curves[first][k][i - WINDOW + 1:i + 1].mean() for k in both])
+            b = np.array([curves[second][k][i - WINDOW + 1:i + 1].mean() for k in both])
             cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f}; paired p {sign_flip_p(a - b):.2f}; "
-                         f"{int(np.sum(a > b))} of {len(both)} seeds above)" if len(both) == len(FIVE_SEEDS) else "—")
-        lines.append(f"| {plain} − {label} | " + " | ".join(cells) + " |")
+                         f"{int(np.sum(a > b))} of {len(both)} seeds above)" if len(both) == len(seeds) else "—")
+        lines.append(f"| {first} − {second} | " + " | ".join(cells) + " |")
     return lines
 
 
