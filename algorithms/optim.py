@@ -99,8 +99,7 @@ class _ForeachOptimizer(torch.optim.Optimizer):
                 scalar = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
                 state["step"] = torch.tensor(0.0, dtype=scalar)
                 for key in self.STATE_KEYS:
-                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format) if not self.STATE_INIT \
-                        else torch.full_like(p, self.STATE_INIT, memory_format=torch.preserve_format)
+                    state[key] = torch.full_like(p, self.STATE_INIT, memory_format=torch.preserve_format)
             params.append(p)
             grads.append(p.grad)
             states.append(state)
