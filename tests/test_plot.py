@@ -316,6 +316,25 @@ def test_legend_says_how_many_runs_and_what_the_band_is(ci, band, tmp_path):
     plt.close(fig)
 
 
+def test_every_plain_method_gets_its_own_colour_and_a_reference_keeps_its_methods(tmp_path):
+    """TD3, SAC and ACER are all plain methods (no sharing prefix): they were drawn in one colour, so a figure of the
+    three (Figures/acer_mujoco) could not be read; each now has its own, and the paper's TD3 (dashed) takes ours'."""
+    import matplotlib.pyplot as plt
+
+    for policy in ("ACER", "SAC", "TD3"):
+        write(tmp_path / "runs" / f"{policy}_Hopper-v5_0.npy", np.linspace(0, 3000, 1001))
+    groups = plot.group_curves(plot.find_curves([tmp_path / "runs"]))
+    groups += plot.group_curves(plot.find_curves([PAPER / "TD3" / "Hopper-v2"]), reference=True)
+    fig, ax = plt.subplots()
+    colors = plot.draw_returns(ax, groups, 1000, ci=False, window=1)
+    ours = {g.label: colors[id(g)] for g in groups if not g.reference}
+    assert len({ours[p] for p in ("ACER", "SAC", "TD3")}) == 3
+    papers = {g.label: colors[id(g)] for g in groups if g.reference}
+    assert papers["TD3"] == ours["TD3"] and papers["DASE_TD3"] == "tab:red"  # no group of ours: its method's
+    assert [line.get_linestyle() for line in ax.get_lines()] == ["-"] * 3 + ["--"] * 3
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("scale,expected", [
     (0.012, "log"),  # the paper's v: about 0.01, a flat zero on a 0-1 axis
     (1e-18, "log"),  # the matched v

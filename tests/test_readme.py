@@ -410,6 +410,45 @@ def test_the_lunar_300k_tables_in_the_docs_are_the_committed_curves():
         assert block.strip() == text.strip(), mark
 
 
+def _acer_mujoco():
+    return _script("acer_mujoco_table")
+
+
+def test_the_acer_mujoco_table_reads_windows_at_the_right_steps_and_counts_the_seeds_that_reached_them(tmp_path):
+    """Entry k of a curve is the evaluation at step 10k x k: the cell at 100k is the mean over seeds of entries 6-10,
+    a seed whose curve stops short of a step is left out of it (and the count says so), and the comparison needs two
+    seeds of each method at the step."""
+    module = _acer_mujoco()
+    env, k = module.ENVS[0], np.arange(101, dtype=float)
+    for method, scale, seeds in (("ACER", 1.0, {0: 101, 1: 101}), ("TD3", 2.0, {0: 101, 1: 20})):
+        (tmp_path / method / env).mkdir(parents=True)
+        for seed, n in seeds.items():
+            np.save(tmp_path / method / env / f"{method}_{env}_{seed}.npy", (scale + seed) * k[:n])
+    acer, td3 = module.runs(tmp_path, "ACER", env), module.runs(tmp_path, "TD3", env)
+    assert module.at(acer, 100_000) == pytest.approx([8.0, 16.0])
+    assert module.at(td3, 250_000) == pytest.approx([2.0 * 23])  # seed 1 stopped at 190k
+    assert module.reached(td3) == "190k-1000k, seeds 0,1"
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in module.table(tmp_path).splitlines()]
+    assert rows[2][:3] == [f"{env} ACER", "1000k, seeds 0,1", module.cell(np.array([8.0, 16.0]))]
+    assert rows[3][3] == module.cell(np.array([46.0]))
+    assert rows[4][:2] == [f"{env} SAC", "not run"]
+    assert rows[5][0] == f"{env} ACER − TD3"
+    assert rows[5][2].startswith(f"{12.0 - (16.0 + 24.0) / 2:+.0f} (p ") and rows[5][3] == "—"  # one TD3 seed
+    paper = tmp_path / "paper" / "TD3" / "HalfCheetah-v2"  # the paper's runs: an evaluation every 1000 steps
+    paper.mkdir(parents=True)
+    np.save(paper / "TD3_HalfCheetah-v2_0.npy", np.arange(1001, dtype=float))
+    np.save(paper / "DASE_TD3_HalfCheetah-v2_0_Agent_0.npy", np.zeros(1001))  # not TD3's
+    assert module.paper_at("TD3", env, 100_000, tmp_path / "paper") == pytest.approx([80.0])  # 60k, 70k, ..., 100k
+
+
+def test_the_acer_mujoco_table_in_the_docs_is_the_committed_curves():
+    """docs/actor_critic.md's ACER, TD3 and SAC table on HalfCheetah-v5 is what experiments/acer_mujoco_table.py
+    computes from the curves in the repository: a curve committed without its table fails here."""
+    page = (ROOT / "docs" / "actor_critic.md").read_text()
+    block = page.split("<!-- acer_mujoco_table -->\n")[1].split("<!-- /acer_mujoco_table -->")[0]
+    assert block.strip() == _acer_mujoco().table().strip()
+
+
 SCRIPTS = {"python DASE_main.py": DASE_main, "python sac_main.py": sac_main, "python ac_main.py": ac_main}
 
 

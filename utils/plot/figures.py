@@ -16,14 +16,31 @@ COLORS = {"DASE": "tab:red", "DPD": "tab:green", "": "tab:blue", "DASE_matched":
 SPARE_COLORS = ["tab:cyan", "tab:pink", "tab:olive", "black", "gold", "navy", "lime", "maroon"]
 
 
+def line_colors(groups: list[Group]) -> dict[int, str | None]:
+    """Colour of each group, keyed by id(group): a method's colour (COLORS) goes to its first group, and another
+    group of the same method (TD3, SAC and ACER are all plain, method "") takes a spare colour; a reference (drawn
+    dashed) takes the colour of our group of the same label, else its method's; per-agent groups take the cycle."""
+    chosen, owner, spare = {}, {}, iter(SPARE_COLORS * len(groups))
+    for g in groups:
+        if g.reference or "agent" in g.label:
+            continue
+        fixed = COLORS.get(g.method)
+        chosen[id(g)] = fixed if fixed and owner.setdefault(g.method, g.label) == g.label else next(spare)
+    ours = {g.label: chosen[id(g)] for g in groups if id(g) in chosen}
+    for g in groups:
+        if g.reference and "agent" not in g.label:
+            chosen[id(g)] = ours.get(g.label) or COLORS.get(g.method) or next(spare)
+    return {id(g): chosen.get(id(g)) for g in groups}
+
+
 def draw_returns(ax, groups: list[Group], eval_freq: int, ci: bool, window: int, xlabel: bool = True) -> dict[int, str]:
     """Returns and their bands; returns the colour of each group's line, keyed by id(group)."""
-    colors, spare = {}, iter(SPARE_COLORS * len(groups))
+    colors, chosen = {}, line_colors(groups)
     for g in groups:
         m = smooth(g.matrix(), window)
         steps = np.arange(m.shape[1]) * eval_freq
         mean, lo, hi = mean_band(m, ci)
-        color = COLORS.get(g.method) or (next(spare) if "agent" not in g.label else None)
+        color = chosen[id(g)]
         style = "--" if g.reference else "-"
         line, = ax.plot(steps, mean, style, color=color if "agent" not in g.label else None, lw=1.4,
                         label=legend_label(g, ci))
