@@ -10,6 +10,14 @@
 # recurrent A2C on Pong (2 seeds, 16 environments, n = 20). Results: $OUT/onpolicy_gpu.json and a log per run
 # under $OUT.
 set -u
+div=${1:-1}
+dev=${DEVICE:-cuda}
+usage() { echo "gpu_onpolicy_check.sh: $1" >&2; exit 2; }
+[[ $div =~ ^[1-9][0-9]?$|^100$ ]] || usage "DIVISOR must be a whole number from 1 to 100, got '$div'"
+[[ $dev =~ ^(cpu|cuda(:[0-9]+)?)$ ]] || usage "DEVICE must be cpu, cuda or cuda:N, got '$dev'"
+if [[ $dev == cuda* ]] && ! python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+    usage "no CUDA GPU here (or no torch): run it on a GPU machine, or with DEVICE=cpu for a dry run"
+fi
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -19,8 +27,6 @@ fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 work=$(mktemp -d)
-div=${1:-1}
-dev=${DEVICE:-cuda}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null; nproc
 python3 -c "import torch, gymnasium; print('torch', torch.__version__, 'gymnasium', gymnasium.__version__)"
 : > "$work/times"

@@ -59,3 +59,27 @@ def test_one_line_and_exit_2(main, argv, needle, tmp_path, capsys, monkeypatch):
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
     assert "usage:" not in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv,env,needle", [
+    (["0"], {}, "DIVISOR must be a whole number from 1 to 100, got '0'"),
+    (["x"], {}, "got 'x'"),
+    (["101"], {}, "got '101'"),
+    (["2"], {"DEVICE": "tpu"}, "DEVICE must be cpu, cuda or cuda:N, got 'tpu'"),
+    pytest.param([], {}, "no CUDA GPU here",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: the check would run")),
+])
+def test_the_gpu_onpolicy_check_answers_bad_input_in_one_line(argv, env, needle, tmp_path):
+    """benchmarks/gpu_onpolicy_check.sh (a shell script for the GPU machine): a bad divisor or device, or no GPU,
+    is one line on stderr and exit code 2 before anything is installed, run or written."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(root / "benchmarks" / "gpu_onpolicy_check.sh"), *argv], cwd=root,
+                          capture_output=True, text=True, env={**os.environ, "OUT": str(out), **env}, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and needle in done.stderr
+    assert not out.exists()
