@@ -42,7 +42,7 @@ def draw_returns(ax, groups: list[Group], eval_freq: int, ci: bool, window: int,
         mean, lo, hi = mean_band(m, ci)
         color = chosen[id(g)]
         style = "--" if g.reference else "-"
-        line, = ax.plot(steps, mean, style, color=color if "agent" not in g.label else None, lw=1.4,
+        line, = ax.plot(steps, mean, style, color=color, lw=1.4,  # None (agents' lines): matplotlib's cycle
                         label=legend_label(g, ci))
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.10 if g.reference else 0.2, lw=0)
         colors[id(g)] = line.get_color()
