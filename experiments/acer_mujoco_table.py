@@ -8,7 +8,7 @@ over seeds of the mean of the 5 evaluations ending at each step (a 50k window), 
 interval over seeds and the number of seeds that reached the step; then ACER against TD3 and against SAC with a
 two-sided permutation test over seeds, where both have 2 seeds or more at the step. A run still in progress counts
 up to its last evaluation; the "reached" column says how far each seed is. For scale, the DASE paper's own TD3 and
-SAC runs on HalfCheetah-v2 (../shared/reference/paper-curves/, 10 seeds, an evaluation every 1000 steps) read at
+SAC runs on HalfCheetah-v2 ("Learning Curves/paper/", 10 seeds, an evaluation every 1000 steps) read at
 the same 5 evaluation steps. ``--write`` puts the table into docs/actor_critic.md between its markers.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ ENVS = ("HalfCheetah-v5",)
 METHODS = ("ACER", "TD3", "SAC")
 STEPS, WINDOW, EVAL_FREQ = (100_000, 250_000, 500_000, 1_000_000), 5, 10_000
 MARK = "acer_mujoco_table"
-PAPER = ROOT.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer"
+PAPER = ROOT / "Learning Curves" / "paper" / "Unlimited_Buffer"
 PAPER_EVAL_FREQ = 1000
 
 

@@ -6,7 +6,7 @@ Per run (a seed; DASE_TD3 and our DPD_TD3: the mean of the seed's agents' curves
 ending at the step; per code and method the mean over the seeds that reached the step, with a 95 % percentile
 bootstrap interval over seeds (number of seeds in brackets); our DASE_TD3 and DPD_TD3 against our TD3 with a
 two-sided permutation test over seeds. Ours: "Learning Curves/LunarLander 300k/" (experiments/lunar_300k.yaml,
-LunarLanderContinuous-v3); the paper's: ../shared/reference/paper-curves/ (LunarLanderContinuous-v2).
+LunarLanderContinuous-v3); the paper's: "Learning Curves/paper/" (LunarLanderContinuous-v2).
 
 A second table (issue 33, item 3, experiments/lunar_300k_why.yaml) sets DASE_TD3 beside its variants on the seeds
 they share (0-2): every weight 1, the matched reference variance, and the same two agents without sharing; and the
@@ -34,7 +34,7 @@ from utils.plot.stats import bootstrap_ci  # noqa: E402
 from utils.plot.tables import write_between_markers  # noqa: E402
 
 OURS = ROOT / "Learning Curves" / "LunarLander 300k" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v3"
-PAPER = ROOT.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v2"
+PAPER = ROOT / "Learning Curves" / "paper" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v2"
 POLICIES = ("TD3", "DASE_TD3", "DPD_TD3")
 STEPS, WINDOW, EVAL_FREQ = (100_000, 200_000, 300_000), 5, 1000
 MARK = "lunar_300k_table"

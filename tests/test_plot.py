@@ -9,7 +9,7 @@ import pytest
 
 from utils import plot
 
-PAPER = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer"
+PAPER = Path(__file__).resolve().parent.parent / "Learning Curves" / "paper" / "Unlimited_Buffer"  # committed
 
 
 def write(path: Path, values, dtype=np.float64):
@@ -152,7 +152,6 @@ def test_an_out_that_cannot_be_a_folder_is_one_line(where, needle, tmp_path, cap
     assert (tmp_path / "a_file").read_text() == "in the way"
 
 
-@pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
 def test_reads_the_papers_curves():
     groups = {(g.env, g.label): g for g in plot.group_curves(plot.find_curves([PAPER / "TD3"]))}
     assert set(groups) == {(e, m) for e in ("HalfCheetah-v2", "Hopper-v2", "LunarLanderContinuous-v2")
@@ -161,7 +160,6 @@ def test_reads_the_papers_curves():
         assert g.matrix().shape == ((20 if label == "DASE_TD3" else 10), 1001)
 
 
-@pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
 def test_reference_overlay_matches_versions(tmp_path):
     write(tmp_path / "runs" / "TD3_Hopper-v5_0.npy", np.linspace(0, 3000, 1001))
     out = tmp_path / "out"
@@ -169,6 +167,33 @@ def test_reference_overlay_matches_versions(tmp_path):
     rows = read_summary(out)
     assert rows["TD3 (reference)"]["environment"] == "Hopper-v2" and rows["TD3 (reference)"]["runs"] == "10"
     assert (out / "Hopper-v5.png").is_file() and not (out / "HalfCheetah-v2.png").exists()
+
+
+def test_a_walk_leaves_reference_folders_out_unless_they_are_named(tmp_path, capsys):
+    """A folder holding a .reference file (the paper's curves, committed under 'Learning Curves/paper') is not read as
+    our runs when a folder above it is plotted, with a note; named as --reference (or as a folder to plot) it is."""
+    write(tmp_path / "runs" / "TD3_Hopper-v5_0.npy", np.linspace(0, 3000, 11))
+    write(tmp_path / "runs" / "paper" / "TD3" / "TD3_Hopper-v2_0.npy", np.linspace(0, 2000, 11))
+    (tmp_path / "runs" / "paper" / ".reference").write_text("reference curves\n")
+    assert [c.env for c in plot.find_curves([tmp_path / "runs"])] == ["Hopper-v5"]
+    capsys.readouterr()
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "a")]) == 0
+    assert set(read_summary(tmp_path / "a")) == {"TD3"}
+    notes = [line for line in capsys.readouterr().err.splitlines() if "paper" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: not reading") and "--reference" in notes[0], notes
+    assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "b"), "--reference",
+                      str(tmp_path / "runs" / "paper" / "TD3")]) == 0
+    assert set(read_summary(tmp_path / "b")) == {"TD3", "TD3 (reference)"}
+    assert "not reading" not in capsys.readouterr().err
+    assert [c.env for c in plot.find_curves([tmp_path / "runs" / "paper"])] == ["Hopper-v2"]  # named: read
+
+
+def test_the_committed_learning_curves_never_pool_the_papers_curves_with_ours():
+    """'Learning Curves' walked whole reads none of the paper's published curves nor the paper code's runs."""
+    root = PAPER.parent.parent
+    curves = plot.find_curves([root])
+    assert curves and not [c.path for c in curves if {"paper", "paper_code"} & set(c.path.relative_to(root).parts)]
+    assert len(plot.find_curves([PAPER / "TD3" / "Hopper-v2"])) == 40
 
 
 # ---- sharing weights (--weights) -----------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from utils import plot
 
-PAPER = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "paper-curves" / "Unlimited_Buffer"
+PAPER = Path(__file__).resolve().parent.parent / "Learning Curves" / "paper" / "Unlimited_Buffer"  # committed
 
 
 def write(path: Path, values) -> None:
@@ -166,7 +166,6 @@ def test_nothing_in_common_gives_an_empty_table_and_a_note(tmp_path, capsys):
     assert read_rows(tmp_path / "out") == {}
 
 
-@pytest.mark.skipif(not PAPER.exists(), reason="the paper's curves (../shared) are not beside the checkout")
 def test_against_the_papers_curves(tmp_path):
     for s in range(3):
         write(tmp_path / "runs" / f"TD3_Hopper-v5_{s}.npy", np.full(301, 1e5))  # far above anything published

@@ -6,8 +6,9 @@
 
 Every ``.npy`` file under the given folders whose name follows the curve naming
 ({ALG}_{env}_{seed}.npy, DASE_{ALG}_{env}_{seed}_Agent_{i}.npy, DPD_{ALG}_{env}_{seed}.npy) is
-read; curves are grouped by environment and method (baseline, DASE, DPD). DASE agents are pooled
-across seeds unless ``--per_agent``. Writes one figure per environment, a grid of all of them,
+read, except in folders below them that hold a ``.reference`` file (reference curves such as the paper's,
+"Learning Curves/paper": left out with a note, read when named as DIR or --reference); curves are grouped by
+environment and method (baseline, DASE, DPD). DASE agents are pooled across seeds unless ``--per_agent``. Writes one figure per environment, a grid of all of them,
 and summary.csv / summary.md.
 
 Sharing weights (``--weights``): DASE runs also save, per agent, ``{curve}_weights.npy`` beside
@@ -39,8 +40,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .curves import (Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves, env_key, find_curves, find_weights,
-                     group_curves, recorded_eval_freq)
+from .curves import (REFERENCE_MARKER, Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves,
+                     env_key, find_curves, find_weights, group_curves, recorded_eval_freq, reference_folders)
 from ..cli import Parser
 from ..io import bad_name, file_in_the_way, unwritable
 from .figures import plot
@@ -106,6 +107,11 @@ def load(args: argparse.Namespace) -> tuple[list[Curve], list[Curve], bool]:
     own = find_curves(args.dirs)
     if not own:
         raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
+    named = [Path(r).resolve() for r in args.reference]
+    for folder in reference_folders(args.dirs):
+        if not any(r == folder.resolve() or folder.resolve() in r.parents for r in named):
+            print(f"note: not reading {folder} (reference curves: its {REFERENCE_MARKER} file says so); name it to "
+                  f"read it, e.g. --reference \"{folder}\"", file=sys.stderr)
     show_weights = False
     if args.weights:
         show_weights = attach_weights(own, find_weights(args.dirs)) > 0
@@ -116,7 +122,7 @@ def load(args: argparse.Namespace) -> tuple[list[Curve], list[Curve], bool]:
         print(f"note: --consensus: no usable consensus files ({{stem}}_consensus.npy, written by DIFF_ runs) under "
               f"{' '.join(args.dirs)}; plotting without the consensus axis", file=sys.stderr)
         args.consensus = False
-    ref = find_curves(args.reference) if args.reference else []
+    ref = find_curves(args.reference, skip_marked=False) if args.reference else []
     args.eval_freq = args.eval_freq or recorded_eval_freq(own) or 1000
     if args.max_steps is not None:  # before any grouping: every table and figure sees the cut curves
         cut_curves(own + ref, args.max_steps // args.eval_freq + 1)

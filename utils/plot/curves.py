@@ -13,6 +13,8 @@ from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, EPISODE_
     WEIGHTS_SUFFIX as WEIGHTS
 
 VERSION = re.compile(r"-v\d+$")
+# a folder holding this file holds reference curves (the paper's), not runs: a walk from a folder above skips it
+REFERENCE_MARKER = ".reference"
 
 
 def warn(message: str) -> None:
@@ -139,23 +141,43 @@ def run_stem_of(curve: Path) -> str:
     return re.sub(r"_Agent_\d+$", "", curve.stem)
 
 
-def _npy_files(dirs: list[str | Path]) -> list[Path]:
+def _walked(d: Path, skip_marked: bool) -> list[Path]:
+    """The .npy files under folder ``d`` (recursively); with ``skip_marked``, none from a folder below ``d`` that
+    holds a REFERENCE_MARKER file (its files are read when that folder itself is named)."""
+    paths = sorted(d.rglob("*.npy"))
+    if not skip_marked:
+        return paths
+    skipped = reference_folders([d])
+    return [p for p in paths if not any(f in p.parents for f in skipped)]
+
+
+def reference_folders(dirs: list[str | Path]) -> list[Path]:
+    """The folders strictly below the named folders that hold a REFERENCE_MARKER file (reference curves such as the
+    paper's, ``Learning Curves/paper``): walking a folder above them does not read them as our runs."""
+    found = []
+    for d in map(Path, dirs):
+        if d.is_dir():
+            found += sorted(m.parent for m in d.rglob(REFERENCE_MARKER) if m.is_file() and m.parent != d)
+    return found
+
+
+def _npy_files(dirs: list[str | Path], skip_marked: bool = True) -> list[Path]:
     paths = []
     for d in dirs:
         problem = input_problem(d)
         if problem:
             raise PlotError(f"{str(d)[:60]}: {problem}")
         d = Path(d)
-        paths += [d] if d.is_file() else sorted(d.rglob("*.npy"))
+        paths += [d] if d.is_file() else _walked(d, skip_marked)
     return paths
 
 
-def find_curves(dirs: list[str | Path]) -> list[Curve]:
-    """Every readable curve file under ``dirs`` (recursively), parsed from its name. Weight files
-    ({curve}_weights.npy) and consensus files ({stem}_consensus.npy) are passed over silently: ``find_weights``
-    and ``find_consensus`` read them."""
+def find_curves(dirs: list[str | Path], skip_marked: bool = True) -> list[Curve]:
+    """Every readable curve file under ``dirs`` (recursively; with ``skip_marked`` not from the reference folders
+    below them, ``reference_folders``), parsed from its name. Weight files ({curve}_weights.npy) and consensus files
+    ({stem}_consensus.npy) are passed over silently: ``find_weights`` and ``find_consensus`` read them."""
     curves = []
-    for path in _npy_files(dirs):
+    for path in _npy_files(dirs, skip_marked):
         if weight_file_stem(path) is not None or consensus_file_stem(path) is not None \
                 or path.stem.endswith((TASKS_SUFFIX, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX)):  # other per-agent files
             continue
