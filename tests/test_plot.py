@@ -135,6 +135,27 @@ def test_no_curves_is_an_error(tmp_path, capsys):
     assert plot.main([str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
 
 
+@pytest.mark.parametrize("tool", ["plot", "windows"])
+def test_a_folder_of_unrelated_arrays_is_one_line(tool, tmp_path, capsys):
+    """.npy files that are no curves (other names, or a curve's name on a 2-D array): one line, exit code 2, no warning
+    per file before it (there were 4); it says how many files it skipped and why the first."""
+    from utils.plot import windows
+
+    for name in ("embeddings", "labels", "notes"):
+        write(tmp_path / "junk" / f"{name}.npy", np.arange(3.0))
+    write(tmp_path / "junk" / "TD3_Hopper-v5_0.npy", np.zeros((3, 3)))
+    capsys.readouterr()
+    if tool == "plot":
+        assert plot.main([str(tmp_path / "junk"), "--out", str(tmp_path / "out")]) == 2
+    else:
+        assert windows.main([str(tmp_path / "junk"), "--at", "1000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"python -m utils.{'plot' if tool == 'plot' else 'plot.windows'}: error: "
+                                               "no curve files"), err
+    assert "4 .npy files skipped; the first: " in err[0] and "TD3_Hopper-v5_0.npy" in err[0]  # sorted: T < e
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("where,needle", [("a_file", "a_file is a file, not a folder"),
                                           ("a_file/sub", "a_file is a file, not a folder"),
                                           ("/proc/forbidden", "cannot write there"),

@@ -41,7 +41,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .curves import (REFERENCE_MARKER, Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves,
-                     env_key, find_curves, find_weights, group_curves, recorded_eval_freq, reference_folders)
+                     env_key, find_curves, find_weights, group_curves, recorded_eval_freq, reference_folders, curves_or_error)
 from ..cli import Parser
 from ..io import bad_name, file_in_the_way, unwritable
 from .figures import plot
@@ -104,9 +104,7 @@ def load(args: argparse.Namespace) -> tuple[list[Curve], list[Curve], bool]:
     """Our curves (with their weight files under --weights, their consensus files under --consensus) and the
     reference's, cut to --max_steps; whether a weight axis is drawn (``args.consensus`` is turned off when no
     consensus file is usable). Settles args.eval_freq. Raises PlotError."""
-    own = find_curves(args.dirs)
-    if not own:
-        raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under {' '.join(args.dirs)}")
+    own = curves_or_error(args.dirs)
     named = [Path(r).resolve() for r in args.reference]
     for folder in reference_folders(args.dirs):
         if not any(r == folder.resolve() or folder.resolve() in r.parents for r in named):

@@ -94,28 +94,29 @@ def env_key(env: str) -> str:
     return VERSION.sub("", env)
 
 
-def load_1d(path: Path, what: str = "") -> np.ndarray | None:
-    """A non-empty 1-D numeric array as float64, or None after a warning naming the file (``what`` file)."""
+def load_1d(path: Path, what: str = "", report=warn) -> np.ndarray | None:
+    """A non-empty 1-D numeric array as float64, or None after a warning naming the file (``what`` file), given to
+    ``report`` (default: printed)."""
     name = f"{what} {path}" if what else str(path)
     try:
         arr = np.load(path, allow_pickle=False)
     except Exception as e:
-        warn(f"skipping {name}: cannot read it as .npy ({type(e).__name__}: {e})")
+        report(f"skipping {name}: cannot read it as .npy ({type(e).__name__}: {e})")
         return None
     if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-        warn(f"skipping {name}: dtype {arr.dtype} is not numeric")
+        report(f"skipping {name}: dtype {arr.dtype} is not numeric")
         return None
     if arr.ndim != 1 or arr.size == 0:
-        warn(f"skipping {name}: expected a non-empty 1-D array, got shape {arr.shape}")
+        report(f"skipping {name}: expected a non-empty 1-D array, got shape {arr.shape}")
         return None
     return arr.astype(np.float64)
 
 
-def read_curve(path: Path) -> np.ndarray | None:
-    """A 1-D float array of finite values, or None after a warning naming the file."""
-    arr = load_1d(path)
+def read_curve(path: Path, report=warn) -> np.ndarray | None:
+    """A 1-D float array of finite values, or None after a warning naming the file (given to ``report``)."""
+    arr = load_1d(path, report=report)
     if arr is not None and not np.all(np.isfinite(arr)):
-        warn(f"skipping {path}: it holds NaN or infinite values")
+        report(f"skipping {path}: it holds NaN or infinite values")
         return None
     return arr
 
@@ -172,10 +173,11 @@ def _npy_files(dirs: list[str | Path], skip_marked: bool = True) -> list[Path]:
     return paths
 
 
-def find_curves(dirs: list[str | Path], skip_marked: bool = True) -> list[Curve]:
+def find_curves(dirs: list[str | Path], report=warn, skip_marked: bool = True) -> list[Curve]:
     """Every readable curve file under ``dirs`` (recursively; with ``skip_marked`` not from the reference folders
     below them, ``reference_folders``), parsed from its name. Weight files ({curve}_weights.npy) and consensus files
-    ({stem}_consensus.npy) are passed over silently: ``find_weights`` and ``find_consensus`` read them."""
+    ({stem}_consensus.npy) are passed over silently: ``find_weights`` and ``find_consensus`` read them. Every file
+    skipped (its name, or its contents) is a warning given to ``report`` (default: printed)."""
     curves = []
     for path in _npy_files(dirs, skip_marked):
         if weight_file_stem(path) is not None or consensus_file_stem(path) is not None \
@@ -183,15 +185,31 @@ def find_curves(dirs: list[str | Path], skip_marked: bool = True) -> list[Curve]
             continue
         m = NAME.match(path.stem)
         if m is None:
-            warn(f"skipping {path}: name does not follow {{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy")
+            report(f"skipping {path}: name does not follow {{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy")
             continue
-        values = read_curve(path)
+        values = read_curve(path, report)
         if values is None:
             continue
         agent = m.group("agent")
         curves.append(Curve(path, m.group("method") or "", m.group("alg"), m.group("env"), int(m.group("seed")),
                             None if agent is None else int(agent), values, variant=m.group("variant") or "",
                             replay=replay_flags(path)))
+    return curves
+
+
+def curves_or_error(dirs: list[str | Path]) -> list[Curve]:
+    """``find_curves``, its warnings printed only when some curve is found: with none, a PlotError of one line says
+    how many .npy files were skipped and why the first was (a folder of unrelated arrays gave a warning per file,
+    then the error)."""
+    skipped: list[str] = []
+    curves = find_curves(dirs, report=skipped.append)
+    if not curves:
+        why = f" ({len(skipped)} .npy file{'s' if len(skipped) != 1 else ''} skipped; the first: " \
+              f"{skipped[0].removeprefix('skipping ')})" if skipped else ""
+        raise PlotError(f"no curve files ({{ALG}}_{{env}}_{{seed}}[_Agent_{{i}}].npy) under "
+                        f"{' '.join(map(str, dirs))}{why}")
+    for message in skipped:
+        warn(message)
     return curves
 
 

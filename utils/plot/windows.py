@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from .curves import PlotError, attach_weights, cut_curves, find_curves, find_weights, group_curves, recorded_eval_freq
+from .curves import PlotError, attach_weights, curves_or_error, cut_curves, find_weights, group_curves, recorded_eval_freq
 from ..cli import Parser
 from .stats import bootstrap_ci, nan_mean
 
@@ -69,9 +69,7 @@ def main(argv=None) -> int:
     if args.window < 1 or any(s < 0 for s in args.at) or (args.eval_freq is not None and args.eval_freq < 1):
         p.error("--window and --eval_freq must be positive, --at steps non-negative")
     try:
-        curves = find_curves(args.dirs)
-        if not curves:
-            raise PlotError(f"no curve files under {' '.join(args.dirs)}")
+        curves = curves_or_error(args.dirs)
         attach_weights(curves, find_weights(args.dirs))
         eval_freq = args.eval_freq or recorded_eval_freq(curves) or 1000
         if args.max_steps is not None:
