@@ -358,8 +358,29 @@ def test_legend_says_how_many_runs_and_what_the_band_is(ci, band, tmp_path):
     by_label = {g.label: g for g in plot.group_curves(plot.find_curves([tmp_path]))}
     fig = plot.env_figure("Pendulum-v1", list(by_label.values()), 1000, ci, 1)
     legend = sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts())
-    assert legend == sorted([f"DASE-TD3 (4 runs, {band})", f"TD3 (4 runs, {band})"])
+    # runs are seeds: DASE_TD3's 2 seeds of 2 agents are 2 runs, not 4 (the band is over its 4 curves)
+    assert legend == sorted([f"DASE-TD3 (2 runs of 2 agents, {band})", f"TD3 (4 runs, {band})"])
     plt.close(fig)
+
+
+def test_the_legend_counts_a_run_of_two_agents_as_one_run(tmp_path):
+    """README's first run (DASE_TD3, one seed, two agents) is '1 run of 2 agents' (it said '2 runs'); per agent, each
+    line is 1 run; the same seed in two folders is two runs; a seed with fewer agents than the others is counted."""
+    import matplotlib.pyplot as plt
+
+    for a in range(2):
+        write(tmp_path / "first_run" / f"DASE_TD3_Pendulum-v1_0_Agent_{a}.npy", np.arange(11.0))
+    for per_agent, expected in ((False, ["DASE-TD3 (1 run of 2 agents, ±1 std)"]),
+                                (True, ["DASE-TD3 agent 0 (1 run, no band)", "DASE-TD3 agent 1 (1 run, no band)"])):
+        groups = plot.group_curves(plot.find_curves([tmp_path / "first_run"]), per_agent)
+        fig = plot.env_figure("Pendulum-v1", groups, 1000, False, 1)
+        assert sorted(t.get_text() for t in fig.axes[0].get_legend().get_texts()) == expected
+        plt.close(fig)
+    for a in range(2):
+        write(tmp_path / "again" / f"DASE_TD3_Pendulum-v1_0_Agent_{a}.npy", np.arange(11.0))
+    write(tmp_path / "again" / "DASE_TD3_Pendulum-v1_1_Agent_0.npy", np.arange(11.0))
+    [g] = plot.group_curves(plot.find_curves([tmp_path / "first_run", tmp_path / "again"]))
+    assert g.seeds() == 3 and "(3 runs, 5 agents, ±1 std)" in plot.figures.legend_label(g, False)
 
 
 def test_every_plain_method_gets_its_own_colour_and_a_reference_keeps_its_methods(tmp_path):

@@ -65,6 +65,7 @@ class Group:
     reference: bool = False
     weights: list[np.ndarray] = field(default_factory=list)  # of the runs that have a weight file
     consensus: dict[str, np.ndarray] = field(default_factory=dict)  # per run (seed): its agents' disagreement
+    run_ids: list[str] = field(default_factory=list)  # per curve, its run (folder / stem without _Agent_i)
 
     def matrix(self) -> np.ndarray:
         """[runs, evaluations] over the common prefix of all runs."""
@@ -87,6 +88,10 @@ class Group:
 
     def lengths(self) -> tuple[int, int]:
         return min(len(r) for r in self.runs), max(len(r) for r in self.runs)
+
+    def seeds(self) -> int:
+        """How many runs (seeds) the curves come from: a DASE run of 2 agents is one run of two curves."""
+        return len(set(self.run_ids)) if self.run_ids else len(self.runs)
 
 
 def env_key(env: str) -> str:
@@ -361,6 +366,7 @@ def group_curves(curves: list[Curve], per_agent: bool = False, reference: bool =
         g = groups.setdefault((c.env, label), Group(c.env, label, c.style, reference=reference))
         g.runs.append(c.values)
         g.names.append(c.path.name)
+        g.run_ids.append(str(c.path.with_name(run_stem_of(c.path))))
         if c.weights is not None:
             g.weights.append(c.weights)
         if c.consensus is not None:

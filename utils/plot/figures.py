@@ -122,15 +122,25 @@ def draw_consensus(ax, groups: list[Group], eval_freq: int, colors: dict[int, st
     return lines
 
 
+def run_count(g: Group) -> str:
+    """How many runs (seeds) a line is the mean of, and their agents where a run has several curves: 'TD3: 3 runs',
+    'DASE-TD3: 3 runs of 2 agents' (6 curves), '1 run of 2 agents' (README's first run; it said '2 runs')."""
+    runs, curves = g.seeds(), len(g.runs)
+    text = f"{runs} run{'s' if runs != 1 else ''}"
+    if curves == runs:
+        return text
+    return f"{text} of {curves // runs} agents" if curves % runs == 0 else f"{text}, {curves} agents"
+
+
 def legend_label(g: Group, ci: bool | None = None) -> str:
-    """The group's name; with ``ci`` given (the returns' legend) also how many runs the line is the mean of and
-    what its band is: 'DASE-TD3 (6 runs, ±1 std)', 'TD3 (3 runs, 95% CI)'."""
+    """The group's name; with ``ci`` given (the returns' legend) also how many runs the line is the mean of (and
+    their agents) and what its band is: 'DASE-TD3 (3 runs of 2 agents, ±1 std)', 'TD3 (3 runs, 95% CI)'. The band
+    is over the curves, a DASE run's agents each one."""
     head, _, flags = g.label.partition(" ")  # replay flags ("--n_step 3") keep their spelling
     name = head.replace("_", "-") + (f" {flags}" if flags else "")
     what = [f"reference, {g.env}"] if g.reference else []
     if ci is not None:
-        n = len(g.runs)
-        what += [f"{n} run{'s' if n != 1 else ''}", "no band" if n < 2 else "95% CI" if ci else "±1 std"]
+        what += [run_count(g), "no band" if len(g.runs) < 2 else "95% CI" if ci else "±1 std"]
     return f"{name} ({', '.join(what)})" if what else name
 
 
