@@ -210,7 +210,7 @@ BAD = [
     ({"flags": {"similarity": "cosine"}}, "--similarity"),
     ({"flags": {"batch_size": 0}}, "--batch_size"),
     ({"flags": {"buffer_size": 100}, "start_steps": 200}, "smaller than one batch"),
-    ({"flags": {"kl_precision": "float32"}}, "settings.s, TD3: --kl_precision float32"),
+    ({"flags": {"kl_precision": "float32"}}, "settings.s, TD3 on Pendulum-v1: --kl_precision float32"),
     ({"flags": {"num_agents": 3}}, "--num_agents 3 does not apply to TD3"),
     ({"settings": {"s": {"flags": {}}}}, "needs a results_dir"),
     ({"settings": {"s": {"results_dir": "RESULTS", "color": "red"}}}, "unknown key(s) color"),
@@ -218,6 +218,11 @@ BAD = [
     ({"settings": {}}, "settings: expected a mapping"),
     ({"settings": {"s": {"results_dir": "RESULTS", "policies": ["PPO"]}}}, "settings.s.policies: unknown policy"),
     ({"settings": {"s": {"results_dir": "RESULTS", "steps": 500}}}, "settings.s.steps 500 is smaller than eval_freq"),
+    # what only the environment's spaces tell: the Pendulum runs come first and are fine, yet none may start
+    ({"envs": ["Pendulum-v1", "CartPole-v1"]},
+     "settings.s, TD3 on CartPole-v1: --env CartPole-v1: action space is Discrete, TD3 needs a continuous (Box)"),
+    ({"policies": ["ACER"], "flags": {"prob_eps": 1e-6}},
+     "settings.s, ACER on Pendulum-v1: --prob_eps applies to discrete ACER"),
 ]
 
 
@@ -229,6 +234,34 @@ def test_bad_experiment_files_exit_2_with_one_line(change, message, tmp_path, no
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"{path}: ") and message in err, err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_file_with_one_run_its_environment_refuses_starts_nothing(tmp_path):
+    """Item 5 of issue 62: a grid whose later runs cannot train (TD3 on a discrete environment) is refused whole
+    by the command line itself, before any run starts: one line on stderr, exit code 2, no results or log folder."""
+    spec = {**GOOD, "envs": ["Pendulum-v1", "CartPole-v1"], "eval_freq": 100,
+            "settings": {"s": {"results_dir": str(tmp_path / "results")}}}
+    done = subprocess.run([sys.executable, "-m", "utils.sweep", str(write(tmp_path, spec))], cwd=ROOT,
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert "TD3 on CartPole-v1" in done.stderr and "action space is Discrete" in done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_each_environment_is_made_once_to_check_a_file(tmp_path, monkeypatch, no_processes):
+    from utils.envs import registry
+
+    made = []
+    create = registry._create
+    monkeypatch.setattr(registry, "_spaces", {})
+    monkeypatch.setattr(registry, "_create", lambda env_id, *a, **k: made.append(env_id) or create(env_id, *a, **k))
+    spec = {**GOOD, "envs": ["Pendulum-v1", "MountainCarContinuous-v0"], "policies": ["TD3", "DASE_TD3", "SAC"],
+            "settings": {"s": {"results_dir": str(tmp_path / "s")}, "t": {"results_dir": str(tmp_path / "t")}}}
+    code, out, err = call([str(write(tmp_path, spec)), "--dry_run"])
+    assert code == 0, err
+    assert len(out.splitlines()) == 2 * 2 * 3 + 1
+    assert sorted(made) == ["MountainCarContinuous-v0", "Pendulum-v1"]
 
 
 @pytest.mark.parametrize("text, message", [("envs: [a\n", "not valid YAML (line 2"),

@@ -107,15 +107,9 @@ def _atari_name(env_id: str) -> bool:
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
-def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = ("box",), who: str = "DASE",
-             training: bool = True, render_mode: str | None = None) -> gym.Env:
-    """Create one environment and check its action space is of a kind the algorithm takes (``actions``: "box",
-    a bounded continuous space, and/or "discrete"; ``who`` names the algorithm in the error).
-
-    ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
-    its own). Atari games get the DeepMind preprocessing (``atari.make_atari``): image observations (4, 84, 84),
-    and with ``training`` one learner episode per life and clipped rewards (evaluation plays whole games).
-    ``render_mode``: Gymnasium's (``"rgb_array"`` for frames to film); None: no rendering, as in training."""
+def _create(env_id: str, task: dict | None = None, training: bool = True,
+            render_mode: str | None = None) -> gym.Env:
+    """Make one environment, unchecked; a failure to make it is a UsageError (see ``make_env``)."""
     extra = {} if render_mode is None else {"render_mode": render_mode}
     atari = _atari_name(env_id)
     if not atari and _uses_mujoco(env_id):
@@ -126,18 +120,22 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
             if atari:
                 from .atari import make_atari
 
-                env = make_atari(env_id, training, **extra)
-            else:
-                env = gym.make(env_id, **extra) if task is None else gym.make(env_id, task=task, **extra)
+                return make_atari(env_id, training, **extra)
+            return gym.make(env_id, **extra) if task is None else gym.make(env_id, task=task, **extra)
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
     except Exception as e:  # e.g. a registered id whose module fails to import
         raise UsageError(f"--env {env_id}: cannot create it ({type(e).__name__}: {e})") from None
+
+
+def check_spaces(env_id: str, env, actions: tuple[str, ...] = ("box",), who: str = "DASE") -> str:
+    """A UsageError unless ``env``'s action space is of a kind in ``actions`` (a Box with finite bounds, or
+    Discrete) and its observations are flat vectors (Atari's images excepted); the kind, "box" or "discrete".
+    ``env``: an environment, or anything with its ``action_space`` and ``observation_space`` (``env_spaces``)."""
     space = env.action_space
     kind = "box" if isinstance(space, gym.spaces.Box) else "discrete" if isinstance(space, gym.spaces.Discrete) \
         else None
     if kind not in actions:
-        env.close()
         wanted = " or ".join(ACTION_KINDS[k] for k in actions)
         hint = {"box": "e.g. Pendulum-v1 or LunarLanderContinuous-v3",
                 "discrete": "e.g. CartPole-v1 or LunarLander-v3"}[actions[0]]
@@ -146,25 +144,69 @@ def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = (
         raise UsageError(f"--env {env_id}: action space is {type(space).__name__}, {who} needs {wanted} action "
                          f"space; pick {hint}{other}")
     if kind == "box" and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
-        env.close()
         raise UsageError(f"--env {env_id}: action space is unbounded; a tanh policy needs finite bounds")
-    if not atari and len(env.observation_space.shape or ()) != 1:
-        env.close()
+    if not _atari_name(env_id) and len(env.observation_space.shape or ()) != 1:
         raise UsageError(f"--env {env_id}: observations must be flat vectors, got shape {env.observation_space.shape}")
+    return kind
+
+
+def make_env(env_id: str, task: dict | None = None, actions: tuple[str, ...] = ("box",), who: str = "DASE",
+             training: bool = True, render_mode: str | None = None) -> gym.Env:
+    """Create one environment and check its action space is of a kind the algorithm takes (``actions``: "box",
+    a bounded continuous space, and/or "discrete"; ``who`` names the algorithm in the error).
+
+    ``task``: a task variant's task (``variants.task_for``), None for other ids (and for a variant that draws
+    its own). Atari games get the DeepMind preprocessing (``atari.make_atari``): image observations (4, 84, 84),
+    and with ``training`` one learner episode per life and clipped rewards (evaluation plays whole games).
+    ``render_mode``: Gymnasium's (``"rgb_array"`` for frames to film); None: no rendering, as in training."""
+    env = _create(env_id, task, training, render_mode)
+    try:
+        check_spaces(env_id, env, actions, who)
+    except UsageError:
+        env.close()
+        raise
     return env
+
+
+_spaces: dict[str, object] = {}  # env id -> its spaces (a SimpleNamespace), or the UsageError making it raised
+
+
+def env_spaces(env_id: str):
+    """What the checks of a run need to know of ``env_id`` without running it: ``action_space``,
+    ``observation_space`` and ``spec`` (its time limit), from an environment made and closed once per id and
+    process (a sweep checks many runs of few environments); a failure to make it is a UsageError, every time."""
+    if env_id not in _spaces:
+        from types import SimpleNamespace
+
+        try:
+            env = _create(env_id)
+        except UsageError as e:
+            _spaces[env_id] = e
+        else:
+            _spaces[env_id] = SimpleNamespace(action_space=env.action_space, observation_space=env.observation_space,
+                                              spec=env.spec)
+            env.close()
+    known = _spaces[env_id]
+    if isinstance(known, UsageError):
+        raise UsageError(str(known))
+    return known
+
+
+def check_env(env_id: str, actions: tuple[str, ...] = ("box",), who: str = "DASE"):
+    """``make_env``'s checks of ``env_id`` on its cached spaces (``env_spaces``); the spaces."""
+    spaces = env_spaces(env_id)
+    check_spaces(env_id, spaces, actions, who)
+    return spaces
 
 
 def action_kind(env_id: str, who: str) -> str:
     """"box" or "discrete": the action space of ``env_id``, for a learner of flat observations that takes both
-    (sac_main.py asks before it builds a run). The environment is made and closed; anything ``make_env`` refuses,
-    and Atari games (image observations), is a UsageError."""
+    (sac_main.py asks before it builds a run). The environment's spaces are ``env_spaces``'s; anything
+    ``make_env`` refuses, and Atari games (image observations), is a UsageError."""
     if _atari_name(env_id):
         raise UsageError(f"--env {env_id}: Atari games have image observations, {who} needs flat ones; A2C, A3C and "
                          "ACER on ac_main.py play Atari")
-    env = make_env(env_id, actions=("box", "discrete"), who=who)
-    kind = "discrete" if isinstance(env.action_space, gym.spaces.Discrete) else "box"
-    env.close()
-    return kind
+    return check_spaces(env_id, env_spaces(env_id), actions=("box", "discrete"), who=who)
 
 
 def seeded_envs(env_id: str, seeds, tasks=None, **kinds) -> tuple[list[gym.Env], np.ndarray]:

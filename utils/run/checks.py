@@ -15,3 +15,29 @@ def validate(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
 
         check_a3c(cfg)
     check_settings(cfg, names)
+
+
+def check_environment(cfg: RunConfig) -> None:
+    """The checks of a run that need its environment's spaces, as the trainers make them before anything is written:
+    the kind of action space the algorithm takes (a continuous-action algorithm on a discrete environment), finite
+    bounds, flat observations for a replay learner, flags of one kind of action space, A3C's model. The environment
+    is made once per id and process (``registry.env_spaces``), so checking many runs of few environments is quick.
+    What depends on the machine at the time of the run (memory for the buffers, model files) is not checked here."""
+    from ..envs.registry import check_env
+    from ..errors import UsageError
+    from ..naming import ALGORITHM
+
+    spec = ALGORITHM[cfg.algorithm]
+    if spec.family == "async":
+        from .onpolicy.asynchronous import a3c_spec
+
+        a3c_spec(cfg)
+        return
+    spaces = check_env(cfg.env, spec.actions, cfg.algorithm)
+    shape = tuple(spaces.observation_space.shape or ())
+    if spec.family == "replay" and len(shape) != 1:  # as Trainer.build: make_env lets Atari's images through
+        raise UsageError(f"--env {cfg.env}: observations of shape {shape}; {cfg.algorithm} needs flat ones")
+    if spec.family == "rollout":
+        from .onpolicy.rollout import check_action_flags
+
+        check_action_flags(cfg.algorithm, cfg.algo, type(spaces.action_space).__name__ == "Discrete")

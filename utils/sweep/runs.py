@@ -140,11 +140,14 @@ def sweep_variant(policy: str, flags: dict) -> str:
 
 
 def check_flags(runs: Sequence[Run]) -> None:
-    """Parse every run's flags with its script's own parser and check the settings they make as the script would
-    before training (``utils.run.validate``: ranges, sizes, folders), so a typo or an impossible value stops the
-    sweep, naming the run, before any run starts."""
+    """Check every run as its script would before it writes anything, so that no run of a file starts unless all of
+    them can: its flags parsed by its script's own parser and made into settings by its own config builder, those
+    checked (``utils.run.validate``: ranges, sizes, folders), and then against its environment's spaces
+    (``utils.run.checks.check_environment``: a continuous-action algorithm on a discrete environment; each
+    environment made once). The first run refused stops the sweep, naming the run and the reason."""
     from ..errors import UsageError
     from ..run import validate
+    from ..run.checks import check_environment
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -154,16 +157,19 @@ def check_flags(runs: Sequence[Run]) -> None:
             modules[run.script] = importlib.import_module(Path(run.script).stem)
         module = modules[run.script]
         err = io.StringIO()
+        where = f"settings.{run.setting}, {run.policy} on {run.env}"
         try:
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
                 args = module.parse(list(run.args))
-                validate(module.build_config(args), getattr(module, "FLAG_NAMES", None))
+                cfg = module.build_config(args)
+                validate(cfg, getattr(module, "FLAG_NAMES", None))
+                check_environment(cfg)
         except SystemExit as e:
             if e.code not in (0, None):
                 message = " ".join(err.getvalue().split()) or f"its parser exited with {e.code}"
-                raise ExperimentError(f"settings.{run.setting}, {run.policy}: {message}") from None
+                raise ExperimentError(f"{where}: {message}") from None
         except UsageError as e:
-            raise ExperimentError(f"settings.{run.setting}, {run.policy}: {e}") from None
+            raise ExperimentError(f"{where}: {e}") from None
 
 
 def run_progress(run: Run, root: Path = ROOT) -> int | None:

@@ -46,7 +46,7 @@ import torch
 import torch.multiprocessing as mp
 
 from algorithms.a3c import DEFAULTS, OPTIONAL, ActorCritic, Rollout, SharedAdam, rollout_loss
-from ...envs.registry import make_env
+from ...envs.registry import check_env, make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
 from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
@@ -543,26 +543,24 @@ def a3c_model(spec: dict, weights: dict) -> ActorCritic:
 
 
 def a3c_spec(cfg: RunConfig) -> dict:
-    """The spec of the model a run of ``cfg`` trains (its environment probed for the spaces)."""
-    probe = make_env(cfg.env, task_for(cfg.env, cfg.seed), actions=ACTIONS, who="A3C")
-    try:
-        shape, space = probe.observation_space.shape, probe.action_space
-        discrete = not hasattr(space, "low")
-        spec = {"obs_dim": shape[0], "act_dim": int(space.n) if discrete else space.shape[0],
-                "hidden_size": a3c_settings(cfg.algo)["hidden_size"]}
-        if not discrete:
-            spec.update(low=space.low.tolist(), high=space.high.tolist())
-        if cfg.algo.get("recurrent"):
-            spec["recurrent"] = True
-        if len(shape) == 3:
-            spec["frames"] = list(shape)
-        if cfg.algo.get("encoder", "nature") != "nature":
-            if len(shape) != 3:
-                raise UsageError(f"--encoder {cfg.algo['encoder']} is an Atari trunk; {cfg.env} has flat observations")
-            spec["encoder"] = cfg.algo["encoder"]
-        return spec
-    finally:
-        probe.close()
+    """The spec of the model a run of ``cfg`` trains (from its environment's spaces, ``registry.check_env``: the
+    spaces of every task of a variant are those of the id)."""
+    probe = check_env(cfg.env, ACTIONS, "A3C")
+    shape, space = probe.observation_space.shape, probe.action_space
+    discrete = not hasattr(space, "low")
+    spec = {"obs_dim": shape[0], "act_dim": int(space.n) if discrete else space.shape[0],
+            "hidden_size": a3c_settings(cfg.algo)["hidden_size"]}
+    if not discrete:
+        spec.update(low=space.low.tolist(), high=space.high.tolist())
+    if cfg.algo.get("recurrent"):
+        spec["recurrent"] = True
+    if len(shape) == 3:
+        spec["frames"] = list(shape)
+    if cfg.algo.get("encoder", "nature") != "nature":
+        if len(shape) != 3:
+            raise UsageError(f"--encoder {cfg.algo['encoder']} is an Atari trunk; {cfg.env} has flat observations")
+        spec["encoder"] = cfg.algo["encoder"]
+    return spec
 
 
 def train(cfg: RunConfig, validated: bool = False) -> list[np.ndarray]:

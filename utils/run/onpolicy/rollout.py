@@ -24,6 +24,21 @@ from ..sharing import Scheme, SharingSettings, independent
 AGENTS = {"A2C": A2C, "ACER": ACER}  # naming.ALGORITHM (family "rollout") -> class
 
 
+def check_action_flags(algorithm: str, algo: dict, discrete: bool) -> None:
+    """A UsageError for a setting that does not apply to the action space (``discrete``): continuous ACER's on a
+    discrete one or with another algorithm, discrete ACER's on a Box."""
+    if algorithm == "ACER" and not discrete:
+        if algo.get("trust_region_entropy"):
+            raise UsageError("--trust_region_entropy applies to discrete ACER (the fixed-covariance Gaussian's "
+                             "entropy does not depend on its mean); drop it")
+        if "prob_eps" in algo:
+            raise UsageError("--prob_eps applies to discrete ACER (the Gaussian's importance weights are ratios "
+                             "of densities, not of probabilities); drop it")
+    elif any(key in algo for key in CONTINUOUS_DEFAULTS):
+        raise UsageError(f"--{next(key for key in CONTINUOUS_DEFAULTS if key in algo)} applies to ACER on a Box "
+                         "action space; drop it")
+
+
 class RolloutLearner:
     """S seeds x N agents of an on-policy algorithm, K environments each, updated every n steps."""
 
@@ -35,18 +50,10 @@ class RolloutLearner:
         self.steps_per_iteration = self.per_member  # environment steps per member and loop step
         self.agents_per_seed, self.members, self.device = num_agents, len(member_seeds), device
         self.obs_shape, self.discrete = tuple(envs.obs_shape), envs.discrete
+        check_action_flags(algorithm, algo, envs.discrete)
         cls = AGENTS[algorithm]
         if cls is ACER and not envs.discrete:  # Wang et al.'s continuous ACER (Gaussian policy, SDN)
             cls = ContinuousACER
-            if algo.get("trust_region_entropy"):
-                raise UsageError("--trust_region_entropy applies to discrete ACER (the fixed-covariance Gaussian's "
-                                 "entropy does not depend on its mean); drop it")
-            if "prob_eps" in algo:
-                raise UsageError("--prob_eps applies to discrete ACER (the Gaussian's importance weights are ratios "
-                                 "of densities, not of probabilities); drop it")
-        elif any(key in algo for key in CONTINUOUS_DEFAULTS):
-            raise UsageError(f"--{next(key for key in CONTINUOUS_DEFAULTS if key in algo)} applies to ACER on a Box "
-                             "action space; drop it")
         if getattr(cls, "REPLAY", False):
             algo["rollout"] = (self.n_steps, self.per_member)
         self.agents = cls(self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device, envs.discrete,
