@@ -37,9 +37,12 @@ def test_summary_numbers_are_exact(tmp_path):
     assert plot.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--at", "5000", "20000", "99000"]) == 0
     rows = read_summary(tmp_path / "out")
     td3, dase = rows["TD3"], rows["DASE_TD3"]
-    assert td3["runs"] == "4" and dase["runs"] == "4" and td3["evaluations"] == "21"
-    # final = mean of evaluations 11..20 of run s = s + 155; across runs 0..3: mean 156.5, population std sqrt(1.25)
-    assert float(td3["final_mean"]) == pytest.approx(156.5, abs=1e-12)
+    assert td3["runs"] == "4" and dase["runs"] == "4" and td3["evaluations"] == "21"  # curve files
+    assert td3["seeds"] == "4" and dase["seeds"] == "2"  # runs: DASE_TD3's are 2 seeds of 2 agents
+    # final = mean of the last tenth of the 21 evaluations, 19 and 20, of run s = s + 195; across runs 0..3: mean
+    # 196.5, population std sqrt(1.25)
+    assert td3["final_evaluations"] == "2"
+    assert float(td3["final_mean"]) == pytest.approx(196.5, abs=1e-12)
     assert float(td3["final_std"]) == pytest.approx(math.sqrt(1.25), abs=1e-12)
     assert float(td3["at_5000_mean"]) == pytest.approx(51.5, abs=1e-12)  # evaluation 5: s + 50
     assert float(td3["at_20000_mean"]) == pytest.approx(201.5, abs=1e-12)
@@ -47,14 +50,53 @@ def test_summary_numbers_are_exact(tmp_path):
     # AUC = trapezoid area / 20000 steps = mean of the straight line = s + 100
     assert float(td3["auc_mean"]) == pytest.approx(101.5, abs=1e-9)
     assert float(td3["auc_std"]) == pytest.approx(math.sqrt(1.25), abs=1e-9)
-    # IQM of finals 155..158 (drop one each end) = 156.5; DASE pools 4 agents: 100..400 -> IQM 250
-    assert float(td3["iqm_final"]) == pytest.approx(156.5, abs=1e-12)
+    # IQM of finals 195..198 (drop one each end) = 196.5; DASE pools 4 agents: 100..400 -> IQM 250
+    assert float(td3["iqm_final"]) == pytest.approx(196.5, abs=1e-12)
     assert float(dase["iqm_final"]) == pytest.approx(250.0, abs=1e-12)
     assert float(dase["final_mean"]) == pytest.approx(250.0) and float(dase["final_std"]) == pytest.approx(math.sqrt(12500))
     lo, hi = float(dase["iqm_ci_low"]), float(dase["iqm_ci_high"])
     assert 100.0 <= lo <= 250.0 <= hi <= 400.0
     md = (tmp_path / "out" / "summary.md").read_text()
-    assert "| Pendulum-v1 | TD3 | 4 | 156.5 ± 1.1 |" in md
+    assert md.startswith("| environment | method | runs | final return (last 2 evaluations) | return at 5,000 |")
+    assert "| Pendulum-v1 | TD3 | 4 | 196.5 ± 1.1 |" in md
+    assert "| Pendulum-v1 | DASE_TD3 | 2 (4 agents) | 250.0 ± 111.8 |" in md
+
+
+@pytest.mark.parametrize("evaluations,window", [(1, 1), (11, 1), (16, 1), (21, 2), (53, 5), (99, 9), (100, 10),
+                                                (101, 10), (301, 10), (1001, 10)])
+def test_the_final_return_averages_the_last_tenth_of_the_evaluations_at_most_ten(evaluations, window):
+    """Runs of 100 evaluations or more (the published tables': 100k, 300k and 1M steps) keep the last 10."""
+    from utils.plot.tables import final_window
+    assert final_window(evaluations) == window
+
+
+def test_the_final_return_of_readmes_first_run_is_its_last_evaluation(tmp_path):
+    """README's first run: 11 evaluations, the first two the warm-up's (-1219.9, -1260.9 again at step 1000), the
+    last -125.6 and -111.0. Its "final return" is -118.3, what the run printed last; it was the mean of the last 10
+    of the 11 evaluations, warm-up included (-677.9 there), under a header that did not say so."""
+    last = {0: -125.6, 1: -111.0}
+    warm = {0: -1219.9, 1: -1260.9}
+    for a in range(2):
+        curve = np.linspace(warm[a], last[a], 11)
+        curve[1] = warm[a]
+        write(tmp_path / "first_run" / f"DASE_TD3_Pendulum-v1_0_Agent_{a}.npy", curve)
+    assert plot.main([str(tmp_path / "first_run"), "--out", str(tmp_path / "out")]) == 0
+    row = read_summary(tmp_path / "out")["DASE_TD3"]
+    assert row["final_evaluations"] == "1" and float(row["final_mean"]) == pytest.approx(-118.3)
+    md = (tmp_path / "out" / "summary.md").read_text().splitlines()
+    assert md[0] == "| environment | method | runs | final return (last 1 evaluation) | AUC | IQM final [95% CI] |"
+    assert md[2].startswith("| Pendulum-v1 | DASE_TD3 | 1 (2 agents) | -118.3 ± 7.3 |")  # one run, not 2
+
+
+def test_rows_of_other_final_windows_name_theirs(tmp_path):
+    """Runs of 101 and of 21 evaluations in one table: the header names the rule, each cell its window."""
+    write(tmp_path / "TD3_Hopper-v5_0.npy", np.arange(101.0))
+    write(tmp_path / "TD3_Pendulum-v1_0.npy", np.arange(21.0))
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "summary.md").read_text().splitlines()
+    assert md[0].startswith("| environment | method | runs | final return (last 10 % of evaluations, at most 10) |")
+    assert md[2].startswith("| Hopper-v5 | TD3 | 1 | 95.5 ± 0.0 (last 10) |")
+    assert md[3].startswith("| Pendulum-v1 | TD3 | 1 | 19.5 ± 0.0 (last 2) |")
 
 
 def test_iqm_matches_the_definition():

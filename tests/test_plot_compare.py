@@ -199,9 +199,10 @@ def test_max_steps_cuts_ours_and_the_reference(tmp_path):
     assert plot.main([str(ours), "--reference", str(ref), "--out", str(out), "--max_steps", "10000"]) == 0
     rows = {r["method"]: r for r in csv.DictReader(open(out / "summary.csv"))}
     assert int(rows["TD3"]["evaluations"]) == 11 and int(rows["TD3 (reference)"]["evaluations"]) == 11
-    # final = mean of the last 10 evaluations kept: steps 1000..10000
-    assert float(rows["TD3 (reference)"]["final_mean"]) == pytest.approx(np.mean(np.arange(1, 11) * 10))
-    assert float(rows["TD3"]["final_mean"]) == pytest.approx(np.mean(np.arange(1, 11)) + 1)
+    # final = mean of the last tenth of the 11 evaluations kept: the one at step 10000 (not 1000..10000)
+    assert rows["TD3"]["final_evaluations"] == rows["TD3 (reference)"]["final_evaluations"] == "1"
+    assert float(rows["TD3 (reference)"]["final_mean"]) == pytest.approx(100.0)
+    assert float(rows["TD3"]["final_mean"]) == pytest.approx(10.0 + 1)
 
 
 @pytest.mark.parametrize("per_agent", [False, True])

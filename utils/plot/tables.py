@@ -11,7 +11,16 @@ import numpy as np
 from .curves import Group, env_key
 from .stats import BOOTSTRAP, bootstrap_ci, iqm
 
-FINAL_EVALS = 10  # "final return" = mean of the last 10 evaluations of a run
+FINAL_EVALS = 10  # "final return": the mean of a run's last evaluations, at most 10 of them (final_window)
+FINAL_SHARE = 10  # ... and no more than a tenth of the run's evaluations
+
+
+def final_window(evaluations: int) -> int:
+    """How many of a run's last evaluations its "final return" averages: a tenth of them (rounded down), at least 1
+    and at most 10. Runs of 100 evaluations or more (every published table's): the last 10, 91k-100k of a 100k run;
+    README's first run (11 evaluations, 10k steps): the last one, the returns its last line printed (the last 10 of
+    11 took in the warm-up's evaluations, -677.9 against the printed -125.6 and -111.0)."""
+    return max(1, min(FINAL_EVALS, evaluations // FINAL_SHARE))
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
@@ -41,15 +50,18 @@ def markdown(head: list[str], rows: list[list[str]]) -> str:
 
 
 def summarise(g: Group, eval_freq: int, at: list[int]) -> dict:
-    """One row of the summary table."""
+    """One row of the summary table: ``runs`` counts curve files (a DASE run's agents each one, as the comparison's
+    runs), ``seeds`` the runs they come from; the statistics are over the curve files."""
     m = g.matrix()
     steps = np.arange(m.shape[1]) * eval_freq
-    final = m[:, -FINAL_EVALS:].mean(axis=1)
+    k = final_window(m.shape[1])
+    final = m[:, -k:].mean(axis=1)
     span = steps[-1] - steps[0]
     auc = np.trapezoid(m, steps, axis=1) / span if span > 0 else m[:, 0]
     lo, hi = bootstrap_ci(final, iqm)
     row = {"environment": g.env, "method": g.label + (" (reference)" if g.reference else ""), "runs": len(m),
-           "evaluations": m.shape[1], "final_mean": final.mean(), "final_std": final.std(),
+           "seeds": g.seeds(), "evaluations": m.shape[1], "final_evaluations": k, "final_mean": final.mean(),
+           "final_std": final.std(),
            "auc_mean": auc.mean(), "auc_std": auc.std(), "iqm_final": float(iqm(final)), "iqm_ci_low": lo,
            "iqm_ci_high": hi}
     for step in at:
@@ -62,20 +74,32 @@ def summarise(g: Group, eval_freq: int, at: list[int]) -> dict:
 
 
 def columns(at: list[int]) -> list[str]:
-    cols = ["environment", "method", "runs", "evaluations", "final_mean", "final_std"]
+    cols = ["environment", "method", "runs", "seeds", "evaluations", "final_evaluations", "final_mean", "final_std"]
     for step in at:
         cols += [f"at_{step}_mean", f"at_{step}_std"]
     return cols + ["auc_mean", "auc_std", "iqm_final", "iqm_ci_low", "iqm_ci_high"]
 
 
+def final_header(k: int | None) -> str:
+    """The final return's column names its window: 'final return (last 10 evaluations)'; ``None`` where the rows'
+    windows differ (each cell then names its own)."""
+    if k is None:
+        return f"final return (last {FINAL_SHARE} % of evaluations, at most {FINAL_EVALS})"
+    return f"final return (last {k} evaluation{'s' if k != 1 else ''})"
+
+
 def write_tables(rows: list[dict], at: list[int], out: Path) -> str:
     """summary.csv (full precision) and summary.md; returns the Markdown."""
     write_csv(out / "summary.csv", columns(at), rows)
-    head = ["environment", "method", "runs", "final return"] + [f"return at {s:,}" for s in at] + \
-           ["AUC", "IQM final [95% CI]"]
+    windows = {r["final_evaluations"] for r in rows}
+    same = len(windows) == 1
+    head = ["environment", "method", "runs", final_header(next(iter(windows)) if same else None)] + \
+           [f"return at {s:,}" for s in at] + ["AUC", "IQM final [95% CI]"]
     table = []
     for r in rows:
-        cells = [r["environment"], r["method"], str(r["runs"]), f"{r['final_mean']:.1f} ± {r['final_std']:.1f}"]
+        final = f"{r['final_mean']:.1f} ± {r['final_std']:.1f}" + ("" if same else f" (last {r['final_evaluations']})")
+        runs = str(r["seeds"]) + (f" ({r['runs']} agents)" if r["runs"] != r["seeds"] else "")  # a run: a seed
+        cells = [r["environment"], r["method"], runs, final]
         for s in at:
             mean = r[f"at_{s}_mean"]
             cells.append("n/a" if math.isnan(mean) else f"{mean:.1f} ± {r[f'at_{s}_std']:.1f}")
