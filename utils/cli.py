@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections import Counter
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Callable
 
 from .cores import available_cores  # noqa: F401  (the command lines' and tools' name for it)
-from .errors import Interrupted, NonFinite, UsageError, WorkerDied
+from .errors import Interrupted, NonFinite, UsageError, WorkerDied, disk_full_cause
 
 EXIT_USAGE = 2
+EXIT_DISK_FULL = 4  # a file could not be written: no space left on the device, or the disk quota exceeded
 
 
 def count(text: str) -> int:
@@ -422,12 +424,95 @@ def tool_guard(prog: str, body: Callable[[list[str] | None], int], argv: list[st
         return EXIT_USAGE
 
 
+class ReaderGone:
+    """sys.stdout (or sys.stderr) of a command line: when a write or flush finds the reader gone (EPIPE: the output
+    piped into ``head``, which has exited), the stream's descriptor is pointed at /dev/null and the run goes on as if
+    quiet, writing its files as usual; ``on_gone`` is called once then. Everything else is the stream's own."""
+
+    def __init__(self, stream, on_gone: Callable[[], None] = lambda: None):
+        self._stream, self._on_gone, self.gone = stream, on_gone, False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def _silence(self) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        try:  # what is still buffered, and everything later (Python's own flush at exit included), goes nowhere
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+            self._stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        self._on_gone()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _same_file(a, b) -> bool:
+    try:
+        x, y = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
+
+
+def disk_full_message(exc: BaseException) -> str | None:
+    """One line for a write that failed on a full disk or an exceeded quota (anywhere in ``exc``'s chain), naming the
+    file: ``utils.io.atomic_write`` left it and every other file of the run as it was. None for other errors."""
+    full = disk_full_cause(exc)
+    if full is None:
+        return None
+    why = (full.strerror or os.strerror(full.errno)).rstrip(".")
+    where = f"while writing {full.filename}" if full.filename else "while writing a file of the run"
+    return (f"{why[:1].lower() + why[1:]} {where}; the run's files are as they were (free space and continue with "
+            "--resume)")
+
+
 def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None = None) -> int:
     """Run a command line; a UsageError becomes one line on stderr and exit code 2, spelled as argparse's own
-    errors are: '{script}: error: ...'."""
+    errors are: '{script}: error: ...'. A full disk or an exceeded quota while writing a file is one line too, and
+    exit code 4 (``EXIT_DISK_FULL``): every file is written whole or not at all, so the run's files are as they were
+    and --resume continues from its last checkpoint. Output whose reader went away (piped into ``head``) is no error:
+    the run goes on without its progress lines, says so once on stderr, writes its files and exits as it would."""
     module = getattr(run, "__module__", "")
     script = Path(sys.argv[0]).name if module == "__main__" else f"{module}.py"
     prog = f"{script}: " if module in ("__main__", "DASE_main", "sac_main", "ac_main") else ""
+    streams = sys.stdout, sys.stderr
+    err = ReaderGone(sys.stderr)
+    one_pipe = _same_file(*streams)  # 2>&1 | head: stderr's reader goes with stdout's
+
+    def stdout_gone() -> None:
+        if one_pipe:
+            err._silence()
+        err.write(f"{prog}note: stdout was closed (the program reading it has exited); the run goes on without "
+                  "progress lines and writes its files as usual\n")
+        err.flush()
+
+    out = ReaderGone(sys.stdout, stdout_gone)
+    sys.stdout, sys.stderr = out, err
+    try:
+        return _guarded(run, argv, prog)
+    finally:
+        out.flush()
+        err.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _guarded(run: Callable[[list[str] | None], object], argv: list[str] | None, prog: str) -> int:
     try:
         run(argv)
     except UsageError as e:
@@ -445,6 +530,12 @@ def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")
         return 130
+    except Exception as e:
+        message = disk_full_message(e)
+        if message is None:
+            raise
+        sys.stderr.write(f"{prog}error: {message}\n")
+        return EXIT_DISK_FULL
     return 0
 
 

@@ -1,4 +1,5 @@
 """Why a run stops early: the command lines print one line and exit with a code of their own."""
+import errno
 
 
 class UsageError(Exception):
@@ -20,3 +21,28 @@ class NonFinite(Exception):
 class WorkerDied(RuntimeError):
     """An environment worker process ended without a word (killed, out of memory): exit code 1, one line."""
 
+
+
+
+DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}  # no space left, disk quota exceeded
+
+
+class DiskFull(OSError):
+    """A file of the run could not be written for want of space (ENOSPC) or quota (EDQUOT); the write left the file as
+    it was (``utils.io.atomic_write``). ``filename``: the file; ``errno``/``strerror``: the operating system's."""
+
+
+def disk_full_cause(exc: BaseException | None) -> OSError | None:
+    """The OSError of a full disk or an exceeded quota in ``exc`` or what it was raised from or while handling
+    (``__cause__``, ``__context__``: torch.save wraps the OSError of its writes into a RuntimeError), or None."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            return exc
+        todo += [exc.__context__, exc.__cause__]  # the cause first
+    return None

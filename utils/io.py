@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .errors import DiskFull, disk_full_cause
+
 
 NAME_MAX = 255  # bytes per path component on the common Linux and macOS file systems
 PATH_MAX = 4000  # bytes of a whole path (Linux's PATH_MAX is 4096; room for the file names a run adds)
@@ -90,11 +92,7 @@ def unwritable(folder: str | os.PathLike) -> str | None:
     """Why no file can be written in ``folder`` (None if one can): creates the missing folders and a
     temporary file there, then removes whatever it created, so a refused run leaves nothing behind."""
     folder = Path(folder)
-    missing = []
-    p = folder
-    while not p.exists() and p != p.parent:
-        missing.append(p)  # deepest first: the order to remove them in
-        p = p.parent
+    missing = missing_folders(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -102,11 +100,7 @@ def unwritable(folder: str | os.PathLike) -> str | None:
     except OSError as e:
         return e.strerror or type(e).__name__
     finally:
-        for d in missing:
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        remove_if_empty(missing)
     return None
 
 
@@ -116,21 +110,53 @@ def _umask() -> int:
     return mask
 
 
+def missing_folders(folder: str | os.PathLike) -> list[Path]:
+    """The folders that creating ``folder`` would create, deepest first (the order to remove them in)."""
+    missing = []
+    p = Path(folder)
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    return missing
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove each folder (deepest first) that is empty; the others, and any error, are left alone."""
+    for d in folders:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Call ``write(file)`` on a temporary file beside ``path``, then rename it over ``path``."""
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it over ``path``.
+
+    A write that fails leaves ``path`` as it was (the old file or none), removes the temporary file and the folders
+    it created; a full disk or an exceeded quota, also inside torch.save (which raises a RuntimeError from the
+    OSError), is a ``DiskFull`` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    created = missing_folders(path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        remove_if_empty(created)
+        full = disk_full_cause(e)
+        if full is not None and not isinstance(e, DiskFull):
+            raise DiskFull(full.errno, full.strerror or os.strerror(full.errno), str(path)) from e
         raise
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import UsageError
+from ..errors import DISK_FULL, DiskFull, UsageError
+from ..io import missing_folders, remove_if_empty
 
 FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
 # RunConfig fields that must agree between a checkpoint and the run that resumes it
@@ -52,13 +53,17 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
 
 
 class RunLock:
-    """An exclusive lock on one run's name in its results folder, released by the OS if the process dies."""
+    """An exclusive lock on one run's name in its results folder, released by the OS if the process dies. The folders
+    it had to create for the lock file are removed on release when the run left nothing in them (a run refused or
+    stopped before its first file, by a full disk say, leaves no empty folder)."""
 
     def __init__(self, path: Path):
         self.path = path
         self.fd: int | None = None
+        self.created: list[Path] = []
 
     def acquire(self) -> None:
+        self.created = missing_folders(self.path.parent)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -67,8 +72,15 @@ class RunLock:
             os.close(fd)
             raise UsageError(f"another process is running this run now (lock {self.path}); "
                              "wait for it, or pick another --seed or --results_dir") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as e:  # a full disk: the lock file, and the folders made for it, go again
+            self.fd = fd
+            self.release()
+            if e.errno in DISK_FULL:
+                raise DiskFull(e.errno, e.strerror, str(self.path)) from e
+            raise
         self.fd = fd
 
     def release(self) -> None:
@@ -79,3 +91,4 @@ class RunLock:
                 pass
             os.close(self.fd)
             self.fd = None
+            remove_if_empty(self.created)

@@ -1,0 +1,259 @@
+"""Issue 62, item 6: a full disk and a closed stdout end in one line, never a traceback; every file is whole or as it
+was (a checkpoint included), no temporary file or empty folder is left, and --resume goes on from the last checkpoint.
+
+The full disk is an ENOSPC raised where the operating system raises it (``os.fsync`` and, inside ``torch.save``, the
+file's ``write``, which torch wraps into a RuntimeError), and, where this machine lets the tests mount one, a real
+tmpfs of a few megabytes; the closed stdout is a pipe whose reader closed it before the run printed anything."""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import DASE_main
+from utils import io as uio
+from utils.cli import EXIT_DISK_FULL, main_guard
+from utils.errors import DiskFull
+from utils.run.checkpoint import read_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--policy", "TD3", "--env", "Pendulum-v1", "--max_time_steps", "300", "--start_time_steps", "100",
+        "--eval_freq", "100", "--eval_episodes", "1", "--threads", "1", "--batch_size", "32", "--hidden_sizes", "32",
+        "32"]
+STEM = "TD3_Pendulum-v1_0"
+HANG_GUARD = 600  # seconds; only against hangs
+
+
+def temporaries(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.tmp")]
+
+
+def enospc(*_args, **_kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def fd_name(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+# ---- atomic_write itself ----------------------------------------------------------------------------------------
+class FillsUp:
+    """A file whose writes fail with ENOSPC once ``room`` bytes are written, as a file on a full disk does."""
+
+    def __init__(self, f, room: int):
+        self.f, self.room = f, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+WRITERS = {"json": (uio.save_json, {"a": list(range(100))}), "curve": (uio.save_curve, np.arange(500.0)),
+           "torch": (uio.save_torch, {"w": torch.arange(20000.0)})}
+
+
+@pytest.mark.parametrize("where", ["write", "fsync"])
+@pytest.mark.parametrize("kind", sorted(WRITERS))
+def test_a_write_on_a_full_disk_leaves_the_old_file_and_nothing_else(kind, where, tmp_path, monkeypatch):
+    save, value = WRITERS[kind]
+    old = tmp_path / "old" / f"file.{kind}"
+    save(old, {"old": True} if kind != "curve" else np.zeros(3))
+    before = old.read_bytes()
+    new = tmp_path / "new" / "deeper" / f"file.{kind}"  # its folders do not exist yet
+    if where == "fsync":
+        monkeypatch.setattr(uio.os, "fsync", enospc)
+    else:  # the file fills up after a few bytes (inside torch.save: torch raises a RuntimeError from the OSError)
+        real = uio.os.fdopen
+        monkeypatch.setattr(uio.os, "fdopen", lambda fd, mode: FillsUp(real(fd, mode), 64))
+    for path in (old, new):
+        with pytest.raises(DiskFull) as caught:
+            save(path, value)
+        assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(path)
+    assert old.read_bytes() == before  # the old file, whole
+    assert not (tmp_path / "new").exists()  # the folders made for the new one went again
+    assert temporaries(tmp_path) == []
+
+
+# ---- a run: the checkpoint and the first curve --------------------------------------------------------------------
+def run_in_process(capsys, *args) -> tuple[int, str, str]:
+    code = main_guard(DASE_main.run, [*TINY, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_full_disk_at_a_checkpoint_keeps_the_last_one_whole_and_resume_goes_on(tmp_path, monkeypatch, capsys):
+    """The checkpoint of step 200 finds the disk full: one line (exit code 4), the checkpoint of step 100 stays whole,
+    no temporary file is left, and --resume after space is freed ends with the curves of a run never stopped."""
+    folder = tmp_path / "r"
+    checkpoint = folder / "checkpoints" / f"{STEM}.pt"
+    real, seen = os.fsync, []
+
+    def fsync(fd):
+        if f"{checkpoint.name}." in fd_name(fd):
+            seen.append(fd)
+            if len(seen) == 2:  # the second checkpoint
+                enospc()
+        return real(fd)
+
+    monkeypatch.setattr(uio.os, "fsync", fsync)
+    code, out, err = run_in_process(capsys, "--results_dir", str(folder), "--checkpoint_freq", "100")
+    assert code == EXIT_DISK_FULL, err
+    assert err == (f"DASE_main.py: error: no space left on device while writing {checkpoint}; the run's files are as "
+                   "they were (free space and continue with --resume)\n")
+    assert "Traceback" not in out
+    assert read_checkpoint(checkpoint)["t"] == 100  # the last checkpoint, whole
+    assert len(np.load(folder / f"{STEM}.npy")) == 3  # the curve of every evaluation so far (steps 0, 100, 200)
+    assert temporaries(tmp_path) == [] and not list(folder.glob(".*.lock"))
+
+    monkeypatch.setattr(uio.os, "fsync", real)  # space freed
+    code, _, err = run_in_process(capsys, "--results_dir", str(folder), "--checkpoint_freq", "100", "--resume")
+    assert code == 0, err
+    code, _, err = run_in_process(capsys, "--results_dir", str(tmp_path / "whole"), "--checkpoint_freq", "100")
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(folder / f"{STEM}.npy"), np.load(tmp_path / "whole" / f"{STEM}.npy"))
+
+
+def test_a_full_disk_at_the_first_curve_is_one_line_and_leaves_no_temporary(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "r"
+    real = os.fsync
+
+    def fsync(fd):
+        if f"{STEM}.npy." in fd_name(fd):
+            enospc()
+        return real(fd)
+
+    monkeypatch.setattr(uio.os, "fsync", fsync)
+    code, _, err = run_in_process(capsys, "--results_dir", str(folder))
+    assert code == EXIT_DISK_FULL
+    assert err.count("\n") == 1 and f"no space left on device while writing {folder / STEM}.npy;" in err, err
+    assert sorted(p.name for p in folder.iterdir()) == [f"{STEM}.json"]  # no curve, no temporary, no lock
+    monkeypatch.setattr(uio.os, "fsync", real)
+    code, _, err = run_in_process(capsys, "--results_dir", str(folder), "--resume")
+    assert code == 0, err
+    assert len(np.load(folder / f"{STEM}.npy")) == 4
+
+
+def test_a_full_disk_before_the_first_file_leaves_no_run_folder(tmp_path, monkeypatch, capsys):
+    """The lock is the first file a run writes (its process id): on a full disk it goes again, and so does the
+    results folder made for it."""
+    folder = tmp_path / "new" / "r"
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: enospc() if fd_name(fd).endswith(".lock") else real(fd, data))
+    code, _, err = run_in_process(capsys, "--results_dir", str(folder))
+    assert code == EXIT_DISK_FULL
+    assert err.count("\n") == 1 and f"while writing {folder}/.{STEM}.lock;" in err, err
+    assert not (tmp_path / "new").exists()
+
+
+# ---- a real full disk: a tmpfs of a few megabytes --------------------------------------------------------------
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A tmpfs of 8 MB (mounting needs root; elsewhere the test is skipped), unmounted afterwards."""
+    if sys.platform != "linux" or shutil.which("mount") is None:
+        pytest.skip("needs Linux's mount")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", f"tiny{uuid.uuid4().hex[:6]}", str(disk)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """A file that takes all of the disk's free space but ``leave`` bytes."""
+    filler = disk / "filler"
+    stat = os.statvfs(disk)
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, stat.f_bavail * stat.f_frsize - leave))
+    return filler
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "DASE_main.py"), *TINY, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=HANG_GUARD)
+
+
+def test_a_real_full_disk_at_a_checkpoint_and_before_the_first_file(tiny_disk):
+    folder = tiny_disk / "r"
+    checkpoint = folder / "checkpoints" / f"{STEM}.pt"
+    paused = cli("--results_dir", str(folder), "--checkpoint_freq", "100", "--stop_at", "100", "--quiet")
+    assert paused.returncode == 0, paused.stderr
+    before = checkpoint.read_bytes()
+    filler = fill(tiny_disk, 48 * 1024)  # room for the curve and the record (~4 KB each), not for a checkpoint (~100 KB)
+    full = cli("--results_dir", str(folder), "--checkpoint_freq", "100", "--resume", "--quiet")
+    assert full.returncode == EXIT_DISK_FULL, full.stderr
+    assert full.stderr.count("\n") == 1 and f"no space left on device while writing {checkpoint};" in full.stderr
+    assert checkpoint.read_bytes() == before and temporaries(tiny_disk) == []
+    filler.unlink()
+    resumed = cli("--results_dir", str(folder), "--checkpoint_freq", "100", "--resume", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(np.load(folder / f"{STEM}.npy")) == 4 and not checkpoint.exists()
+
+    filler = fill(tiny_disk, 0)
+    nothing = cli("--results_dir", str(tiny_disk / "other"), "--quiet")
+    assert nothing.returncode == EXIT_DISK_FULL and nothing.stderr.count("\n") == 1, nothing.stderr
+    assert not (tiny_disk / "other").exists()
+
+
+# ---- stdout closed: output piped into `head` ----------------------------------------------------------------------
+@pytest.mark.parametrize("stderr_too", [False, True], ids=["stdout", "stdout_and_stderr"])
+def test_a_closed_stdout_ends_the_lines_not_the_run(stderr_too, tmp_path):
+    """``python DASE_main.py ... | head`` (and ``2>&1 | head``): once the reader is gone the run prints nothing more,
+    says so once on stderr (unless stderr went with it), trains and writes its files to the end, and exits 0; with
+    --stop_at its checkpoint is there for --resume."""
+    folder = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "DASE_main.py"), *TINY, "--results_dir", str(folder),
+                             "--checkpoint_freq", "100", "--stop_at", "200"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT if stderr_too else subprocess.PIPE)
+    proc.stdout.close()  # the reader exits before the run prints its first line
+    _, err = proc.communicate(timeout=HANG_GUARD)
+    err = (err or b"").decode()
+    assert proc.returncode == 0, err
+    if stderr_too:
+        assert err == ""
+    else:
+        assert err == ("DASE_main.py: note: stdout was closed (the program reading it has exited); the run goes on "
+                       "without progress lines and writes its files as usual\n")
+    assert read_checkpoint(folder / "checkpoints" / f"{STEM}.pt")["t"] == 200
+    assert len(np.load(folder / f"{STEM}.npy")) == 3
+    resumed = subprocess.run([sys.executable, str(ROOT / "DASE_main.py"), *TINY, "--results_dir", str(folder),
+                              "--checkpoint_freq", "100", "--resume"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=HANG_GUARD)
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr
+    assert len(np.load(folder / f"{STEM}.npy")) == 4
+
+
+def test_a_reader_gone_after_the_first_line(tmp_path):
+    """The reader takes one line and goes (``| head -1``): no traceback, no "Exception ignored", the run completes."""
+    folder = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "DASE_main.py"), *TINY, "--results_dir", str(folder)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.communicate(timeout=HANG_GUARD)[1].decode()
+    assert first.startswith(f"{STEM} | step        0/300".encode())
+    assert proc.returncode == 0 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert len(np.load(folder / f"{STEM}.npy")) == 4
