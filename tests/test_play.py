@@ -137,3 +137,127 @@ def test_an_a3c_checkpoint_plays_the_model_of_its_step(tmp_path):
     assert len(curve) == 2  # steps 0 and 800
     out = play.watch(play.parse([str(tmp_path / "checkpoints" / "A3C_CartPole-v1_4.pt"), "--episodes", "3"]))
     assert np.mean(out["returns"]) == curve[-1] and "(step 800)" in out["loaded"]
+
+
+# ---- saved models: each run keeps its own, and plays it -----------------------------------------------------------
+ROUND_TRIPS = {  # every policy of every script: script, policy, environment, the script's step flags
+    "TD3": (DASE_main, "Pendulum-v1", ["--max_time_steps", "400", "--start_time_steps", "200"]),
+    "DDPG": (DASE_main, "Pendulum-v1", ["--max_time_steps", "400", "--start_time_steps", "200"]),
+    "DASE_TD3": (DASE_main, "Pendulum-v1", ["--max_time_steps", "400", "--start_time_steps", "200"]),
+    "DPD_TD3": (DASE_main, "Pendulum-v1", ["--max_time_steps", "400", "--start_time_steps", "200"]),
+    "SAC": (sac_main, "Pendulum-v1", ["--num_steps", "400", "--start_steps", "200"]),
+    "DASE_SAC": (sac_main, "Pendulum-v1", ["--num_steps", "400", "--start_steps", "200"]),
+    "A2C": (ac_main, "CartPole-v1", ["--max_time_steps", "400"]),
+    "DIFF_A2C": (ac_main, "CartPole-v1", ["--max_time_steps", "400"]),
+    "ACER": (ac_main, "CartPole-v1", ["--max_time_steps", "400", "--replay_start", "100"]),
+    "A3C": (ac_main, "CartPole-v1", ["--max_time_steps", "400", "--num_processes", "1"]),
+}
+
+
+def curves_of(folder, stem):
+    """A run's curves, agent by agent."""
+    one = folder / f"{stem}.npy"
+    return [np.load(one)] if one.exists() else [np.load(p) for p in sorted(folder.glob(f"{stem}_Agent_?.npy"))]
+
+
+@pytest.mark.parametrize("policy", sorted(ROUND_TRIPS))
+def test_save_load_and_play_round_trip_of_every_policy(policy, tmp_path):
+    """--save_model, then --load_model default into a second run: its step-0 evaluation is the first run's last one,
+    agent by agent (the same model on the same evaluation episodes); utils.play of either record plays that run's
+    last model exactly (--load_model in ac_main.py crashed for A2C and ACER, and A3C ignored it)."""
+    module, env, steps = ROUND_TRIPS[policy]
+    common = ["--policy", policy, "--env", env, *steps, "--eval_freq", "200", "--eval_episodes", "2", "--threads", "1",
+              "--quiet", "--seed", "4", "--save_model"]
+    assert main_guard(module.run, [*common, "--results_dir", str(tmp_path / "r1"),
+                                   "--models_dir", str(tmp_path / "m1")]) == 0
+    # the second run loads copies of the first run's files (named from_...) and saves its own beside them: one
+    # --models_dir serves --load_model and --save_model
+    (tmp_path / "m2").mkdir()
+    for f in (tmp_path / "m1").iterdir():
+        (tmp_path / "m2" / f"from_{f.name}").write_bytes(f.read_bytes())
+    stem = next((tmp_path / "r1").glob("*.json")).stem  # DIFF_A2C's names its graph: DIFF_A2C_ring_...
+    assert main_guard(module.run, [*common, "--results_dir", str(tmp_path / "r2"), "--models_dir",
+                                   str(tmp_path / "m2"), "--load_model", f"from_{stem}"]) == 0
+    first, second = curves_of(tmp_path / "r1", stem), curves_of(tmp_path / "r2", stem)
+    assert len(first) == len(second) == (1 if policy in ("TD3", "DDPG", "SAC", "A2C", "ACER", "A3C") else
+                                         4 if policy == "DIFF_A2C" else 2)
+    for a, b in zip(first, second):
+        assert b[0] == a[-1], (a, b)
+    for run, curves in (("r1", first), ("r2", second)):
+        for agent, curve in enumerate(curves):
+            out = play.watch(play.parse([str(tmp_path / run), "--episodes", "2", "--agent", str(agent)]))
+            assert np.mean(out["returns"]) == curve[-1], (run, agent)
+
+
+def test_a_run_never_replaces_a_model_another_run_saved(tmp_path, capsys):
+    """Two runs of one policy, environment and seed with --save_model into one --models_dir: the second is refused
+    in one line before it writes anything, the first's model stays byte for byte and plays the first run; in
+    another --models_dir the second runs, and each record plays its own model. A model file of another run put
+    where a record's models should be is refused by utils.play, never played in their place."""
+    module, env, steps = ROUND_TRIPS["TD3"]
+    common = ["--policy", "TD3", "--env", env, *steps, "--eval_freq", "200", "--eval_episodes", "2", "--threads", "1",
+              "--quiet", "--seed", "4", "--save_model"]
+    assert main_guard(module.run, [*common, "--results_dir", str(tmp_path / "mA"), "--models_dir",
+                                   str(tmp_path / "models")]) == 0
+    model = tmp_path / "models" / "TD3_Pendulum-v1_4.pt"
+    saved = model.read_bytes()
+    capsys.readouterr()
+    for more in ([], ["--overwrite"], ["--resume"]):
+        code = main_guard(module.run, [*common, "--expl_noise", "0.3", "--results_dir", str(tmp_path / "mB"),
+                                       "--models_dir", str(tmp_path / "models"), *more])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and "holds the model of the run recorded in" in err, err
+        assert str(tmp_path / "mA") in err and not (tmp_path / "mB").exists()
+    assert model.read_bytes() == saved
+    # the same run again (--overwrite) replaces its own model
+    assert main_guard(module.run, [*common, "--results_dir", str(tmp_path / "mA"), "--models_dir",
+                                   str(tmp_path / "models"), "--overwrite"]) == 0
+    # the other run in a folder of its own; each record plays its own model
+    assert main_guard(module.run, [*common, "--expl_noise", "0.3", "--results_dir", str(tmp_path / "mB"),
+                                   "--models_dir", str(tmp_path / "modelsB")]) == 0
+    a, b = curves_of(tmp_path / "mA", "TD3_Pendulum-v1_4")[0], curves_of(tmp_path / "mB", "TD3_Pendulum-v1_4")[0]
+    assert a[-1] != b[-1]
+    for run, curve in (("mA", a), ("mB", b)):
+        assert np.mean(play.watch(play.parse([str(tmp_path / run), "--episodes", "2"]))["returns"]) == curve[-1]
+    # B's model where A's record looks for A's: refused in one line, not played as A's
+    model.write_bytes((tmp_path / "modelsB" / model.name).read_bytes())
+    assert play.main([str(tmp_path / "mA"), "--episodes", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(tmp_path / "mB") in err and "not of" in err, err
+
+
+def test_a_paused_run_plays_from_its_checkpoint_and_no_hint_names_a_flag_play_lacks(tmp_path, capsys):
+    """A run paused with --stop_at (no --save_model) plays the model of its checkpoint from its record or folder,
+    exactly its last evaluation (utils.play used to blame --checkpoint_freq 0, a flag nobody gave); a damaged
+    checkpoint's message names no flag of the training scripts (--overwrite)."""
+    _, policy, env, steps = RUNS["DASE_main"]
+    args = ["--policy", policy, "--env", env, *steps, "--eval_freq", "300", "--eval_episodes", "2", "--threads", "1",
+            "--quiet", "--results_dir", str(tmp_path / "r"), "--seed", "4", "--max_time_steps", "1200",
+            "--stop_at", "600"]
+    assert main_guard(DASE_main.run, args) == 0
+    curve = np.load(tmp_path / "r" / f"{policy}_{env}_4_Agent_1.npy")
+    assert len(curve) == 3
+    for run in (tmp_path / "r", tmp_path / "r" / f"{policy}_{env}_4.json"):
+        out = play.watch(play.parse([str(run), "--episodes", "2", "--agent", "1"]))
+        assert np.mean(out["returns"]) == curve[-1] and "(step 600)" in out["loaded"]
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes((tmp_path / "r" / "checkpoints" / f"{policy}_{env}_4.pt").read_bytes()[:300])
+    assert play.main([str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "damaged" in err and "--overwrite" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_gif_message_counts_what_the_file_holds(tmp_path, capsys, monkeypatch):
+    """A GIF merges identical consecutive frames (a lander at rest): the message says how many images the file
+    stores, and the stored count is the file's own."""
+    frame = np.zeros((8, 8, 3), dtype=np.uint8)
+    other = frame + 200
+    frames = [frame, frame, frame, other, other, frame]
+    stored = play.write_film(str(tmp_path / "f.gif"), frames, 30, mp4=False)
+    assert stored == play.gif_images(tmp_path / "f.gif") == 3
+    monkeypatch.setattr(play, "watch", lambda args: {"cfg": type("C", (), {"policy": "TD3", "env": "E", "seed": 0}),
+                                                     "returns": [1.0], "lengths": [5], "loaded": "x",
+                                                     "frames": [frames]})
+    assert play.main(["whatever", "--gif", str(tmp_path / "g.gif")]) == 0
+    out = capsys.readouterr().out
+    assert "(6 frames at 30 fps, 0.2 s; the GIF stores 3 images" in out, out

@@ -27,6 +27,17 @@ from .errors import UsageError
 from .io import output_file_problem
 
 PROG = "python -m utils.play"
+PLAY_HINT = "play the run's record (its --save_model models) instead"
+
+
+def has_models(settings: dict, models_dir: str | None) -> bool:
+    """Whether the --save_model files of the run with ``settings`` are there (agent 0's, or A3C's one)."""
+    from .run import RunConfig
+
+    known = {f.name for f in fields(RunConfig)}
+    cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
+    folder = Path(models_dir if models_dir is not None else cfg.models_dir)
+    return any((folder / f"{name}.pt").is_file() for name in [cfg.stem, *cfg.agent_names()])
 
 
 def parse(argv):
@@ -92,7 +103,7 @@ def find_run(run: str, seed: int | None) -> tuple[dict, Path, dict | None]:
             raise UsageError(f"{run}: {len(records)} runs here ({names}); give one record, or --seed")
         path = records[0]
     if path.suffix == ".pt":
-        state = read_checkpoint(path)
+        state = read_checkpoint(path, PLAY_HINT)
         if not isinstance(state.get("config"), dict):
             raise UsageError(f"{path}: a checkpoint without its settings; give the run's record instead")
         return state["config"], path, state
@@ -100,6 +111,41 @@ def find_run(run: str, seed: int | None) -> tuple[dict, Path, dict | None]:
     if seed is not None and record["config"].get("seed") != seed:
         raise UsageError(f"{path}: the run of seed {record['config'].get('seed')}, not of --seed {seed}")
     return record["config"], path, None
+
+
+def run_checkpoint(settings: dict, source: Path) -> Path | None:
+    """The checkpoint of the run recorded in ``source`` (a run paused with --stop_at, or stopped), where its record
+    says, where its settings put it, or in its record's folder; None when there is none."""
+    from .run import RunConfig
+
+    known = {f.name for f in fields(RunConfig)}
+    cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
+    record = _record(source)
+    candidates = [Path(record["checkpoint"])] if isinstance(record.get("checkpoint"), str) else []
+    candidates += [cfg.checkpoint_path, source.parent / "checkpoints" / f"{cfg.stem}.pt"]
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def check_owner(paths: list[Path], source: Path) -> None:
+    """The model files must be those of the run recorded in ``source``: a file another run saved (same policy,
+    environment and seed, another results folder) is refused, never played in its place. Files older than run
+    ids say nothing of their run and are played."""
+    from .run.files import model_owner
+
+    if source.suffix != ".json":
+        return
+    record = _record(source)
+    for path in paths:
+        owner = model_owner(path)
+        if owner is None:
+            continue
+        if record.get("run_id") is not None:
+            mine = owner.get("run_id") == record["run_id"]
+        else:
+            mine = owner.get("record") == str(source.resolve())
+        if not mine:
+            raise UsageError(f"{path} holds the model of the run recorded in {owner.get('record')}, not of {source}: "
+                             "this run's model is not there (give --models_dir where it is)")
 
 
 def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None, source: Path):
@@ -110,7 +156,7 @@ def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None
     known = {f.name for f in fields(RunConfig)}
     cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
     models = models_dir if models_dir is not None else cfg.models_dir
-    return replace(cfg, seeds=None, eval_episodes=episodes, device="cpu", threads=1, env_workers=0, results_dir=tmp,
+    return replace(cfg, seeds=None, stop_at=None, eval_episodes=episodes, device="cpu", threads=1, env_workers=0, results_dir=tmp,
                    checkpoint_freq=0, checkpoint_dir=None, resume=False, overwrite=False, save_model=False,
                    load_model="", models_dir=models, quiet=True, tensorboard=False, compile=False, cuda_graphs=False)
 
@@ -122,6 +168,8 @@ def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
     if state is not None:
         trainer.learner.load_state_dicts([state])
         return f"checkpoint {source} (step {int(state['t'])})"
+    check_owner([Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()
+                 if (Path(cfg.models_dir) / f"{name}.pt").is_file()], source)
     try:
         load_models(trainer.learner.agents, replace(cfg, load_model="default"))
     except UsageError as e:
@@ -141,6 +189,7 @@ def a3c_policy(cfg, state: dict | None, source: Path):
         if not path.is_file():
             raise UsageError(f"{source}: no model file {path} -- train with --save_model, or play the run's "
                              "checkpoint")
+        check_owner([path], source)
         try:
             saved = torch.load(path, map_location="cpu", weights_only=True)
             model = a3c_model(saved["spec"], saved["model"])
@@ -200,7 +249,9 @@ def play(policy, cfg, members: int, agent: int, task, film: bool) -> tuple[list[
             g.close()
 
 
-def write_film(path: str, frames: list[np.ndarray], fps: int, mp4: bool) -> None:
+def write_film(path: str, frames: list[np.ndarray], fps: int, mp4: bool) -> int:
+    """Write the frames as an MP4 or an animated GIF; returns how many images the file stores (a GIF merges
+    identical consecutive frames into one image shown for their summed time: a lander at rest is one image)."""
     import imageio.v3 as iio
 
     tmp = Path(path).with_name(f".{Path(path).name}.tmp{Path(path).suffix}")
@@ -212,9 +263,19 @@ def write_film(path: str, frames: list[np.ndarray], fps: int, mp4: bool) -> None
             iio.imwrite(tmp, video, fps=fps, extension=".mp4")
         else:
             iio.imwrite(tmp, np.stack(frames), duration=1000 / fps, loop=0, extension=".gif")
+        stored = len(frames) if mp4 else gif_images(tmp)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+    return stored
+
+
+def gif_images(path: Path) -> int:
+    """The images an animated GIF stores."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return int(getattr(im, "n_frames", 1))
 
 
 def watch(args) -> dict:
@@ -223,6 +284,13 @@ def watch(args) -> dict:
     settings, source, state = find_run(args.run, args.seed)
     from .naming import ALGORITHM
     from .run import Trainer
+    from .run.checkpoint import read_checkpoint
+
+    if state is None and not has_models(settings, args.models_dir):
+        # no --save_model files: a run paused with --stop_at (or stopped) plays from its checkpoint
+        checkpoint = run_checkpoint(settings, source)
+        if checkpoint is not None:
+            source, state = checkpoint, read_checkpoint(checkpoint, PLAY_HINT)
 
     film = bool(args.gif or args.mp4)
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,8 +325,11 @@ def _main(argv=None) -> int:
     print(f"mean return over {len(returns)} episode(s): {np.mean(returns):.2f}")
     if args.gif or args.mp4:
         kept = [f[::args.scale, ::args.scale] for episode in out["frames"] for f in episode[::args.every]]
-        write_film(args.gif or args.mp4, kept, args.fps, bool(args.mp4))
-        print(f"wrote {args.gif or args.mp4} ({len(kept)} frames)")
+        stored = write_film(args.gif or args.mp4, kept, args.fps, bool(args.mp4))
+        merged = "" if stored == len(kept) else \
+            f"; the GIF stores {stored} images, identical consecutive frames merged into one shown as long"
+        print(f"wrote {args.gif or args.mp4} ({len(kept)} frames at {args.fps} fps, {len(kept) / args.fps:.1f} s"
+              f"{merged})")
     sys.stdout.flush()
     return 0
 

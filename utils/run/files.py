@@ -10,6 +10,7 @@ import platform
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,6 +25,17 @@ from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GO
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+OWNER_KEY = "run"  # in a --save_model file: {"record": the run's JSON record (absolute path), "run_id": its id}
+
+
+def model_owner(path: Path) -> dict | None:
+    """The run a --save_model file says it belongs to; None when it does not say (older files) or cannot be read."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        return None
+    owner = saved.get(OWNER_KEY) if isinstance(saved, dict) else None
+    return owner if isinstance(owner, dict) else None
 
 
 def cpu_capability() -> str:
@@ -127,6 +139,9 @@ class RunFiles:
         """What to do with this seed, deciding without writing: ("checkpoint", state), ("finished", curves)
         or ("fresh", None). Raises UsageError when the files forbid the run."""
         cfg = self.cfg
+        foreign = self.foreign_model()
+        if foreign:  # never replace a model another run saved
+            raise UsageError(foreign)
         if cfg.resume and self.checkpoint.exists():
             state = read_checkpoint(self.checkpoint)
             check_compatible(state["config"], asdict(cfg), self.checkpoint)
@@ -162,6 +177,8 @@ class RunFiles:
         (``tasks``: its physical parameters, for task variants; None entries otherwise); a resumed run (``t`` > 0)
         adds itself to the list of every resume so far, ``resumes``: [{step, threads, at}, ...]."""
         resumes = self.resumes() if t else []
+        # who this run is: kept over resumes, so that its --save_model files can be told from another run's
+        self.run_id = (self.recorded_id() if t else None) or uuid.uuid4().hex
         if t:
             resumes.append({"step": t, "threads": torch.get_num_threads(), "cpu": cpu_capability(),
                             "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -172,8 +189,39 @@ class RunFiles:
                   "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
                   "env_workers_used": env_workers, "tasks": tasks if tasks is not None else [None] * len(self.curves),
                   "checkpoint": str(self.checkpoint) if self.cfg.checkpoint_freq else None,
-                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None, "resumes": resumes}
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "resumed_at_step": t or None, "resumes": resumes,
+                  "run_id": self.run_id}
         save_json(self.record, record)
+
+    def recorded_id(self) -> str | None:
+        """The run id the record holds (None for a record that is missing, damaged or older than run ids)."""
+        try:
+            run_id = json.loads(self.record.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return run_id if isinstance(run_id, str) else None
+
+    def owner(self) -> dict:
+        """What a model file of this run says of its run: the record's absolute path and the run's id."""
+        return {"record": str(self.record.resolve()), "run_id": getattr(self, "run_id", None) or self.recorded_id()}
+
+    def foreign_model(self) -> str | None:
+        """With --save_model: why a model file in the way belongs to another run (it would be replaced), or None.
+        A file is this run's when it names this run's record or the id that record holds."""
+        if not self.cfg.save_model:
+            return None
+        mine = {"record": str(self.record.resolve()), "run_id": self.recorded_id()}
+        for path in self.models:
+            if not path.exists():
+                continue
+            owner = model_owner(path)
+            if owner is not None and (owner.get("record") == mine["record"]
+                                      or (mine["run_id"] is not None and owner.get("run_id") == mine["run_id"])):
+                continue
+            whose = f"the run recorded in {owner['record']}" if owner and owner.get("record") else "another run"
+            return (f"--save_model: {path} holds the model of {whose}, which this run would replace; pick another "
+                    "--models_dir, or move that file away")
+        return None
 
     def resumes(self) -> list[dict]:
         """The resumes the record lists so far (none for a record that is missing, damaged or older)."""
@@ -230,8 +278,9 @@ class RunFiles:
         return Board(self.results / "tensorboard" / self.cfg.stem, self.cfg.agent_names(), t)
 
     def save_models(self, states: list[dict]) -> None:
+        owner = self.owner()
         for path, state in zip(self.models, states):
-            save_torch(path, state)
+            save_torch(path, {**state, OWNER_KEY: owner})
 
     def save_checkpoint(self, state: dict) -> None:
         save_torch(self.checkpoint, state)
@@ -256,6 +305,15 @@ class RunFiles:
             return json.loads(self.record.read_text()).get("finished_at_step")
         except (OSError, ValueError):
             return None
+
+
+def check_models(cfg: RunConfig) -> None:
+    """--save_model: refuse, before anything is created, a run that would replace a model file another run saved
+    (same policy, environment and seed, another results folder)."""
+    for seed in cfg.seed_list():
+        foreign = RunFiles(cfg.for_seed(seed)).foreign_model()
+        if foreign:
+            raise UsageError(foreign)
 
 
 @dataclass

@@ -33,31 +33,41 @@ from .replay.buffer import SharedReplayBuffer
 from .episodes import EpisodeEvals
 from .onpolicy.episode_log import EpisodeLog
 from .evaluation import Evaluation
-from .files import RunFiles, cpu_capability, plan_resume
+from .files import RunFiles, check_models, cpu_capability, plan_resume
 from .replay.learner import Learner
 from .replay.recurrent import RecurrentLearner
 from .onpolicy.rollout import RolloutLearner
 from .progress import Progress, StopSignals, interrupted_message, non_finite_message, paused_message
 
 
+def model_path(cfg: RunConfig, i: int, own: str) -> Path:
+    """--load_model NAME: agent i's file, models/NAME_Agent_i.pt or else models/NAME.pt ("default": the run's own
+    name ``own``); a UsageError when there is none."""
+    candidates = [own] if cfg.load_model == "default" else [f"{cfg.load_model}_Agent_{i}", cfg.load_model]
+    paths = [Path(cfg.models_dir) / f"{c}.pt" for c in candidates]
+    path = next((p for p in paths if p.is_file()), None)
+    if path is None:
+        raise UsageError(f"--load_model: no model file {paths[0]} (save one with --save_model, or check --models_dir)")
+    return path
+
+
+def load_error(e: Exception, path: Path, cfg: RunConfig) -> UsageError:
+    """A model file that does not load, in one line (torch's message may run to several lines and advise
+    weights_only=False: never)."""
+    why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
+        else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})")
+
+
 def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
     """--load_model NAME: agent i loads models/NAME[_Agent_i].pt ("default": the run's own names) into slot first + i."""
     for i, own in enumerate(cfg.agent_names()):
-        if cfg.load_model == "default":
-            candidates = [own]
-        else:
-            candidates = [f"{cfg.load_model}_Agent_{i}", cfg.load_model]
-        paths = [Path(cfg.models_dir) / f"{c}.pt" for c in candidates]
-        path = next((p for p in paths if p.is_file()), None)
-        if path is None:
-            raise UsageError(f"--load_model: no model file {paths[0]} (save one with --save_model, or check --models_dir)")
+        path = model_path(cfg, i, own)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             agents.load_agent_state(first + i, state)
-        except Exception as e:  # torch's message may run to several lines and advise weights_only=False: never
-            why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
-                else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})") from None
+        except Exception as e:
+            raise load_error(e, path, cfg) from None
 
 
 def default_workers(device: torch.device, members: int) -> int:
@@ -99,6 +109,7 @@ class Trainer:
     def __init__(self, cfg: RunConfig, validated: bool = False):
         if not validated:  # the command lines validate first, naming their own flags
             validate(cfg)
+        check_models(cfg)
         self.cfg = cfg
         self.device = torch.device(cfg.device)
         if cfg.threads:
@@ -184,8 +195,8 @@ class Trainer:
                                    cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step, cfg.per or None,
                                    common_init=cfg.init == "common")
         if cfg.load_model:
-            for k, seed_cfg in enumerate(self.seed_cfgs):
-                load_models(self.learner.agents, seed_cfg, k * n)
+            for j, seed_cfg in enumerate(self.seed_cfgs):
+                load_models(self.learner.agents, seed_cfg, j * n)
         if cfg.compile:
             self.learner.agents.compile()
         # the TD3 tutorial's protocol: an evaluation episode after every training episode, solved/done members

@@ -34,6 +34,8 @@ The JSON record's ``env_workers_used`` is the number of actor-learner processes.
 """
 from __future__ import annotations
 
+import json
+
 import os
 import signal
 import sys
@@ -53,7 +55,7 @@ from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
 from ...memory import check_fits
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
-from ..files import RunFiles, plan_resume
+from ..files import RunFiles, check_models, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from .episode_log import EpisodeLog
 
@@ -307,6 +309,7 @@ class AsyncTrainer:
             # utils.run.checks.validate refuses "A3C" as long as the policy registry (utils.naming) does not list it:
             # the checks of its that apply here, and A3C's own
             check_a3c(cfg)
+        check_models(cfg)
         self.cfg, self.s = cfg, cfg.algo
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -369,6 +372,8 @@ class AsyncTrainer:
         else:
             if cfg.resume and files.existing():
                 progress.say(f"{cfg.stem} | no checkpoint at {files.checkpoint}: starting from step 0")
+            if cfg.load_model:  # the shared model starts from a --save_model file (the optimizer from scratch)
+                self.model.load_state_dict(load_a3c_model(cfg, self.spec))
             files.clear()
         files.write_record(torch.device("cpu"), self.t, [cfg.seed], s["num_processes"], [task])
         progress.start(self.t)
@@ -533,6 +538,24 @@ def a3c_model_file(model: ActorCritic, t: int) -> dict:
     """What --save_model writes for A3C: the shared model's parameters, how to build it, and its step."""
     return {"algorithm": "A3C", "spec": model.spec(), "model": {k: v.clone() for k, v in model.state_dict().items()},
             "t": int(t)}
+
+
+def load_a3c_model(cfg: RunConfig, spec: dict) -> dict:
+    """--load_model NAME: the weights of models/NAME.pt ("default": the run's own name), an A3C model file of a
+    model built as ``spec``; a UsageError in one line otherwise."""
+    from ..loop import load_error, model_path
+
+    path = model_path(cfg, 0, cfg.stem)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(saved, dict) or saved.get("algorithm") != "A3C":
+            raise ValueError("not an A3C model file")
+        if json.dumps(saved["spec"], sort_keys=True) != json.dumps(spec, sort_keys=True):
+            raise ValueError(f"its model is built as {saved['spec']}, this run's as {spec}")
+        a3c_model(spec, saved["model"])  # every tensor's name and shape
+    except Exception as e:
+        raise load_error(e, path, cfg) from None
+    return saved["model"]
 
 
 def a3c_model(spec: dict, weights: dict) -> ActorCritic:
