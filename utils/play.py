@@ -37,7 +37,15 @@ def has_models(settings: dict, models_dir: str | None) -> bool:
     known = {f.name for f in fields(RunConfig)}
     cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
     folder = Path(models_dir if models_dir is not None else cfg.models_dir)
-    return any((folder / f"{name}.pt").is_file() for name in [cfg.stem, *cfg.agent_names()])
+    return any(is_file(folder / f"{name}.pt") for name in [cfg.stem, *cfg.agent_names()])
+
+
+def is_file(path: Path) -> bool:
+    """Whether a file is there; a name the file system refuses (too long) names none."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def parse(argv):
@@ -123,7 +131,7 @@ def run_checkpoint(settings: dict, source: Path) -> Path | None:
     record = _record(source)
     candidates = [Path(record["checkpoint"])] if isinstance(record.get("checkpoint"), str) else []
     candidates += [cfg.checkpoint_path, source.parent / "checkpoints" / f"{cfg.stem}.pt"]
-    return next((p for p in candidates if p.is_file()), None)
+    return next((p for p in candidates if is_file(p)), None)
 
 
 def check_owner(paths: list[Path], source: Path) -> None:
@@ -169,7 +177,7 @@ def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
         trainer.learner.load_state_dicts([state])
         return f"checkpoint {source} (step {int(state['t'])})"
     check_owner([Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()
-                 if (Path(cfg.models_dir) / f"{name}.pt").is_file()], source)
+                 if is_file(Path(cfg.models_dir) / f"{name}.pt")], source)
     try:
         load_models(trainer.learner.agents, replace(cfg, load_model="default"))
     except UsageError as e:
@@ -186,7 +194,7 @@ def a3c_policy(cfg, state: dict | None, source: Path):
         model, loaded = a3c_model(a3c_spec(cfg), state["model"]), f"checkpoint {source} (step {int(state['t'])})"
     else:
         path = Path(cfg.models_dir) / f"{cfg.stem}.pt"
-        if not path.is_file():
+        if not is_file(path):
             raise UsageError(f"{source}: no model file {path} -- train with --save_model, or play the run's "
                              "checkpoint")
         check_owner([path], source)
