@@ -25,13 +25,12 @@ DEFAULTS = {"eval_tasks": "own", "n_step": 1, "per": {}, "episode_eval": False, 
             "init": "separate", "task_per_env": 0, "eval_seed_offset": 100}
 
 
-def read_checkpoint(path: Path) -> dict:
-    """Load a checkpoint; a damaged or foreign file is a UsageError."""
+def read_checkpoint(path: Path, hint: str = "delete it, or start over with --overwrite") -> dict:
+    """Load a checkpoint; a damaged or foreign file is a UsageError (``hint``: what to do about a damaged one)."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise UsageError(f"cannot read checkpoint {path} ({type(e).__name__}); it is damaged: "
-                         "delete it, or start over with --overwrite") from None
+        raise UsageError(f"cannot read checkpoint {path} ({type(e).__name__}); it is damaged: {hint}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise UsageError(f"{path} is not a checkpoint of this program (format {FORMAT})")
     return state
