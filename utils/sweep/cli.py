@@ -136,22 +136,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_run = f"{threads} thread(s)" if threads else "all cores"
     print(f"{name}: {plural(len(runs))}, {len(runs) - len(todo)} finished (skipped), {len(todo)} to run on {backend}, "
           f"{per_run} each", flush=True)
+    try:
+        results, stop_signal = execute_runs(runs, todo, args, threads, workers, exp.gpus_per_run)
+    except ConnectionError as e:
+        print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(summary(results), flush=True)
+    if stop_signal is not None:
+        return 128 + stop_signal
+    return EXIT_FAILED if any(r.status == "failed" for r in results) else 0
+
+
+def execute_runs(runs: list[Run], todo: list[Run], args: argparse.Namespace, threads: int | None, workers: int | None,
+                 gpus_per_run: float) -> tuple[list[Result], int | None]:
+    """Run ``todo`` (some of ``runs``) on Ray (``args.ray``) or the local pool, one line per run as it ends; every
+    run's Result (the others 'skipped') and the signal that stopped the sweep, if one did. A Ray cluster out of
+    reach raises ConnectionError."""
     stop_signal: int | None = None
     executed: list[Result] = []
     if todo and args.ray:
-        try:
-            executed, stop_signal = run_ray(todo, None if args.ray == "local" else args.ray, threads or 1,
-                                            exp.gpus_per_run, args.workers, reporter(len(todo)))
-        except ConnectionError as e:
-            print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
-            return EXIT_USAGE
+        executed, stop_signal = run_ray(todo, None if args.ray == "local" else args.ray, threads or 1,
+                                        gpus_per_run, args.workers, reporter(len(todo)))
     elif todo:
         pool = LocalPool(workers)
         executed = pool.run_all(todo, reporter(len(todo)))
         stop_signal = pool.stop_signal
     by_run = {id(r.run): r for r in executed}
-    results = [by_run.get(id(run)) or Result(run, "skipped") for run in runs]
-    print(summary(results), flush=True)
-    if stop_signal is not None:
-        return 128 + stop_signal
-    return EXIT_FAILED if any(r.status == "failed" for r in results) else 0
+    return [by_run.get(id(run)) or Result(run, "skipped") for run in runs], stop_signal

@@ -184,7 +184,14 @@ def _resolve_env(name: str) -> tuple[str, str | None]:
 def load_experiment(path: str | Path) -> Experiment:
     """Read and check an experiment file; raises ExperimentError with a one-line reason."""
     path = Path(path)
-    spec = _read(path)  # checked in the order of the file's description: the first problem is the one reported
+    return experiment_from_spec(_read(path), path)
+
+
+def experiment_from_spec(spec: dict, path: str | Path) -> Experiment:
+    """Check an experiment given as the mapping a file holds (``utils.compare`` builds them from its suites); raises
+    ExperimentError with a one-line reason."""
+    path = Path(path)
+    _check_keys(spec)  # checked in the order of the file's description: the first problem is the one reported
     notices: list[str] = []
     policies = _policies(spec["policies"])
     envs = _environments(spec["envs"], notices)
@@ -216,8 +223,8 @@ def load_experiment(path: str | Path) -> Experiment:
                       overrides=overrides)
 
 
-def _read(path: Path) -> dict:
-    """The file's YAML mapping, with only known keys and every required one."""
+def _read(path: Path) -> Any:
+    """The file's YAML (its keys are checked by ``experiment_from_spec``)."""
     import yaml
 
     try:
@@ -231,6 +238,11 @@ def _read(path: Path) -> dict:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ExperimentError(f"not valid YAML{where}: {problem}") from None
+    return spec
+
+
+def _check_keys(spec: Any) -> None:
+    """A mapping with only known keys and every required one."""
     if not isinstance(spec, dict):
         raise ExperimentError("expected a mapping with keys " + ", ".join(REQUIRED_KEYS))
     unknown = sorted(str(k) for k in spec if k not in TOP_KEYS)
@@ -239,7 +251,6 @@ def _read(path: Path) -> dict:
     missing = [k for k in REQUIRED_KEYS if k not in spec]
     if missing:
         raise ExperimentError(f"missing key(s) {', '.join(missing)}")
-    return spec
 
 
 def _policies(value: Any, what: str = "policies") -> list[str]:
