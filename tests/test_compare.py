@@ -1,0 +1,335 @@
+"""python -m utils.compare: the smoke suite end to end (runs, resumes, dry run), the statistics against rliable called
+directly, the paired differences against a plain computation, the report's numbers from curves made by hand, and
+bad suites (one line, exit code 2, nothing run or written)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from utils import compare
+from utils.compare.stats import efficiency, global_seed
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "experiments" / "compare_smoke.yaml"
+HANG_GUARD = 900
+FIGURES = ["curves_Pendulum-v1.png", "curves_RandomExtremePendulum-v1.png", "aggregates.png",
+           "probability_of_improvement.png", "performance_profile.png", "iqm_against_steps.png"]
+
+
+def call(argv: list[str]) -> tuple[int, str, str]:
+    """utils.compare's main in this process; (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = compare.main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def compare_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "utils.compare", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=HANG_GUARD)
+
+
+def files_under(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def no_processes(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a process was started: {args[0] if args else kwargs}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+# ---- the smoke suite, for real ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("compare")
+    done = compare_command(str(SMOKE), "--results", str(tmp / "results"), "--out", str(tmp / "out"))
+    return tmp, done
+
+
+def test_the_smoke_suite_runs_and_writes_its_report(smoke):
+    tmp, done = smoke
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp / "out"
+    assert sorted(p.name for p in out.iterdir()) == sorted(FIGURES + ["report.json", "report.md"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["suite"]["final_evaluations"] == 2 and report["suite"]["budget_rule"] == "per_agent"
+    assert set(report["aggregates"]) == {"TD3", "DASE_TD3"}
+    assert set(report["aggregates"]["TD3"]) == set(compare.METRICS)
+    assert list(report["probability_of_improvement"]) == ["DASE_TD3"]
+    dase = report["tasks"]["Pendulum-v1"]["methods"]["DASE_TD3"]
+    assert (dase["agents"], dase["steps_per_agent"], dase["total_steps"]) == (2, 300, 600)
+    assert len(dase["final"]) == 2 and len(dase["curve"]["mean"]) == 4
+    assert report["paired_differences"][0]["a"] == "DASE_TD3" and report["paired_differences"][0]["b"] == "TD3"
+    assert set(report["versions"]) >= {"python", "numpy", "torch", "rliable"}
+    text = (out / "report.md").read_text()
+    for name in FIGURES:
+        assert f"]({name})" in text
+    for heading in ("## Budget", "## Final scores per task", "## Across tasks (rliable)", "## Paired differences",
+                    "## The suite", "## Commands", "## Versions"):
+        assert heading in text
+    assert "python -m utils.compare " + str(SMOKE) in text and "python DASE_main.py --policy DASE_TD3" in text
+
+
+def test_a_second_call_runs_nothing_and_writes_the_same_numbers(smoke, no_processes):
+    tmp, _ = smoke
+    before = (tmp / "out" / "report.json").read_bytes()
+    results = files_under(tmp / "results")
+    code, out, err = call([str(SMOKE), "--results", str(tmp / "results"), "--out", str(tmp / "out")])
+    assert code == 0, out + err
+    assert "4 finished, 0 to run" in out
+    assert files_under(tmp / "results") == results  # no curve, record or log touched
+    assert (tmp / "out" / "report.json").read_bytes() == before  # the bootstrap seeded: the same numbers
+
+
+def test_dry_run_lists_the_runs_and_writes_nothing(smoke, tmp_path, no_processes):
+    tmp, _ = smoke
+    code, out, err = call([str(SMOKE), "--dry_run", "--results", str(tmp_path / "results"),
+                           "--out", str(tmp_path / "out")])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 6 and all(line.startswith("would run  python DASE_main.py") for line in lines[:4])
+    assert lines[4] == "4 runs: 4 to run, 0 finished"
+    assert list(tmp_path.iterdir()) == []
+    code, out, err = call([str(SMOKE), "--dry_run", "--results", str(tmp / "results"), "--out", str(tmp_path / "o")])
+    assert [line.split()[0] for line in out.splitlines()[:4]] == ["finished"] * 4
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- the statistics against rliable called directly ------------------------------------------------------
+def known_scores() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {"A": rng.normal(0.5, 0.3, (6, 3)), "B": rng.normal(0.6, 0.3, (6, 3)), "C": rng.normal(0.3, 0.4, (6, 3))}
+
+
+def test_statistics_are_rliables_on_the_same_arrays_and_seed():
+    from rliable import library, metrics
+
+    scores, reps, seed = known_scores(), 300, 3
+    np.random.seed(123)
+    expected_next = np.random.random()
+    np.random.seed(123)
+    got = compare.statistics(scores, "A", reps, seed)
+    assert np.random.random() == expected_next  # the global generator is left as it was
+
+    def four(x):
+        return np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x), metrics.aggregate_median(x),
+                         metrics.aggregate_optimality_gap(x)])
+
+    np.random.seed(seed)
+    points, intervals = library.get_interval_estimates(scores, four, reps=reps)
+    for m in scores:
+        for j, name in enumerate(compare.METRICS):
+            assert got["aggregates"][m][name]["estimate"] == points[m][j]
+            assert got["aggregates"][m][name]["ci"] == list(intervals[m][:, j])
+    import scipy.stats
+
+    assert got["aggregates"]["B"]["IQM"]["estimate"] == scipy.stats.trim_mean(scores["B"], 0.25, axis=None)
+    assert got["aggregates"]["C"]["optimality gap"]["estimate"] == 1 - np.minimum(scores["C"], 1).mean()
+    np.random.seed(seed)
+    points, intervals = library.get_interval_estimates({"B,A": (scores["B"], scores["A"]),
+                                                        "C,A": (scores["C"], scores["A"])},
+                                                       metrics.probability_of_improvement, reps=reps)
+    assert list(got["probability_of_improvement"]) == ["B", "C"]
+    for m in ("B", "C"):
+        assert got["probability_of_improvement"][m]["estimate"] == points[f"{m},A"]
+        assert got["probability_of_improvement"][m]["ci"] == list(intervals[f"{m},A"][:, 0])
+        assert got["probability_of_improvement"][m]["estimate"] == metrics.probability_of_improvement(scores[m],
+                                                                                                      scores["A"])
+    taus = np.array(got["performance_profile"]["taus"])
+    np.random.seed(seed)
+    profiles, cis = library.create_performance_profile(scores, taus, reps=reps)  # rliable's own profile function
+    for m in scores:
+        assert got["performance_profile"]["methods"][m]["fraction"] == profiles[m].tolist()
+        assert got["performance_profile"]["methods"][m]["ci"] == cis[m].tolist()
+
+
+def test_iqm_against_steps_is_rliables_per_point():
+    from rliable import library, metrics
+
+    rng = np.random.default_rng(11)
+    scores = {"A": rng.normal(size=(5, 2, 4)), "B": rng.normal(size=(5, 2, 4))}
+    got = efficiency(scores, 200, 5)
+    np.random.seed(5)
+    points, intervals = library.get_interval_estimates(
+        scores, lambda x: np.array([metrics.aggregate_iqm(x[:, :, j]) for j in range(4)]), reps=200)
+    for m in scores:
+        assert got[m]["iqm"] == points[m].tolist() and got[m]["ci"] == intervals[m].tolist()
+
+
+def test_global_seed_restores_the_generator_even_on_error():
+    np.random.seed(9)
+    state = np.random.get_state()
+    with pytest.raises(RuntimeError), global_seed(0):
+        np.random.random()
+        raise RuntimeError
+    after = np.random.get_state()
+    assert all(np.array_equal(a, b) for a, b in zip(state, after))
+
+
+# ---- paired differences against a plain computation ----------------------------------------------------
+def test_paired_difference_against_a_plain_computation():
+    from utils.plot.stats import bootstrap_ci
+
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(1.0, 1.0, (7, 3)), rng.normal(0.5, 1.0, (7, 3))
+    reps, seed = 500, 4
+    got = compare.paired_difference(a, b, reps, seed)
+    d = a - b
+    assert got["estimate"] == pytest.approx(sum(d[i, t] for i in range(7) for t in range(3)) / 21, abs=1e-12)
+    assert (got["pairs"], got["better"], got["worse"]) == (21, int((d > 0).sum()), int((d < 0).sum()))
+    rows = np.random.default_rng(seed).integers(0, 7, size=(reps, 7, 3))  # the same draws, used plainly
+    means = [np.mean([d[rows[r, i, t], t] for i in range(7) for t in range(3)]) for r in range(reps)]
+    assert got["ci"] == pytest.approx([np.percentile(means, 2.5), np.percentile(means, 97.5)], abs=1e-12)
+    one = compare.paired_difference(a[:, 0], b[:, 0], reps, seed)  # one task: the project's bootstrap_ci
+    assert one["ci"] == pytest.approx(list(bootstrap_ci(d[:, 0], np.mean, reps, seed)), abs=1e-12)
+    shifted = compare.paired_difference(b + 2.5, b, reps, seed)  # the same seeds: no noise left
+    assert shifted["estimate"] == pytest.approx(2.5) and shifted["ci"] == pytest.approx([2.5, 2.5])
+
+
+# ---- the report's numbers from curves written by hand --------------------------------------------------
+def hand_suite(tmp_path: Path, **change) -> Path:
+    spec = {"name": "hand", "tasks": [{"env": "Pendulum-v1", "random": -1000, "target": 0},
+                                      {"env": "MountainCarContinuous-v0", "random": 0, "target": 100}],
+            "methods": {"solo": {"policy": "TD3"}, "shared": {"policy": "DASE_TD3", "flags": {"num_agents": 3}}},
+            "baseline": "solo", "seeds": "0-2", "budget": 600, "start_steps": 100, "eval_freq": 100,
+            "final_evaluations": 2, "efficiency_points": 2, "bootstrap_reps": 100, **change}
+    path = tmp_path / "hand.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def fake_runs(folder: Path, policy: str, env: str, agents: int, length: int, value) -> None:
+    """A finished run's files: a record per seed and a curve per agent, value(seed, agent, evaluation)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in range(3):
+        stem = f"{policy}_{env}_{seed}"
+        (folder / f"{stem}.json").write_text("{}")
+        names = [f"{stem}_Agent_{i}" for i in range(agents)] if agents > 1 else [stem]
+        for i, name in enumerate(names):
+            np.save(folder / f"{name}.npy", np.array([value(seed, i, e) for e in range(length)], dtype=np.float64))
+
+
+def test_report_numbers_from_curves_written_by_hand(tmp_path, no_processes):
+    """Final score: the last 2 evaluations, a seed's agents averaged first; normalised by the task's pair; under
+    the total rule a 3-agent method trains 600 // 3 = 200 steps per agent and its x axis counts all agents."""
+    results = tmp_path / "r"
+    suite = hand_suite(tmp_path, budget_rule="total")
+    for env, scale in (("Pendulum-v1", -10.0), ("MountainCarContinuous-v0", 1.0)):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: scale * (10 * e + s))
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 3, lambda s, i, e: scale * (20 * e + s + i))
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out")])
+    assert code == 0, out + err
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    pend = r["tasks"]["Pendulum-v1"]["methods"]
+    assert pend["solo"]["final"] == [-10.0 * (55 + s) for s in range(3)]  # evaluations 5 and 6: 50 and 60
+    assert pend["shared"]["final"] == [-10.0 * (30 + s + 1) for s in range(3)]  # evaluations 1, 2; agents 0-2
+    assert pend["shared"]["normalised"] == pytest.approx([(-10.0 * (31 + s) + 1000) / 1000 for s in range(3)])
+    assert (pend["shared"]["steps_per_agent"], pend["shared"]["total_steps"]) == (200, 600)
+    assert pend["shared"]["curve"]["steps"] == [0, 300, 600] and pend["solo"]["curve"]["steps"][-1] == 600
+    car = r["tasks"]["MountainCarContinuous-v0"]["methods"]
+    assert car["solo"]["normalised"] == [(55 + s) / 100 for s in range(3)]
+    pair = r["paired_differences"][0]
+    assert pair["tasks"]["MountainCarContinuous-v0"]["estimate"] == pytest.approx(31 - 55)
+    assert r["sample_efficiency"]["steps"] == [300.0, 600.0]
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "**Equal total budget**" in text and "| shared | DASE_TD3 | `--num_agents 3` | 3 | 200 | 600 |" in text
+
+
+def test_the_total_rule_gives_each_agent_its_share(tmp_path, no_processes):
+    code, out, err = call([str(hand_suite(tmp_path, budget_rule="total")), "--dry_run", "--results",
+                           str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 0, err
+    commands = out.splitlines()[:4]
+    assert "--policy TD3 " in commands[0] and "--max_time_steps 600 " in commands[0]
+    assert "--policy DASE_TD3 " in commands[1] and "--max_time_steps 200 " in commands[1]
+    assert not (tmp_path / "r").exists() and not (tmp_path / "o").exists()
+
+
+# ---- bad suites: one line, exit code 2, nothing run or written -----------------------------------------------
+BAD = [
+    ({"methods": {"solo": {"policy": "PPO"}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo.policy: unknown policy 'PPO'"),
+    ({"methods": {"solo": {"flags": {}}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo: missing key(s) policy"),
+    ({"methods": {"solo": {"policy": "TD3"}}}, "methods: expected a mapping of two or more"),
+    ({"tasks": [{"env": "Pendulm-v1", "random": 0, "target": 1}]}, "tasks[0] (Pendulm-v1): unknown environment"),
+    ({"methods": {"solo": {"policy": "TD3", "flags": {"n_steps": 5}}, "shared": {"policy": "DASE_TD3"}}},
+     "methods.solo, TD3 on Pendulum-v1: DASE_main.py: error: unrecognized arguments: --n_steps"),
+    ({"methods": {"solo": {"policy": "TD3", "flags": {"eval_freq": 5}}, "shared": {"policy": "DASE_TD3"}}},
+     "methods.solo.flags: --eval_freq is set"),
+    ({"flags": {"similarity": "cosine"}}, "--similarity"),
+    ({"seeds": []}, "seeds: no seed given"),
+    ({"seeds": None}, "seeds"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": -1000}]}, "missing reference score 'target'"),
+    ({"tasks": [{"env": "Pendulum-v1", "target": 0}]}, "missing reference score 'random'"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": 5, "target": 5}]}, "they must differ"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": "low", "target": 5}]}, "random: expected a number"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1}, {"env": "Pendulum", "random": 0, "target": 1}]},
+     "already a task"),
+    ({"tasks": [{"env": "CartPole-v1", "random": 20, "target": 500}]},
+     "methods.solo, TD3 on CartPole-v1: --env CartPole-v1: action space is Discrete"),
+    ({"baseline": "SAC"}, "baseline: 'SAC' is not one of the methods (solo, shared)"),
+    ({"budget_rule": "equal"}, "budget_rule: expected one of per_agent, total"),
+    ({"budget": 0}, "budget: must be positive"),
+    ({"budget": 50}, "budget 50 is smaller than eval_freq 100"),
+    ({"budget": 250, "budget_rule": "total"}, "250 over 3 agents is 83 steps each, fewer than eval_freq 100"),
+    ({"pairs": [["solo", "nobody"]]}, "pairs: ['solo', 'nobody'] is not a pair"),
+    ({"sedes": [0]}, "unknown key(s) sedes"),
+    ({"name": "a/b"}, "name: 'a/b' is not a usable folder name"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD, ids=[m for _, m in BAD])
+def test_bad_suites_exit_2_with_one_line_and_write_nothing(change, message, tmp_path, no_processes):
+    spec = yaml.safe_load(hand_suite(tmp_path).read_text())
+    spec.update(change)
+    if change.get("seeds", 0) is None:
+        del spec["seeds"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, out, err = call([str(path), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"{path}: ") and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml", "hand.yaml"]
+
+
+def test_an_out_folder_that_is_a_file_is_refused(tmp_path, no_processes):
+    (tmp_path / "o").write_text("")
+    code, out, err = call([str(hand_suite(tmp_path)), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 2 and err.count("\n") == 1 and "is a file, not a folder" in err
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "experiments").glob("*.yaml")
+                                        if "methods" in (yaml.safe_load(p.read_text()) or {})), ids=lambda p: p.name)
+def test_every_committed_suite_plans_runs_their_scripts_accept(path):
+    """Each suite in experiments/ loads and becomes runs whose flags pass their scripts' parsers and checks (the
+    sweep's check_flags), as utils.compare checks them before it starts anything."""
+    from utils.compare.plan import plan_suite
+
+    suite = compare.load_suite(path)
+    entries, _, _ = plan_suite(suite)
+    assert len(entries) == len(suite.tasks) * len(suite.methods)
+
+
+def test_the_docs_example_suite_is_a_good_suite(tmp_path, no_processes):
+    """docs/compare.md's suite, every key of it, plans into runs its scripts accept (dry run: nothing written)."""
+    import re
+
+    block = re.search(r"```yaml\n(.*?)```", (ROOT / "docs" / "compare.md").read_text(), re.S).group(1)
+    path = tmp_path / "example.yaml"
+    path.write_text(block)
+    suite = compare.load_suite(path)
+    assert compare.suite.TOP_KEYS - set(yaml.safe_load(block)) == {"gpus_per_run", "device"}  # named in a comment
+    code, out, err = call([str(path), "--dry_run", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 0, err
+    assert out.splitlines()[-2] == f"{len(suite.tasks) * len(suite.methods)} runs: 6 to run, 0 finished"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["example.yaml"]

@@ -1,0 +1,103 @@
+"""Compare methods on a suite of tasks: run what is missing, then write one report.
+
+    python -m utils.compare SUITE.yaml [--dry_run] [--out DIR] [--results DIR] [--workers K] [--ray [ADDRESS]]
+
+A suite (YAML; docs/compare.md) names tasks with a pair of reference scores each, methods (an entry script's policy
+and flags), seeds, a budget and its rule, and the evaluation protocol. Every (task, method) is one run of the sweep
+tool (``utils.sweep``: all seeds in one process, finished runs skipped, interrupted ones resumed, a local pool or
+Ray). Then ``report.md``, ``report.json`` and the figures go to ``Figures/compare/<suite name>/`` (``--out``):
+curves per task, rliable's IQM, mean, median, optimality gap, probability of improvement over the baseline,
+performance profiles and IQM against steps, and paired differences by seed.
+
+Exit code: 0 the report is written (or --dry_run), 1 a run failed or its curves cannot be read (no report), 2 a bad
+suite or command line (one line on stderr, nothing run or written), 128 + signal when interrupted.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..cli import Parser
+from ..io import file_in_the_way
+from ..sweep.cli import RAY_HINT, dry_run, execute_runs, has_ray
+from ..sweep.experiment import ROOT, ExperimentError
+from ..sweep.results import display_path, summary
+from ..sweep.runs import run_state
+from .plan import plan_suite
+from .suite import SuiteError, load_suite
+
+PROG = "python -m utils.compare"
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
+def parse_args(argv: Sequence[str] | None):
+    p = Parser(prog=PROG, description=__doc__.split("\n\n")[0] + " See docs/compare.md.")
+    p.add_argument("suite", help="the suite file (YAML)")
+    p.add_argument("--dry_run", action="store_true", help="list each run's state and command; run and write nothing")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="the report's folder (default: Figures/compare/<suite name> in the repository)")
+    p.add_argument("--results", default=None, metavar="DIR",
+                   help="the runs' folder, in place of the suite's results_dir (methods with their own keep it)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="runs at once (default: cores // threads_per_run); with --ray, a cap on tasks in flight")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run as Ray tasks: a new local Ray instance, or join ADDRESS ('auto', HOST:PORT)")
+    args = p.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        p.error(f"--workers must be a positive integer, got {args.workers}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    try:
+        results = str(Path(args.results).resolve()) if args.results else None
+        suite = load_suite(args.suite, results)
+        entries, threads, workers = plan_suite(suite, args.ray, args.workers)
+        out = Path(args.out).resolve() if args.out else ROOT / "Figures" / "compare" / suite.name
+        if (blocked := file_in_the_way(out)) is not None:
+            raise SuiteError(f"--out {args.out or out}: {blocked} is a file, not a folder")
+    except ExperimentError as e:  # SuiteError included
+        print(f"{args.suite}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.ray and not args.dry_run and not has_ray():
+        print(RAY_HINT, file=sys.stderr)
+        return EXIT_USAGE
+    for notice in suite.notices:
+        print(notice, file=sys.stderr)
+    runs = [e.run for e in entries]
+    states = [run_state(run) for run in runs]
+    if args.dry_run:
+        dry_run(runs, states)
+        print(f"the report would go to {display_path(out)}")
+        return 0
+    todo = [run for run, state in zip(runs, states) if state != "finished"]
+    print(f"{args.suite}: {len(runs)} runs ({len(suite.tasks)} tasks x {len(suite.methods)} methods), "
+          f"{len(runs) - len(todo)} finished, {len(todo)} to run", flush=True)
+    if todo:
+        try:
+            results_, stop_signal = execute_runs(runs, todo, args, threads, workers, suite.gpus_per_run)
+        except ConnectionError as e:
+            print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        print(summary(results_), flush=True)
+        if stop_signal is not None:
+            return 128 + stop_signal
+        if any(r.status == "failed" for r in results_):
+            print(f"{PROG}: a run failed (its log is named above); no report written", file=sys.stderr)
+            return EXIT_FAILED
+    from .report import write  # numpy, matplotlib and rliable: only once there is a report to write
+
+    try:
+        path = write(suite, entries, out, [shlex.join(["python", "-m", "utils.compare", *argv])])
+    except SuiteError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as e:  # a full disk, a folder taken away
+        print(f"{PROG}: cannot write the report in {display_path(out)}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"report: {display_path(path)}")
+    return 0

@@ -1,0 +1,82 @@
+"""A suite as the sweep's runs: one sweep experiment per task, one setting per method (its own results folder,
+policy, flags and steps per agent), expanded and checked by ``utils.sweep`` itself."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from ..sweep.cli import plan
+from ..sweep.experiment import ExperimentError, experiment_from_spec
+from ..sweep.runs import Run, expand
+from .suite import Method, Suite, SuiteError, Task
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One method on one task: the sweep's run (all seeds in one process) and its budget in both counts."""
+
+    task: Task
+    method: Method
+    run: Run
+
+    @property
+    def agents(self) -> int:
+        return self.run.num_agents
+
+    @property
+    def steps_per_agent(self) -> int:
+        return self.run.steps
+
+    @property
+    def total_steps(self) -> int:
+        return self.run.steps * self.run.num_agents
+
+
+def sweep_spec(suite: Suite, task: Task, steps: dict[str, int]) -> dict:
+    """The experiment file the sweep would read for ``task``: ``steps`` per agent for each method."""
+    settings = {m.name: {"results_dir": m.results_dir, "policies": [m.policy], "steps": steps[m.name],
+                         "flags": {**suite.flags, **task.flags, **m.flags}} for m in suite.methods.values()}
+    spec = {"envs": [task.env], "policies": [next(iter(suite.methods.values())).policy], "seeds": suite.seeds,
+            "steps": max(steps.values()), "start_steps": suite.start_steps, "eval_freq": suite.eval_freq,
+            "gpus_per_run": suite.gpus_per_run, "settings": settings}
+    for key in ("eval_episodes", "threads_per_run", "device"):
+        if getattr(suite, key) is not None:
+            spec[key] = getattr(suite, key)
+    return spec
+
+
+def _in_suite_terms(error: ExperimentError) -> SuiteError:
+    """A sweep's message about its settings, said of the suite's methods."""
+    text = str(error).replace("settings.", "methods.").replace("top-level 'steps'", "suite's 'budget'")
+    return SuiteError(text)
+
+
+def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
+               ) -> tuple[list[Entry], int | None, int | None]:
+    """Every (task, method) as a checked sweep run, the threads per run and the local workers (``utils.sweep``'s
+    rules). Under the ``total`` budget rule a method's agents share the task's budget: each trains budget // agents."""
+    entries: list[Entry] = []
+    threads = local_workers = None
+    args = argparse.Namespace(ray=ray, workers=workers, until=None)
+    for task in suite.tasks:
+        steps = {m: task.budget for m in suite.methods}
+        try:
+            if suite.budget_rule == "total":
+                agents = {run.setting: run.num_agents
+                          for run in expand(experiment_from_spec(sweep_spec(suite, task, steps), suite.path), None)}
+                steps = {m: task.budget // agents[m] for m in suite.methods}
+                for m, own in steps.items():
+                    if own < suite.eval_freq:
+                        raise SuiteError(f"methods.{m} on {task.name}: a total budget of {task.budget} over "
+                                         f"{agents[m]} agents is {own} steps each, fewer than eval_freq {suite.eval_freq}")
+            elif task.budget < suite.eval_freq:
+                raise SuiteError(f"{task.name}: budget {task.budget} is smaller than eval_freq {suite.eval_freq}")
+            exp = experiment_from_spec(sweep_spec(suite, task, steps), suite.path)
+            runs, threads, local_workers = plan(args, exp)
+        except SuiteError:
+            raise
+        except ExperimentError as e:
+            raise _in_suite_terms(e) from None
+        suite.notices.extend(n for n in exp.notices if n not in suite.notices)
+        entries += [Entry(task, suite.methods[run.setting], run) for run in runs]
+    return entries, threads, local_workers

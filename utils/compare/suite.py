@@ -1,0 +1,226 @@
+"""The suite file: reading it, checking every key, and the values it holds (``Suite``, its ``Task``s and ``Method``s).
+
+Only what the file itself says is checked here; the runs it makes (each method's flags parsed by its script, each
+run against its environment's spaces) are checked by ``plan.plan_suite`` through the sweep's own checks.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..naming import script_of
+from ..sweep.experiment import POLICIES, ExperimentError, _flags, parse_seeds, positive
+
+TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "budget", "budget_rule", "start_steps",
+            "eval_freq", "eval_episodes", "final_evaluations", "efficiency_points", "bootstrap_reps",
+            "bootstrap_seed", "pairs", "results_dir", "flags", "threads_per_run", "gpus_per_run", "device"}
+REQUIRED_KEYS = ("tasks", "methods", "baseline", "seeds", "budget")
+TASK_KEYS = {"env", "name", "random", "target", "budget", "flags"}
+METHOD_KEYS = {"policy", "flags", "results_dir", "description"}
+BUDGET_RULES = ("per_agent", "total")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a folder name: the suite's, a method's (its results folder)
+RESULTS_ROOT = "Learning Curves/compare"  # default results: {RESULTS_ROOT}/{suite name}/{method name}
+BOOTSTRAP_REPS = 2000  # the project's default (utils/plot/stats.py); rliable's own default is 50000
+
+
+class SuiteError(ExperimentError):
+    """A bad suite: one line saying what to change."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One environment, the pair of scores that normalise it, and its budget (steps, read by the budget rule)."""
+
+    name: str  # the label in tables and figure names; the environment id by default
+    env: str  # the Gymnasium id that runs
+    random: float  # normalises to 0
+    target: float  # normalises to 1
+    budget: int
+    flags: dict[str, Any] = field(default_factory=dict)
+
+    def normalise(self, score):
+        return (score - self.random) / (self.target - self.random)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A policy of one of the entry scripts with its flags, and the folder its runs write to."""
+
+    name: str
+    policy: str
+    flags: dict[str, Any]
+    results_dir: str  # as the sweep takes it: relative paths are relative to the repository
+    description: str = ""
+
+
+@dataclass
+class Suite:
+    path: Path
+    text: str  # the file as written, quoted in the report
+    name: str
+    description: str
+    tasks: list[Task]
+    methods: dict[str, Method]
+    baseline: str
+    seeds: list[int]
+    budget_rule: str
+    start_steps: int
+    eval_freq: int
+    eval_episodes: int | None
+    final_evaluations: int | None  # K: None for the project's final window (utils.plot.tables.final_window)
+    efficiency_points: int
+    bootstrap_reps: int
+    bootstrap_seed: int
+    pairs: list[tuple[str, str]]  # (A, B): A minus B by seed; every method against the baseline, then the file's
+    flags: dict[str, Any]
+    threads_per_run: int | None
+    gpus_per_run: float
+    device: str | None
+    notices: list[str] = field(default_factory=list)
+
+
+def load_suite(path: str | Path, results_dir: str | None = None) -> Suite:
+    """Read and check a suite file; ``results_dir`` replaces its ``results_dir`` (methods' own folders stay).
+    Raises SuiteError (an ExperimentError) with a one-line reason."""
+    path = Path(path)
+    text, spec = _read(path)
+    name = spec.get("name", path.stem)
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise SuiteError(f"name: {name!r} is not a usable folder name (letters, digits, _ . -)")
+    rule = spec.get("budget_rule", "per_agent")
+    if rule not in BUDGET_RULES:
+        raise SuiteError(f"budget_rule: expected one of {', '.join(BUDGET_RULES)}, got {rule!r}")
+    budget = positive(spec["budget"], "budget")
+    notices: list[str] = []
+    tasks = _tasks(spec["tasks"], budget, notices)
+    root = results_dir or spec.get("results_dir") or f"{RESULTS_ROOT}/{name}"
+    if not isinstance(root, str) or not root.strip():
+        raise SuiteError(f"results_dir: expected a folder name, got {root!r}")
+    methods = _methods(spec["methods"], root)
+    baseline = spec["baseline"]
+    if baseline not in methods:
+        raise SuiteError(f"baseline: {baseline!r} is not one of the methods ({', '.join(methods)})")
+    seeds = parse_seeds(spec["seeds"])
+    eval_freq = positive(spec.get("eval_freq", 1000), "eval_freq")
+    final = spec.get("final_evaluations")
+    return Suite(
+        path=path, text=text, name=name, description=str(spec.get("description", "")).strip(), tasks=tasks,
+        methods=methods, baseline=baseline, seeds=seeds, budget_rule=rule,
+        start_steps=positive(spec.get("start_steps", 25_000), "start_steps", minimum=0), eval_freq=eval_freq,
+        eval_episodes=positive(spec["eval_episodes"], "eval_episodes") if "eval_episodes" in spec else None,
+        final_evaluations=positive(final, "final_evaluations") if final is not None else None,
+        efficiency_points=positive(spec.get("efficiency_points", 10), "efficiency_points"),
+        bootstrap_reps=positive(spec.get("bootstrap_reps", BOOTSTRAP_REPS), "bootstrap_reps", minimum=10),
+        bootstrap_seed=positive(spec.get("bootstrap_seed", 0), "bootstrap_seed", minimum=0),
+        pairs=_pairs(spec.get("pairs", []), methods, baseline), flags=_flags(spec.get("flags"), "flags"),
+        threads_per_run=positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None,
+        gpus_per_run=spec.get("gpus_per_run", 0), device=spec.get("device"), notices=notices)
+
+
+def _read(path: Path) -> tuple[str, dict]:
+    """The file's text and its YAML mapping, with only known keys and every required one."""
+    import yaml
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SuiteError(f"cannot read the suite file: {e.strerror or e}") from None
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise SuiteError(f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(spec, dict):
+        raise SuiteError("expected a mapping with keys " + ", ".join(REQUIRED_KEYS))
+    _known_keys(spec, TOP_KEYS, REQUIRED_KEYS, "")
+    return text, spec
+
+
+def _known_keys(body: dict, allowed: set[str], required: tuple[str, ...], where: str) -> None:
+    unknown = sorted(str(k) for k in body if k not in allowed)
+    if unknown:
+        raise SuiteError(f"{where}unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    missing = [k for k in required if k not in body]
+    if missing:
+        raise SuiteError(f"{where}missing key(s) {', '.join(missing)}")
+
+
+def _score(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SuiteError(f"{what}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _tasks(raw: Any, budget: int, notices: list[str]) -> list[Task]:
+    from ..envs.registry import resolve_env_id
+    from ..errors import UsageError
+
+    if not isinstance(raw, list) or not raw:
+        raise SuiteError("tasks: expected a list of tasks, each {env: ID, random: SCORE, target: SCORE}")
+    tasks: list[Task] = []
+    for i, body in enumerate(raw):
+        where = f"tasks[{i}]"
+        if not isinstance(body, dict) or not isinstance(body.get("env"), str):
+            raise SuiteError(f"{where}: expected {{env: ID, random: SCORE, target: SCORE}}, got {body!r}")
+        where = f"tasks[{i}] ({body['env']})"
+        _known_keys(body, TASK_KEYS, ("env",), f"{where}: ")
+        for key, meaning in (("random", "normalises to 0"), ("target", "normalises to 1")):
+            if key not in body:
+                raise SuiteError(f"{where}: missing reference score {key!r} (the score that {meaning})")
+        random, target = _score(body["random"], f"{where}.random"), _score(body["target"], f"{where}.target")
+        if random == target:
+            raise SuiteError(f"{where}: random and target are both {random:g}; they must differ to normalise")
+        try:
+            env, notice = resolve_env_id(body["env"])
+        except UsageError as e:
+            raise SuiteError(f"{where}: {str(e).removeprefix('--env: ')}") from None
+        if notice:
+            notices.append(notice)
+        name = body.get("name", env.replace("/", "-"))
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise SuiteError(f"{where}.name: {name!r} is not a usable name (letters, digits, _ . -)")
+        for other in tasks:
+            if other.env == env or other.name == name:
+                raise SuiteError(f"{where}: {env} ({name}) is already a task; each environment once per suite")
+        own = positive(body["budget"], f"{where}.budget") if "budget" in body else budget
+        tasks.append(Task(name, env, random, target, own, _flags(body.get("flags"), f"{where}.flags")))
+    return tasks
+
+
+def _methods(raw: Any, root: str) -> dict[str, Method]:
+    if not isinstance(raw, dict) or len(raw) < 2:
+        raise SuiteError("methods: expected a mapping of two or more method names to {policy: POLICY, flags: {...}}")
+    methods: dict[str, Method] = {}
+    for name, body in raw.items():
+        where = f"methods.{name}"
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise SuiteError(f"methods: {name!r} is not a usable name (letters, digits, _ . -)")
+        if not isinstance(body, dict):
+            raise SuiteError(f"{where}: expected {{policy: POLICY, flags: {{...}}}}, got {body!r}")
+        _known_keys(body, METHOD_KEYS, ("policy",), f"{where}: ")
+        policy = body["policy"]
+        if not isinstance(policy, str) or script_of(policy) is None:
+            raise SuiteError(f"{where}.policy: unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+        folder = body.get("results_dir", f"{root}/{name}")
+        if not isinstance(folder, str) or not folder.strip():
+            raise SuiteError(f"{where}.results_dir: expected a folder name, got {folder!r}")
+        methods[name] = Method(name, policy, _flags(body.get("flags"), f"{where}.flags"), folder,
+                               str(body.get("description", "")).strip())
+    return methods
+
+
+def _pairs(raw: Any, methods: dict[str, Method], baseline: str) -> list[tuple[str, str]]:
+    """Every method against the baseline, then the file's own pairs (A minus B), each once."""
+    pairs = [(m, baseline) for m in methods if m != baseline]
+    if not isinstance(raw, list):
+        raise SuiteError(f"pairs: expected a list of [A, B] method pairs, got {raw!r}")
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2 and all(x in methods for x in item) and item[0] != item[1]):
+            raise SuiteError(f"pairs: {item!r} is not a pair [A, B] of two of the methods ({', '.join(methods)})")
+        if tuple(item) not in pairs:
+            pairs.append(tuple(item))
+    return pairs
