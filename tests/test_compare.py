@@ -258,7 +258,8 @@ def test_the_total_rule_gives_each_agent_its_share(tmp_path, no_processes):
 
 # ---- bad suites: one line, exit code 2, nothing run or written -----------------------------------------------
 BAD = [
-    ({"methods": {"solo": {"policy": "PPO"}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo.policy: unknown policy 'PPO'"),
+    ({"methods": {"solo": {"policy": "PPO"}, "shared": {"policy": "DASE_TD3"}}},
+     "methods.solo.policy: unknown policy 'PPO'"),
     ({"methods": {"solo": {"flags": {}}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo: missing key(s) policy"),
     ({"methods": {"solo": {"policy": "TD3"}}}, "methods: expected a mapping of two or more"),
     ({"tasks": [{"env": "Pendulm-v1", "random": 0, "target": 1}]}, "tasks[0] (Pendulm-v1): unknown environment"),
@@ -333,3 +334,19 @@ def test_the_docs_example_suite_is_a_good_suite(tmp_path, no_processes):
     assert code == 0, err
     assert out.splitlines()[-2] == f"{len(suite.tasks) * len(suite.methods)} runs: 6 to run, 0 finished"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["example.yaml"]
+
+
+def test_a_failed_run_means_exit_1_and_no_report(tmp_path, monkeypatch, no_processes):
+    """What the sweep reports of a failed run (its exit code and log) ends the comparison: no report from part of
+    the runs."""
+    from utils.compare import cli
+    from utils.sweep.results import Result
+
+    def fail_all(runs, todo, *args):
+        return [Result(run, "failed", 1, 1.0, "exit 1, log: somewhere.log") for run in runs], None
+
+    monkeypatch.setattr(cli, "execute_runs", fail_all)
+    code, out, err = call([str(hand_suite(tmp_path)), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 1 and "failed (exit 1, log: somewhere.log)" in out
+    assert err == "python -m utils.compare: a run failed (its log is named above); no report written\n"
+    assert not (tmp_path / "o").exists()

@@ -79,14 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{len(runs) - len(todo)} finished, {len(todo)} to run", flush=True)
     if todo:
         try:
-            results_, stop_signal = execute_runs(runs, todo, args, threads, workers, suite.gpus_per_run)
+            outcome, stop_signal = execute_runs(runs, todo, args, threads, workers, suite.gpus_per_run)
         except ConnectionError as e:
             print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
             return EXIT_USAGE
-        print(summary(results_), flush=True)
+        print(summary(outcome), flush=True)
         if stop_signal is not None:
             return 128 + stop_signal
-        if any(r.status == "failed" for r in results_):
+        if any(r.status == "failed" for r in outcome):
             print(f"{PROG}: a run failed (its log is named above); no report written", file=sys.stderr)
             return EXIT_FAILED
     from .report import write  # numpy, matplotlib and rliable: only once there is a report to write

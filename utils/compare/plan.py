@@ -68,7 +68,8 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
                 for m, own in steps.items():
                     if own < suite.eval_freq:
                         raise SuiteError(f"methods.{m} on {task.name}: a total budget of {task.budget} over "
-                                         f"{agents[m]} agents is {own} steps each, fewer than eval_freq {suite.eval_freq}")
+                                         f"{agents[m]} agents is {own} steps each, fewer than eval_freq "
+                                         f"{suite.eval_freq}")
             elif task.budget < suite.eval_freq:
                 raise SuiteError(f"{task.name}: budget {task.budget} is smaller than eval_freq {suite.eval_freq}")
             exp = experiment_from_spec(sweep_spec(suite, task, steps), suite.path)

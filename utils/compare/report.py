@@ -157,12 +157,14 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
               "P(X > baseline): the chance that a run of X beats a run of the baseline on a task, averaged over tasks "
               "(`rliable.metrics.probability_of_improvement`; runs of the two resampled independently).", ""]
     rows = [[m, _ci(v, 3)] for m, v in r["probability_of_improvement"].items()]
-    lines += [markdown(["method X", f"P(X > {suite.baseline}) [95 % CI]"], rows), f"![improvement]({names['improvement']})", ""]
+    lines += [markdown(["method X", f"P(X > {suite.baseline}) [95 % CI]"], rows),
+              f"![improvement]({names['improvement']})", ""]
     lines += ["### Performance profile", "", "The fraction of runs (all tasks) whose normalised final score exceeds "
               "each threshold, with 95 % bands (`rliable.library.create_performance_profile`).", "",
               f"![performance profile]({names['profile']})", "", "### IQM against steps", "",
-              f"The IQM of normalised scores at {s['efficiency_points']} points of the budget (at each, the mean of the "
-              f"{k} evaluations ending there), with 95 % intervals.", "", f"![IQM against steps]({names['efficiency']})", ""]
+              f"The IQM of normalised scores at {s['efficiency_points']} points of the budget (at each, the mean of "
+              f"the {k} evaluations ending there), with 95 % intervals.", "",
+              f"![IQM against steps]({names['efficiency']})", ""]
     lines += ["## Paired differences by seed", "",
               "A minus B for the same seed and task (the same task variants: a seed draws them alike in every method): "
               "the mean over pairs [95 % CI] of the project's paired bootstrap (seeds resampled within each task, "
