@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..cores import available_cores
+from ..cores import available_cores, default_cpu_threads
 from ..envs.variants import task_for
 from ..memory import check_fits
 from ..envs.workers import make_envs
@@ -118,6 +118,8 @@ class Trainer:
             # the GPU does the arithmetic; torch's CPU threads (one per core by default) would only spin against
             # the environment workers on the same cores (measured on 16 cores: evaluation 6x slower)
             torch.set_num_threads(1)
+        else:  # the cores nothing else keeps busy now (a run beside a busy core would otherwise wait for it)
+            torch.set_num_threads(default_cpu_threads())
         self.last_checkpoint: int | None = None
         self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
         self.envs = None
