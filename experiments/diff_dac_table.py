@@ -5,12 +5,14 @@
 Per seed (the unit; its agents averaged within it first): the final return on each agent's own task and averaged
 over all 4 tasks (the mean of the last 3 evaluations; the ring of 25 is evaluated on its own tasks only), the final
 parameter disagreement (the consensus file's last value), and the reference's own metric: the mean return of each
-agent's last 100 training episodes. Then the mean over the 5 seeds with a 95 % percentile bootstrap interval over
-seeds (2000 resamples, utils.plot.stats.bootstrap_ci). Every setting spends 1M environment steps in total.
+agent's last 100 training episodes. Then the mean over the seeds whose runs finished (0-4 for every setting, 0-14 for
+the ring of 4, the isolated learners and the centralised learner) with a 95 % percentile bootstrap interval over
+seeds (2000 resamples, utils.plot.stats.bootstrap_ci); pairs over the seeds both settings have. Every setting spends 1M environment steps in total.
 """
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -32,7 +34,8 @@ SETTINGS = {
     "isolated4": ("4 isolated learners (no links)", "DIFF_A2C_none", 4),
     "central4": ("one centralised learner of the 4 tasks", "A2C_tasks4", 1),
 }
-SEEDS, LAST_EVALS, LAST_EPISODES = range(5), 3, 100
+# seeds 0-4 for every setting (experiments/diff_dac.yaml); 0-14 for ring4, isolated4 and central4 (diff_dac_15.yaml)
+SEEDS, LAST_EVALS, LAST_EPISODES = range(15), 3, 100
 # paired by seed (a seed's 4 tasks are the same in every setting): the difference a - b per seed
 PAIRS = (("ring4", "isolated4"), ("ring4", "central4"), ("ring4", "ring4_separate"), ("ring4_sync5", "ring4"))
 
@@ -48,9 +51,17 @@ def training_mean(path: Path) -> float:
     return float(np.mean(returns[-LAST_EPISODES:]))
 
 
+def finished(folder: Path, stem: str, seed: int) -> bool:
+    """Whether the seed's run finished (its record says so; a run under way has curves too)."""
+    try:
+        return json.loads((folder / f"{stem}_{ENV}_{seed}.json").read_text()).get("finished_at_step") is not None
+    except (OSError, ValueError):
+        return False
+
+
 def seed_values(folder: Path, stem: str, seed: int, agents: int) -> dict[str, float] | None:
     names = agent_stems(stem, seed, agents)
-    if not all((folder / f"{n}.npy").is_file() for n in names):
+    if not finished(folder, stem, seed) or not all((folder / f"{n}.npy").is_file() for n in names):
         return None
     own = np.mean([np.load(folder / f"{n}.npy")[-LAST_EVALS:].mean() for n in names])
     tasks = [folder / f"{n}_tasks.npy" for n in names]
@@ -75,19 +86,23 @@ def main() -> int:
     found = {}
     for setting, (what, stem, agents) in SETTINGS.items():
         folder = CURVES / setting / "A2C" / ENV
-        rows = [seed_values(folder, stem, s, agents) for s in SEEDS]
-        if any(r is None for r in rows):
+        by_seed = {s: seed_values(folder, stem, s, agents) for s in SEEDS}
+        if any(by_seed[s] is None for s in range(5)):
             print(f"{setting}: not finished in {folder}", file=sys.stderr)
             continue
-        found[setting] = rows
+        found[setting] = {s: r for s, r in by_seed.items() if r is not None}
+        rows = list(found[setting].values())
         col = lambda key: [r[key] for r in rows]  # noqa: E731
         lines.append(f"| {what} | {len(rows)} | {cell(col('own'))} | {cell(col('all'))} | "
                      f"{cell(col('disagreement'), 4)} | {cell(col('training'))} |")
-    lines += ["", "| paired by seed | own task | all 4 tasks | last 100 training episodes |", "|---|---|---|---|"]
+    lines += ["", "| paired by seed | seeds | own task | all 4 tasks | last 100 training episodes |",
+              "|---|---|---|---|---|"]
     for a, b in PAIRS:
         if a in found and b in found:
-            diff = lambda key: [x[key] - y[key] for x, y in zip(found[a], found[b])]  # noqa: E731
-            lines.append(f"| {a} − {b} | {cell(diff('own'))} | {cell(diff('all'))} | {cell(diff('training'))} |")
+            both = sorted(set(found[a]) & set(found[b]))
+            diff = lambda key: [found[a][s][key] - found[b][s][key] for s in both]  # noqa: E731
+            lines.append(f"| {a} − {b} | {len(both)} | {cell(diff('own'))} | {cell(diff('all'))} | "
+                         f"{cell(diff('training'))} |")
     print("\n".join(lines))
     return 0
 

@@ -339,13 +339,13 @@ def test_the_docs_example_suite_is_a_good_suite(tmp_path, no_processes):
 def test_a_failed_run_means_exit_1_and_no_report(tmp_path, monkeypatch, no_processes):
     """What the sweep reports of a failed run (its exit code and log) ends the comparison: no report from part of
     the runs."""
-    from utils.compare import cli
+    from utils.sweep import cli
     from utils.sweep.results import Result
 
     def fail_all(runs, todo, *args):
         return [Result(run, "failed", 1, 1.0, "exit 1, log: somewhere.log") for run in runs], None
 
-    monkeypatch.setattr(cli, "execute_runs", fail_all)
+    monkeypatch.setattr(cli, "execute_runs", fail_all)  # what utils.compare runs through (sweep.cli.run_missing)
     code, out, err = call([str(hand_suite(tmp_path)), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
     assert code == 1 and "failed (exit 1, log: somewhere.log)" in out
     assert err == "python -m utils.compare: a run failed (its log is named above); no report written\n"

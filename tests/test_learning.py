@@ -28,8 +28,10 @@ pytestmark = pytest.mark.slow
 PENDULUM = "Pendulum-v1"
 RUNS = {
     # started apart, as measured (--init separate); with the common start that is now diffusion's default, agent 2 of
-    # seed 0 reached only -899 in these 12k steps (a data point for issue 34's verdict, not a bar)
-    "DIFF_TD3 ring of 4, extreme tasks": ("DIFF_TD3", 4, 12_000, {"hidden": (128, 128)}, "RandomExtremePendulum-v1",
+    # seed 0 reached only -899 in 12k steps (a data point for issue 34's verdict, not a bar). 16k steps: on an AVX-512
+    # Xeon (other float rounding than the AVX2 machine the bar was set on) agent 2's best was -802 at 12k, -492 by 16k;
+    # the run stops at the first evaluation where the bar holds, so a faster machine spends no more
+    "DIFF_TD3 ring of 4, extreme tasks": ("DIFF_TD3", 4, 16_000, {"hidden": (128, 128)}, "RandomExtremePendulum-v1",
                                           {"topology": "ring"}, {"init": "separate"}),
     "DPD_TD3": ("DPD_TD3", 2, 10_000, {"hidden": (128, 128)}, PENDULUM, {}),
     "DDPG": ("DDPG", 1, 15_000, {"hidden": (128, 128)}, PENDULUM, {}),

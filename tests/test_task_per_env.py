@@ -1,5 +1,6 @@
 """ac_main.py --task_per_env N: one learner whose environment k plays the task of agent k mod N of its seed."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ import pytest
 import ac_main
 from utils.cli import main_guard
 from utils.run import RunConfig, Trainer, train
+from utils.run.files import RunFiles
 
 ALGO = dict(lr=7e-4, gamma=0.99, gae_lambda=1.0, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, hidden_size=16,
             n_steps=5, envs_per_agent=6, rms_alpha=0.99, rms_eps=1e-5)
@@ -46,6 +48,13 @@ def test_files_carry_the_setting_and_score_every_task(tmp_path):
     np.testing.assert_array_equal(scores[:, 0], curve)  # its curve: agent 0's task, the seed's own
     record = json.loads((tmp_path / f"{stem}.json").read_text())
     assert len(record["tasks"]) == 1 and len(record["tasks"][0]) == 3
+    # the finished run is found finished (its task scores are [evaluations x 3], not x 1): --resume leaves it alone
+    # (it was started over from step 0, its curves replaced, when a sweep came back to it)
+    before = {p.name: p.read_bytes() for p in tmp_path.glob(f"{stem}*")}
+    again = replace(cfg, resume=True)
+    assert RunFiles(again).plan()[0] == "finished"
+    train(again)
+    assert {p.name: p.read_bytes() for p in tmp_path.glob(f"{stem}*")} == before
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -21,9 +21,9 @@ from typing import Sequence
 
 from ..cli import Parser
 from ..io import file_in_the_way
-from ..sweep.cli import RAY_HINT, dry_run, execute_runs, has_ray
+from ..sweep.cli import RAY_HINT, dry_run, has_ray, run_missing
 from ..sweep.experiment import ROOT, ExperimentError
-from ..sweep.results import display_path, summary
+from ..sweep.results import display_path
 from ..sweep.runs import run_state
 from .plan import plan_suite
 from .suite import SuiteError, load_suite
@@ -78,17 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.suite}: {len(runs)} runs ({len(suite.tasks)} tasks x {len(suite.methods)} methods), "
           f"{len(runs) - len(todo)} finished, {len(todo)} to run", flush=True)
     if todo:
-        try:
-            outcome, stop_signal = execute_runs(runs, todo, args, threads, workers, suite.gpus_per_run)
-        except ConnectionError as e:
-            print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        print(summary(outcome), flush=True)
-        if stop_signal is not None:
-            return 128 + stop_signal
-        if any(r.status == "failed" for r in outcome):
+        code, _ = run_missing(runs, todo, args, threads, workers, suite.gpus_per_run)
+        if code == EXIT_FAILED:
             print(f"{PROG}: a run failed (its log is named above); no report written", file=sys.stderr)
-            return EXIT_FAILED
+        if code:
+            return code
     from .report import write  # numpy, matplotlib and rliable: only once there is a report to write
 
     try:

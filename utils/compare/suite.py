@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..naming import script_of
-from ..sweep.experiment import POLICIES, ExperimentError, _flags, parse_seeds, positive
+from ..sweep.experiment import POLICIES, ExperimentError, _flags, parse_seeds, positive, read_yaml
 
 TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "budget", "budget_rule", "start_steps",
             "eval_freq", "eval_episodes", "final_evaluations", "efficiency_points", "bootstrap_reps",
@@ -122,18 +122,7 @@ def load_suite(path: str | Path, results_dir: str | None = None) -> Suite:
 
 def _read(path: Path) -> tuple[str, dict]:
     """The file's text and its YAML mapping, with only known keys and every required one."""
-    import yaml
-
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SuiteError(f"cannot read the suite file: {e.strerror or e}") from None
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise SuiteError(f"not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    text, spec = read_yaml(path, "suite file", SuiteError)
     if not isinstance(spec, dict):
         raise SuiteError("expected a mapping with keys " + ", ".join(REQUIRED_KEYS))
     _known_keys(spec, TOP_KEYS, REQUIRED_KEYS, "")

@@ -130,7 +130,7 @@ class RunFiles:
                 shapes = [np.load(p, allow_pickle=False).shape for p in self.task_curves]
             except Exception:
                 return None
-            if any(s != (expected, cfg.num_agents) for s in shapes):
+            if any(s != (expected, cfg.task_count) for s in shapes):
                 return None
         check_compatible(saved, asdict(cfg), self.record)
         return [c.tolist() for c in curves]

@@ -136,15 +136,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_run = f"{threads} thread(s)" if threads else "all cores"
     print(f"{name}: {plural(len(runs))}, {len(runs) - len(todo)} finished (skipped), {len(todo)} to run on {backend}, "
           f"{per_run} each", flush=True)
+    code, _ = run_missing(runs, todo, args, threads, workers, exp.gpus_per_run)
+    return code
+
+
+def run_missing(runs: list[Run], todo: list[Run], args: argparse.Namespace, threads: int | None,
+                workers: int | None, gpus_per_run: float) -> tuple[int, list]:
+    """Run ``todo`` (``execute_runs``) and print the summary: (the exit code, the outcome of each run). The code is
+    EXIT_USAGE when the Ray cluster cannot be reached, 128 + signal when a signal stopped the runs, EXIT_FAILED when
+    a run failed, else 0."""
     try:
-        results, stop_signal = execute_runs(runs, todo, args, threads, workers, exp.gpus_per_run)
+        results, stop_signal = execute_runs(runs, todo, args, threads, workers, gpus_per_run)
     except ConnectionError as e:
         print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, []
     print(summary(results), flush=True)
     if stop_signal is not None:
-        return 128 + stop_signal
-    return EXIT_FAILED if any(r.status == "failed" for r in results) else 0
+        return 128 + stop_signal, results
+    return (EXIT_FAILED if any(r.status == "failed" for r in results) else 0), results
 
 
 def execute_runs(runs: list[Run], todo: list[Run], args: argparse.Namespace, threads: int | None, workers: int | None,

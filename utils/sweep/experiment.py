@@ -225,20 +225,25 @@ def experiment_from_spec(spec: dict, path: str | Path) -> Experiment:
 
 def _read(path: Path) -> Any:
     """The file's YAML (its keys are checked by ``experiment_from_spec``)."""
+    return read_yaml(path, "experiment file", ExperimentError)[1]
+
+
+def read_yaml(path: Path, what: str, error: type[Exception]) -> tuple[str, Any]:
+    """A YAML file's text and content; what keeps it from being read or parsed is ``error`` in one line (the file is
+    named ``what``: "experiment file", "suite file")."""
     import yaml
 
     try:
         text = path.read_text()
     except OSError as e:
-        raise ExperimentError(f"cannot read the experiment file: {e.strerror or e}") from None
+        raise error(f"cannot read the {what}: {e.strerror or e}") from None
     try:
-        spec = yaml.safe_load(text)
+        return text, yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ExperimentError(f"not valid YAML{where}: {problem}") from None
-    return spec
+        raise error(f"not valid YAML{where}: {problem}") from None
 
 
 def _check_keys(spec: Any) -> None:
