@@ -96,6 +96,6 @@ def test_a_diffusing_ring_learns_its_extreme_pendulums(runs):
     assert len(curves) == 4
     best = [float(c.max()) for c in curves]
     for i, curve in enumerate(curves):
-        assert curve.shape == curves[0].shape and len(curve) <= 13 and curve[0] < -900, np.round(curve)
+        assert curve.shape == curves[0].shape and len(curve) <= 17 and curve[0] < -900, np.round(curve)
         assert best[i] > -700 and best[i] > curve[0] + 500, f"agent {i} did not learn: {np.round(curve)}"
     assert sorted(best)[2] > -400, f"fewer than half the agents reached -400: {np.round(best)}"
