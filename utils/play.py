@@ -30,12 +30,17 @@ PROG = "python -m utils.play"
 PLAY_HINT = "play the run's record (its --save_model models) instead"
 
 
-def has_models(settings: dict, models_dir: str | None) -> bool:
-    """Whether the --save_model files of the run with ``settings`` are there (agent 0's, or A3C's one)."""
+def recorded_config(settings: dict):
+    """The RunConfig of a record's or checkpoint's settings (fields this version does not know left out)."""
     from .run import RunConfig
 
     known = {f.name for f in fields(RunConfig)}
-    cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
+    return RunConfig(**{k: v for k, v in settings.items() if k in known})
+
+
+def has_models(settings: dict, models_dir: str | None) -> bool:
+    """Whether the --save_model files of the run with ``settings`` are there (agent 0's, or A3C's one)."""
+    cfg = recorded_config(settings)
     folder = Path(models_dir if models_dir is not None else cfg.models_dir)
     return any(is_file(folder / f"{name}.pt") for name in [cfg.stem, *cfg.agent_names()])
 
@@ -124,10 +129,7 @@ def find_run(run: str, seed: int | None) -> tuple[dict, Path, dict | None]:
 def run_checkpoint(settings: dict, source: Path) -> Path | None:
     """The checkpoint of the run recorded in ``source`` (a run paused with --stop_at, or stopped), where its record
     says, where its settings put it, or in its record's folder; None when there is none."""
-    from .run import RunConfig
-
-    known = {f.name for f in fields(RunConfig)}
-    cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
+    cfg = recorded_config(settings)
     record = _record(source)
     candidates = [Path(record["checkpoint"])] if isinstance(record.get("checkpoint"), str) else []
     candidates += [cfg.checkpoint_path, source.parent / "checkpoints" / f"{cfg.stem}.pt"]
@@ -158,11 +160,7 @@ def check_owner(paths: list[Path], source: Path) -> None:
 
 def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None, source: Path):
     """The run's settings for one seed and one process, writing nothing of the run's (results in ``tmp``)."""
-    from .naming import ALGORITHM
-    from .run import RunConfig
-
-    known = {f.name for f in fields(RunConfig)}
-    cfg = RunConfig(**{k: v for k, v in settings.items() if k in known})
+    cfg = recorded_config(settings)
     models = models_dir if models_dir is not None else cfg.models_dir
     return replace(cfg, seeds=None, stop_at=None, eval_episodes=episodes, device="cpu", threads=1, env_workers=0, results_dir=tmp,
                    checkpoint_freq=0, checkpoint_dir=None, resume=False, overwrite=False, save_model=False,

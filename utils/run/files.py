@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import pickle
 import platform
 import subprocess
 import sys
@@ -305,6 +306,25 @@ class RunFiles:
             return json.loads(self.record.read_text()).get("finished_at_step")
         except (OSError, ValueError):
             return None
+
+
+def model_path(cfg: RunConfig, i: int, own: str) -> Path:
+    """--load_model NAME: agent i's file, models/NAME_Agent_i.pt or else models/NAME.pt ("default": the run's own
+    name ``own``); a UsageError when there is none."""
+    candidates = [own] if cfg.load_model == "default" else [f"{cfg.load_model}_Agent_{i}", cfg.load_model]
+    paths = [Path(cfg.models_dir) / f"{c}.pt" for c in candidates]
+    path = next((p for p in paths if p.is_file()), None)
+    if path is None:
+        raise UsageError(f"--load_model: no model file {paths[0]} (save one with --save_model, or check --models_dir)")
+    return path
+
+
+def load_error(e: Exception, path: Path, cfg: RunConfig) -> UsageError:
+    """A model file that does not load, in one line (torch's message may run to several lines and advise
+    weights_only=False: never)."""
+    why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
+        else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})")
 
 
 def check_models(cfg: RunConfig) -> None:

@@ -9,8 +9,6 @@ stop reports (progress.py).
 """
 from __future__ import annotations
 
-import pickle
-
 import random
 import sys
 from contextlib import ExitStack, contextmanager
@@ -33,30 +31,11 @@ from .replay.buffer import SharedReplayBuffer
 from .episodes import EpisodeEvals
 from .onpolicy.episode_log import EpisodeLog
 from .evaluation import Evaluation
-from .files import RunFiles, check_models, cpu_capability, plan_resume
+from .files import RunFiles, check_models, cpu_capability, load_error, model_path, plan_resume
 from .replay.learner import Learner
 from .replay.recurrent import RecurrentLearner
 from .onpolicy.rollout import RolloutLearner
 from .progress import Progress, StopSignals, interrupted_message, non_finite_message, paused_message
-
-
-def model_path(cfg: RunConfig, i: int, own: str) -> Path:
-    """--load_model NAME: agent i's file, models/NAME_Agent_i.pt or else models/NAME.pt ("default": the run's own
-    name ``own``); a UsageError when there is none."""
-    candidates = [own] if cfg.load_model == "default" else [f"{cfg.load_model}_Agent_{i}", cfg.load_model]
-    paths = [Path(cfg.models_dir) / f"{c}.pt" for c in candidates]
-    path = next((p for p in paths if p.is_file()), None)
-    if path is None:
-        raise UsageError(f"--load_model: no model file {paths[0]} (save one with --save_model, or check --models_dir)")
-    return path
-
-
-def load_error(e: Exception, path: Path, cfg: RunConfig) -> UsageError:
-    """A model file that does not load, in one line (torch's message may run to several lines and advise
-    weights_only=False: never)."""
-    why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
-        else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})")
 
 
 def load_models(agents, cfg: RunConfig, first: int = 0) -> None:

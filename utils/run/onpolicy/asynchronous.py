@@ -55,7 +55,7 @@ from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
 from ...memory import check_fits
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
-from ..files import RunFiles, check_models, plan_resume
+from ..files import RunFiles, check_models, load_error, model_path, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from .episode_log import EpisodeLog
 
@@ -543,8 +543,6 @@ def a3c_model_file(model: ActorCritic, t: int) -> dict:
 def load_a3c_model(cfg: RunConfig, spec: dict) -> dict:
     """--load_model NAME: the weights of models/NAME.pt ("default": the run's own name), an A3C model file of a
     model built as ``spec``; a UsageError in one line otherwise."""
-    from ..loop import load_error, model_path
-
     path = model_path(cfg, 0, cfg.stem)
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
