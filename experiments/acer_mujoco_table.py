@@ -20,9 +20,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "experiments"))
-from side_by_side_table import permutation_p  # noqa: E402
-from utils.plot.stats import bootstrap_ci  # noqa: E402
+from utils.plot.stats import bootstrap_ci, permutation_p  # noqa: E402
 from utils.plot.tables import write_between_markers  # noqa: E402
 
 RUNS = ROOT / "Learning Curves" / "acer_mujoco"

@@ -27,10 +27,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "experiments"))
-from side_by_side_table import permutation_p  # noqa: E402
-from tutorial_table import sign_flip_p  # noqa: E402
-from utils.plot.stats import bootstrap_ci  # noqa: E402
+from utils.plot.stats import bootstrap_ci, permutation_p, sign_flip_p  # noqa: E402
 from utils.plot.tables import write_between_markers  # noqa: E402
 
 OURS = ROOT / "Learning Curves" / "LunarLander 300k" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v3"

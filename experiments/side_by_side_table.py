@@ -9,23 +9,20 @@ else 20,000 random ones). Data: "Learning Curves/side_by_side/" (its README) and
 """
 from __future__ import annotations
 
-import itertools
 import sys
-from math import comb
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci  # noqa: E402
+from utils.plot.stats import bootstrap_ci, permutation_p  # noqa: E402
 
 ENV = "LunarLanderContinuous-v3"
 SIDE = ROOT / "Learning Curves" / "side_by_side"
 OURS = [SIDE / "ours", ROOT / "Learning Curves" / "CPU 100k" / "Unlimited_Buffer" / "TD3" / ENV]
 PAPER = [SIDE / "paper_code"]
 STEPS, WINDOW, EVAL_FREQ = (40_000, 50_000, 100_000), 5, 1000
-PERMUTATIONS = 20_000
 
 
 def runs(folders: list[Path], policy: str) -> dict[int, np.ndarray]:
@@ -48,25 +45,6 @@ def at(curves: dict[int, np.ndarray], step: int) -> dict[int, float]:
     """Seed -> the mean of the 5 evaluations ending at ``step``, for the runs that reached it."""
     i = step // EVAL_FREQ
     return {s: float(c[i - WINDOW + 1:i + 1].mean()) for s, c in curves.items() if len(c) > i}
-
-
-def permutation_p(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:
-    """Two-sided p of the difference of means under relabelling of the pooled seeds: every relabelling (the
-    observed one among them) up to PERMUTATIONS of them, else PERMUTATIONS random ones plus the observed one,
-    so p is never 0 (the smallest possible p: 2 / C(a + b, a) exact, e.g. 0.10 for 3 seeds against 3)."""
-    pooled, n = np.concatenate([a, b]), len(a)
-    observed = abs(a.mean() - b.mean())
-    if comb(len(pooled), n) <= PERMUTATIONS:
-        splits = [np.array(c) for c in itertools.combinations(range(len(pooled)), n)]
-    else:
-        rng = np.random.default_rng(seed)
-        splits = [rng.permutation(len(pooled))[:n] for _ in range(PERMUTATIONS)]
-    total = pooled.sum()
-    diffs = [abs(pooled[s].mean() - (total - pooled[s].sum()) / (len(pooled) - n)) for s in splits]
-    extreme = int(np.sum(np.asarray(diffs) >= observed - 1e-9))
-    if len(splits) < comb(len(pooled), n):  # sampled: count the observed labelling too
-        return (extreme + 1) / (len(splits) + 1)
-    return extreme / len(splits)
 
 
 def cell(values: dict[int, float]) -> str:

@@ -22,7 +22,6 @@ seed is left out of that comparison.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci  # noqa: E402
+from utils.plot.stats import bootstrap_ci, sign_flip_p  # noqa: E402
 
 FOLDER = ROOT / "Learning Curves" / "td3_tutorial" / "TD3" / "LunarLanderContinuous-v3"
 ENV = "LunarLanderContinuous-v3"
@@ -112,13 +111,6 @@ def last_window(rows: np.ndarray, episodes: int) -> float:
     return, as {curve}_episode_eval.npy)."""
     upto = rows[rows[:, 0] <= episodes]
     return float(upto[-WINDOW:, 2].mean())
-
-
-def sign_flip_p(d: np.ndarray) -> float:
-    """Exact two-sided p of a mean paired difference: the share of the 2^n +/- labellings of d whose mean is at
-    least as far from 0 as the observed one (the observed labelling among them, so p >= 2 / 2^n)."""
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
-    return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
 
 
 def interim(folder: Path = FOLDER, at_step: int | None = None) -> list[str]:

@@ -232,15 +232,35 @@ def test_the_side_by_side_table_in_the_docs_is_the_committed_curves():
     assert block.strip().splitlines() == lines
 
 
-def test_the_side_by_side_permutation_test_counts_every_relabelling():
+def test_the_permutation_test_counts_every_relabelling():
     """Two seeds against three: 10 relabellings; the p-value is the share whose |difference of means| reaches the
     observed one, counted here over all 120 orderings of the five values (each relabelling 12 times)."""
     import itertools
 
+    from utils.plot.stats import permutation_p
+
     a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0, 7.0])
     pooled, observed = np.concatenate([a, b]), abs(a.mean() - b.mean())
     hits = [abs(np.mean(p[:2]) - np.mean(p[2:])) >= observed - 1e-9 for p in itertools.permutations(pooled)]
-    assert _side_by_side().permutation_p(a, b) == pytest.approx(np.mean(hits))
+    assert permutation_p(a, b) == pytest.approx(np.mean(hits))
+
+
+def test_the_sign_flip_test_counts_every_labelling_and_samples_past_its_limit():
+    """Exact: the share of the 2^n sign labellings whose |sum| reaches the observed one (a plain loop over them);
+    past PERMUTATIONS labellings, random ones plus the observed one, close to the exact share."""
+    import itertools
+
+    from utils.plot import stats
+
+    d = np.array([3.0, -1.0, 2.0, 5.0, 0.5])
+    hits = [abs(sum(s * x for s, x in zip(signs, d))) >= abs(d.sum()) - 1e-9
+            for signs in itertools.product((1, -1), repeat=len(d))]
+    assert stats.sign_flip_p(d) == pytest.approx(np.mean(hits))
+    assert stats.sign_flip_p(np.ones(5)) == pytest.approx(2 / 32)  # all positive: only the all-same labellings
+    big = np.random.default_rng(1).normal(0.3, 1.0, size=16)  # 65,536 labellings: sampled
+    exact = np.mean([abs(np.dot(s, big)) >= abs(big.sum()) - 1e-9
+                     for s in itertools.product((1.0, -1.0), repeat=16)])
+    assert abs(stats.sign_flip_p(big) - exact) < 0.01
 
 
 def _tutorial():

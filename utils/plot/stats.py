@@ -1,11 +1,15 @@
-"""Statistics over runs: smoothing, interquartile mean, percentile bootstrap, NaN-ignoring means."""
+"""Statistics over runs: smoothing, interquartile mean, percentile bootstrap, NaN-ignoring means, and the two tests
+the experiments' tables use over seeds (a permutation test of two groups, a sign-flip test of paired differences).
+The project's one home for them: table scripts import them from here, never from each other."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 BOOTSTRAP = 2000
+PERMUTATIONS = 20_000  # relabellings beyond which both tests sample at random
 
 
 def smooth(y: np.ndarray, window: int) -> np.ndarray:
@@ -51,3 +55,37 @@ def nan_mean(m: np.ndarray) -> np.ndarray:
     total = np.where(known, m, 0.0).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def permutation_p(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:
+    """Two-sided p of the difference of means of two independent groups of seeds, under relabelling of the pooled
+    seeds: every relabelling (the observed one among them) up to PERMUTATIONS of them, else PERMUTATIONS random ones
+    plus the observed one, so p is never 0 (the smallest possible p: 2 / C(a + b, a) exact, e.g. 0.10 for 3 seeds
+    against 3)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    pooled, n = np.concatenate([a, b]), len(a)
+    observed = abs(a.mean() - b.mean())
+    if math.comb(len(pooled), n) <= PERMUTATIONS:
+        splits = [np.array(c) for c in itertools.combinations(range(len(pooled)), n)]
+    else:
+        rng = np.random.default_rng(seed)
+        splits = [rng.permutation(len(pooled))[:n] for _ in range(PERMUTATIONS)]
+    total = pooled.sum()
+    diffs = [abs(pooled[s].mean() - (total - pooled[s].sum()) / (len(pooled) - n)) for s in splits]
+    extreme = int(np.sum(np.asarray(diffs) >= observed - 1e-9))
+    if len(splits) < math.comb(len(pooled), n):  # sampled: count the observed labelling too
+        return (extreme + 1) / (len(splits) + 1)
+    return extreme / len(splits)
+
+
+def sign_flip_p(d: np.ndarray, seed: int = 0) -> float:
+    """Two-sided p of a mean paired difference (one value per seed): the share of the 2^n +/- labellings of ``d``
+    whose mean is at least as far from 0 as the observed one, the observed labelling among them (p >= 2 / 2^n; 5
+    seeds: 0.0625). Exact while 2^n <= PERMUTATIONS, else PERMUTATIONS random labellings plus the observed one."""
+    d = np.asarray(d, dtype=np.float64).ravel()
+    if 2 ** len(d) <= PERMUTATIONS:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+        return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(PERMUTATIONS, len(d)))
+    extreme = int(np.sum(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
+    return (extreme + 1) / (PERMUTATIONS + 1)
