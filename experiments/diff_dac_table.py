@@ -1,13 +1,15 @@
-"""The verdict table of docs/actor_critic.md: Diff-DAC's settings on RandomExtremeAcrobot-v1 (experiments/diff_dac.yaml).
+"""Diff-DAC's own measures beside utils.compare's scores (docs/actor_critic.md): the parameter disagreement and the
+reference's training-episode metric, RandomExtremeAcrobot-v1 (experiments/diff_dac.yaml, diff_dac_15.yaml).
 
     python experiments/diff_dac_table.py          # after: python -m utils.sweep experiments/diff_dac.yaml --workers 2
 
-Per seed (the unit; its agents averaged within it first): the final return on each agent's own task and averaged
-over all 4 tasks (the mean of the last 3 evaluations; the ring of 25 is evaluated on its own tasks only), the final
-parameter disagreement (the consensus file's last value), and the reference's own metric: the mean return of each
-agent's last 100 training episodes. Then the mean over the seeds whose runs finished (0-4 for every setting, 0-14 for
-the ring of 4, the isolated learners and the centralised learner) with a 95 % percentile bootstrap interval over
-seeds (2000 resamples, utils.plot.stats.bootstrap_ci); pairs over the seeds both settings have. Every setting spends 1M environment steps in total.
+The final returns on each agent's own task and over all 4 tasks, with their paired differences, are utils.compare's
+(experiments/diff_dac_suite.yaml, diff_dac_tasks_suite.yaml). Here, per seed (the unit; its agents averaged within
+it first): the final parameter disagreement (the consensus file's last value) and the reference's own metric, the mean
+return of each agent's last 100 training episodes. Then the mean over the seeds whose runs finished (0-4 for every
+setting, 0-14 for the ring of 4, the isolated learners and the centralised learner) with a 95 % percentile bootstrap
+interval over seeds (2000 resamples, utils.plot.stats.bootstrap_ci); pairs over the seeds both settings have. Every
+setting spends 1M environment steps in total.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ SETTINGS = {
     "central4": ("one centralised learner of the 4 tasks", "A2C_tasks4", 1),
 }
 # seeds 0-4 for every setting (experiments/diff_dac.yaml); 0-14 for ring4, isolated4 and central4 (diff_dac_15.yaml)
-SEEDS, LAST_EVALS, LAST_EPISODES = range(15), 3, 100
+SEEDS, LAST_EPISODES = range(15), 100
 # paired by seed (a seed's 4 tasks are the same in every setting): the difference a - b per seed
 PAIRS = (("ring4", "isolated4"), ("ring4", "central4"), ("ring4", "ring4_separate"), ("ring4_sync5", "ring4"))
 
@@ -63,13 +65,10 @@ def seed_values(folder: Path, stem: str, seed: int, agents: int) -> dict[str, fl
     names = agent_stems(stem, seed, agents)
     if not finished(folder, stem, seed) or not all((folder / f"{n}.npy").is_file() for n in names):
         return None
-    own = np.mean([np.load(folder / f"{n}.npy")[-LAST_EVALS:].mean() for n in names])
-    tasks = [folder / f"{n}_tasks.npy" for n in names]
-    every = np.mean([np.load(p)[-LAST_EVALS:].mean() for p in tasks]) if all(p.is_file() for p in tasks) else np.nan
     consensus = folder / f"{stem}_{ENV}_{seed}_consensus.npy"
     disagreement = float(np.load(consensus)[-1]) if consensus.is_file() else np.nan
     training = np.mean([training_mean(folder / f"{n}_episodes.csv") for n in names])
-    return {"own": float(own), "all": float(every), "disagreement": disagreement, "training": float(training)}
+    return {"disagreement": disagreement, "training": float(training)}
 
 
 def cell(values: list[float], digits: int = 1) -> str:
@@ -81,8 +80,7 @@ def cell(values: list[float], digits: int = 1) -> str:
 
 
 def main() -> int:
-    lines = ["| setting | seeds | own task | all 4 tasks | disagreement | last 100 training episodes |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| setting | seeds | disagreement | last 100 training episodes |", "|---|---|---|---|"]
     found = {}
     for setting, (what, stem, agents) in SETTINGS.items():
         folder = CURVES / setting / "A2C" / ENV
@@ -93,16 +91,13 @@ def main() -> int:
         found[setting] = {s: r for s, r in by_seed.items() if r is not None}
         rows = list(found[setting].values())
         col = lambda key: [r[key] for r in rows]  # noqa: E731
-        lines.append(f"| {what} | {len(rows)} | {cell(col('own'))} | {cell(col('all'))} | "
-                     f"{cell(col('disagreement'), 4)} | {cell(col('training'))} |")
-    lines += ["", "| paired by seed | seeds | own task | all 4 tasks | last 100 training episodes |",
-              "|---|---|---|---|---|"]
+        lines.append(f"| {what} | {len(rows)} | {cell(col('disagreement'), 4)} | {cell(col('training'))} |")
+    lines += ["", "| paired by seed | seeds | last 100 training episodes |", "|---|---|---|"]
     for a, b in PAIRS:
         if a in found and b in found:
             both = sorted(set(found[a]) & set(found[b]))
             diff = lambda key: [found[a][s][key] - found[b][s][key] for s in both]  # noqa: E731
-            lines.append(f"| {a} − {b} | {len(both)} | {cell(diff('own'))} | {cell(diff('all'))} | "
-                         f"{cell(diff('training'))} |")
+            lines.append(f"| {a} − {b} | {len(both)} | {cell(diff('training'))} |")
     print("\n".join(lines))
     return 0
 

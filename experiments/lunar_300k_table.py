@@ -1,22 +1,19 @@
-"""The LunarLander 300k table (issue 33, item 1): ours beside the paper's published runs at 100k, 200k and 300k.
+"""What DASE_TD3's result on LunarLander at 300k depends on (issue 33, item 3): docs/experiments.md's second table.
 
     python experiments/lunar_300k_table.py [--write]
 
-Per run (a seed; DASE_TD3 and our DPD_TD3: the mean of the seed's agents' curves) the mean of the 5 evaluations
-ending at the step; per code and method the mean over the seeds that reached the step, with a 95 % percentile
-bootstrap interval over seeds (number of seeds in brackets); our DASE_TD3 and DPD_TD3 against our TD3 with a
-two-sided permutation test over seeds. Ours: "Learning Curves/LunarLander 300k/" (experiments/lunar_300k.yaml,
-LunarLanderContinuous-v3); the paper's: "Learning Curves/paper/" (LunarLanderContinuous-v2).
+(The first table, ours beside the paper's published runs, is a utils.compare suite since 2026-11-28:
+experiments/lunar_300k_suite.yaml.)
 
-A second table (issue 33, item 3, experiments/lunar_300k_why.yaml) sets DASE_TD3 beside its variants on the seeds
+The table (experiments/lunar_300k_why.yaml) sets DASE_TD3 beside its variants on the seeds
 they share (0-2): every weight 1, the matched reference variance, and the same two agents without sharing; and the
 mean weight of an external sample per 100k (the runs' {curve}_weights.npy); between them, every variant on seeds
 0-4 (plain sharing's and no sharing's seeds 3-4 from experiments/lunar_300k_why_more.yaml) with a paired
 sign-flip test too; and every variant on seeds 0, 3 and 4, the seeds all of them run to 300k (the verdict). Past
 100k the no-sharing control comes from pairs of TD3 runs (agent 0: the TD3 run of seed s; agent 1: TD3 of seed s +
 100 on seed s's evaluation episodes, experiments/lunar_300k_no_sharing.yaml), which equal the --topology none runs
-bit for bit: where both exist the script checks it and stops if they differ. ``--write`` puts both tables into
-docs/experiments.md between their markers.
+bit for bit: where both exist the script checks it and stops if they differ. ``--write`` puts the table into
+docs/experiments.md between its markers.
 """
 from __future__ import annotations
 
@@ -31,10 +28,7 @@ from utils.plot.stats import bootstrap_ci, permutation_p, sign_flip_p  # noqa: E
 from utils.plot.tables import write_between_markers  # noqa: E402
 
 OURS = ROOT / "Learning Curves" / "LunarLander 300k" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v3"
-PAPER = ROOT / "Learning Curves" / "paper" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v2"
-POLICIES = ("TD3", "DASE_TD3", "DPD_TD3")
 STEPS, WINDOW, EVAL_FREQ = (100_000, 200_000, 300_000), 5, 1000
-MARK = "lunar_300k_table"
 # item 3: (label, folder under "LunarLander 300k", file prefix); the variants run on seeds 0-2
 VARIANTS = (("DASE_TD3, as published", "Unlimited_Buffer", "DASE_TD3"),
             ("every weight 1 (`--similarity none`)", "No_Correction", "DASE_TD3"),
@@ -100,23 +94,6 @@ def cell(values: np.ndarray) -> str:
         return "—"
     lo, hi = bootstrap_ci(values, np.mean)
     return f"{values.mean():.1f} [{lo:.1f}, {hi:.1f}] ({len(values)})"
-
-
-def table() -> str:
-    lines = ["| mean of the 5 evaluations up to the step, 95 % CI (seeds) | " + " | ".join(f"{s // 1000}k" for s in STEPS)
-             + " |", "|" + "---|" * (len(STEPS) + 1)]
-    ours = {p: runs(OURS, p) for p in POLICIES}
-    for label, folder in (("ours (v3)", OURS), ("paper (v2)", PAPER)):
-        for policy in POLICIES:
-            curves = ours[policy] if folder is OURS else runs(folder, policy)
-            lines.append(f"| {label} {policy} | " + " | ".join(cell(at(curves, s)) for s in STEPS) + " |")
-    for policy in POLICIES[1:]:
-        cells = []
-        for s in STEPS:
-            a, b = at(ours[policy], s), at(ours["TD3"], s)
-            cells.append(f"{a.mean() - b.mean():+.1f} (p {permutation_p(a, b):.2f})" if len(a) and len(b) else "—")
-        lines.append(f"| ours {policy} − ours TD3 | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def variant_folder(folder: str) -> Path:
@@ -210,12 +187,10 @@ def paired_lines(rows, seeds: tuple[int, ...], pairs: list[tuple[str, str]]) -> 
 
 
 def main(argv: list[str]) -> int:
-    text, why = table(), why_table()
-    print(text + "\n\n" + why)
+    why = why_table()
+    print(why)
     if "--write" in argv:
-        doc = ROOT / "docs" / "experiments.md"
-        write_between_markers(doc, MARK, text)
-        write_between_markers(doc, WHY_MARK, why)
+        write_between_markers(ROOT / "docs" / "experiments.md", WHY_MARK, why)
     return 0
 
 

@@ -209,15 +209,22 @@ def hand_suite(tmp_path: Path, **change) -> Path:
     return path
 
 
-def fake_runs(folder: Path, policy: str, env: str, agents: int, length: int, value) -> None:
-    """A finished run's files: a record per seed and a curve per agent, value(seed, agent, evaluation)."""
+def fake_runs(folder: Path, policy: str, env: str, agents: int, length: int, value, seeds=range(3),
+              suffix: str = "") -> None:
+    """A finished run's files: a record per seed and a curve per agent, value(seed, agent, evaluation) (``suffix``
+    "_tasks": the all-variant files [evaluations, 2 variants]: value - 1 and value + 1, beside curves of zeros)."""
     folder.mkdir(parents=True, exist_ok=True)
-    for seed in range(3):
+    for seed in seeds:
         stem = f"{policy}_{env}_{seed}"
         (folder / f"{stem}.json").write_text("{}")
         names = [f"{stem}_Agent_{i}" for i in range(agents)] if agents > 1 else [stem]
         for i, name in enumerate(names):
-            np.save(folder / f"{name}.npy", np.array([value(seed, i, e) for e in range(length)], dtype=np.float64))
+            curve = np.array([value(seed, i, e) for e in range(length)], dtype=np.float64)
+            if suffix:
+                np.save(folder / f"{name}{suffix}.npy", np.stack([curve - 1, curve + 1], axis=1))
+                np.save(folder / f"{name}.npy", np.zeros(length))
+            else:
+                np.save(folder / f"{name}.npy", curve)
 
 
 def test_report_numbers_from_curves_written_by_hand(tmp_path, no_processes):
@@ -240,10 +247,107 @@ def test_report_numbers_from_curves_written_by_hand(tmp_path, no_processes):
     car = r["tasks"]["MountainCarContinuous-v0"]["methods"]
     assert car["solo"]["normalised"] == [(55 + s) / 100 for s in range(3)]
     pair = r["paired_differences"][0]
-    assert pair["tasks"]["MountainCarContinuous-v0"]["estimate"] == pytest.approx(31 - 55)
+    assert pair["tasks"]["MountainCarContinuous-v0"]["final"]["estimate"] == pytest.approx(31 - 55)
     assert r["sample_efficiency"]["steps"] == [300.0, 600.0]
     text = (tmp_path / "out" / "report.md").read_text()
     assert "**Equal total budget**" in text and "| shared | DASE_TD3 | `--num_agents 3` | 3 | 200 | 600 |" in text
+
+
+def test_steps_table_with_seeds_of_its_own_references_and_paired_differences(tmp_path, no_processes):
+    """at_steps: per seed the mean of the K evaluations ending at the step; a method with seeds of its own (solo
+    0-4) is paired with another (shared 0-2) on the seeds both ran, with the exact sign-flip p; a published
+    reference (evaluated every 50 steps, 2 agents) read on the suite's grid; rliable's statistics take 5 runs
+    against 3; --write_docs puts the table at each step between the page's markers, nothing else of the page."""
+    from utils.plot.stats import bootstrap_ci
+
+    results, paper = tmp_path / "r", tmp_path / "paper" / "Pendulum-v1"
+    paper.mkdir(parents=True)
+    for seed in range(4):
+        for agent in range(2):  # 25 evaluations every 50 steps: 0..1200; value = its step / 10 + seed + agent
+            np.save(paper / f"DASE_TD3_Pendulum-v1_{seed}_Agent_{agent}.npy", np.arange(25) * 5.0 + seed + agent)
+    page = tmp_path / "page.md"
+    page.write_text("# a page\n\n<!-- hand_table -->\nold\n<!-- /hand_table -->\n\nafter\n")
+    spec = {"at_steps": [300], "methods": {"solo": {"policy": "TD3", "seeds": "0-4"},
+                                           "shared": {"policy": "DASE_TD3", "flags": {"num_agents": 3}}},
+            "tasks": [{"env": "Pendulum-v1", "random": -1000, "target": 0,
+                       "references": {"paper": {"folder": str(paper), "prefix": "DASE_TD3", "eval_freq": 50}}},
+                      {"env": "MountainCarContinuous-v0", "random": 0, "target": 100}],
+            "docs": {"file": str(page), "marker": "hand_table"}, "bootstrap_reps": 200}
+    suite = hand_suite(tmp_path, **spec)
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s, seeds=range(5))
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: 20.0 * e + s + i)
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out"), "--write_docs"])
+    assert code == 0, out + err
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert r["suite"]["columns"] == ["300", "600"]
+    task = r["tasks"]["Pendulum-v1"]
+    solo = task["methods"]["solo"]["at_steps"]["300"]
+    values = np.array([10.0 * 2.5 + s for s in range(5)])  # evaluations 2 and 3 (steps 200, 300)
+    assert solo["values"] == values.tolist() and solo["seeds"] == [0, 1, 2, 3, 4]
+    assert solo["ci"] == pytest.approx(list(bootstrap_ci(values, np.mean, 200, 0)))
+    ref = task["references"]["paper"]["at_steps"]
+    # the suite's evaluations at steps 200 and 300 are the reference's 5th and 7th: 20 + s + 0.5 and 30 + s + 0.5
+    assert ref["300"]["values"] == [25.5 + s for s in range(4)] and ref["300"]["seeds"] == [0, 1, 2, 3]
+    assert ref["600"]["values"] == [55.5 + s for s in range(4)]  # cut at the suite's budget
+    pair = r["paired_differences"][0]
+    assert (pair["a"], pair["b"]) == ("shared", "solo")
+    d300 = pair["tasks"]["Pendulum-v1"]["300"]  # shared: 20 x 2.5 + s + 1; solo: 10 x 2.5 + s; seeds 0-2
+    assert d300["seeds"] == [0, 1, 2] and d300["estimate"] == pytest.approx(26.0)
+    assert d300["sign_flip_p"] == pytest.approx(2 / 8) and (d300["better"], d300["pairs"]) == (3, 3)
+    assert pair["tasks"]["Pendulum-v1"]["final"]["estimate"] == pytest.approx(56.0)  # evaluations 5, 6
+    assert len(r["tasks"]["Pendulum-v1"]["methods"]["solo"]["final"]) == 5
+    text = page.read_text()
+    assert text.startswith("# a page\n\n<!-- hand_table -->\n| mean of the 2 evaluations up to the step")
+    assert text.endswith("<!-- /hand_table -->\n\nafter\n") and "old" not in text
+    assert "| Pendulum-v1 paper | 27.0 [" in text and "(4) |" in text  # 25.5 + 1.5 on average over seeds 0-3
+    assert "| Pendulum-v1 shared − solo, paired by seed | +26.0 [+26.0, +26.0] (p 0.25; 3 of 3 above) |" in text
+    # --seeds: a report on some seeds only
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out2"), "--seeds", "1-4"])
+    assert code == 0, err
+    r = json.loads((tmp_path / "out2" / "report.json").read_text())
+    assert r["tasks"]["Pendulum-v1"]["methods"]["solo"]["seeds"] == [1, 2, 3, 4]
+    assert r["tasks"]["Pendulum-v1"]["methods"]["shared"]["seeds"] == [1, 2]
+
+
+def test_score_tasks_reads_every_agents_all_variant_curves(tmp_path, no_processes):
+    """score: tasks: a run's scores come from its agents' {curve}_tasks.npy (--eval_tasks all), averaged over the
+    variants, not its own-task curves; a suite whose runs lack them is refused in one line (no report)."""
+    results = tmp_path / "r"
+    suite = hand_suite(tmp_path, score="tasks")
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s, suffix="_tasks")
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: 20.0 * e + s + i,
+                  suffix="_tasks")
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out")])
+    assert code == 0, out + err
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert r["tasks"]["Pendulum-v1"]["methods"]["solo"]["final"] == [55.0 + s for s in range(3)]
+    (results / "solo/TD3/Pendulum-v1/TD3_Pendulum-v1_1_tasks.npy").unlink()
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out3")])
+    assert code == 1 and "TD3_Pendulum-v1_1_tasks.npy: cannot read the curve" in err
+    assert "--eval_tasks all" in err and not (tmp_path / "out3").exists()
+
+
+def test_the_docs_tables_of_the_committed_suites_are_their_curves():
+    """Every committed suite that names a docs page: the page's table between its markers is what utils.compare
+    computes from the committed curves (``--write_docs``), line for line."""
+    from utils.compare.plan import plan_suite
+    from utils.compare.report import per_task, steps_table
+    from utils.plot.tables import between_markers
+
+    found = 0
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text())
+        if not (isinstance(spec, dict) and "methods" in spec and "docs" in spec):
+            continue
+        suite = compare.load_suite(path)
+        entries, _, _ = plan_suite(suite)
+        report = per_task(suite, entries)[0]
+        page = (ROOT / suite.docs[0]).read_text()
+        assert between_markers(page, suite.docs[1]).splitlines() == steps_table(suite, report).splitlines(), path.name
+        found += 1
+    assert found >= 2
 
 
 def test_the_total_rule_gives_each_agent_its_share(tmp_path, no_processes):

@@ -1,6 +1,7 @@
 """Compare methods on a suite of tasks: run what is missing, then write one report.
 
-    python -m utils.compare SUITE.yaml [--dry_run] [--out DIR] [--results DIR] [--workers K] [--ray [ADDRESS]]
+    python -m utils.compare SUITE.yaml [--dry_run] [--out DIR] [--results DIR] [--seeds SEEDS] [--write_docs]
+                                       [--workers K] [--ray [ADDRESS]]
 
 A suite (YAML; docs/compare.md) names tasks with a pair of reference scores each, methods (an entry script's policy
 and flags), seeds, a budget and its rule, and the evaluation protocol. Every (task, method) is one run of the sweep
@@ -22,7 +23,7 @@ from typing import Sequence
 from ..cli import Parser
 from ..io import file_in_the_way
 from ..sweep.cli import RAY_HINT, dry_run, has_ray, run_missing
-from ..sweep.experiment import ROOT, ExperimentError
+from ..sweep.experiment import ROOT, ExperimentError, parse_seeds
 from ..sweep.results import display_path
 from ..sweep.runs import run_state
 from .plan import plan_suite
@@ -40,6 +41,10 @@ def parse_args(argv: Sequence[str] | None):
                    help="the report's folder (default: Figures/compare/<suite name> in the repository)")
     p.add_argument("--results", default=None, metavar="DIR",
                    help="the runs' folder, in place of the suite's results_dir (methods with their own keep it)")
+    p.add_argument("--seeds", default=None, metavar="SEEDS",
+                   help="only these of every method's seeds (e.g. '0-4': a report on the seeds finished so far)")
+    p.add_argument("--write_docs", action="store_true",
+                   help="also put the report's table at each step into the docs page the suite names (its docs key)")
     p.add_argument("--workers", type=int, default=None,
                    help="runs at once (default: cores // threads_per_run); with --ray, a cap on tasks in flight")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
@@ -55,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         results = str(Path(args.results).resolve()) if args.results else None
-        suite = load_suite(args.suite, results)
+        only = parse_seeds(args.seeds) if args.seeds is not None else None
+        suite = load_suite(args.suite, results, only)
+        docs = docs_page(suite) if args.write_docs else None
         entries, threads, workers = plan_suite(suite, args.ray, args.workers)
         out = Path(args.out).resolve() if args.out else ROOT / "Figures" / "compare" / suite.name
         if (blocked := file_in_the_way(out)) is not None:
@@ -86,12 +93,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .report import write  # numpy, matplotlib and rliable: only once there is a report to write
 
     try:
-        path = write(suite, entries, out, [shlex.join(["python", "-m", "utils.compare", *argv])])
+        path = write(suite, entries, out, [shlex.join(["python", "-m", "utils.compare", *argv])], docs)
     except SuiteError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as e:  # a full disk, a folder taken away
         print(f"{PROG}: cannot write the report in {display_path(out)}: {e.strerror or e}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"report: {display_path(path)}")
+    print(f"report: {display_path(path)}" + (f"; its table in {display_path(docs[0])}" if docs else ""))
     return 0
+
+
+def docs_page(suite) -> tuple[Path, str]:
+    """The page and marker --write_docs writes to, checked before anything runs."""
+    from ..plot.tables import has_markers
+
+    if suite.docs is None:
+        raise SuiteError("--write_docs: the suite names no docs page (docs: {file: PATH, marker: NAME})")
+    page, marker = ROOT / suite.docs[0], suite.docs[1]
+    if not page.is_file() or not has_markers(page.read_text(), marker):
+        raise SuiteError(f"docs: {suite.docs[0]} has no <!-- {marker} --> ... <!-- /{marker} --> block")
+    return page, marker

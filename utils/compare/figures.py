@@ -31,16 +31,18 @@ def save(fig, path: Path) -> str:
     return path.name
 
 
-def task_figure(path: Path, task, curves: dict, colors: dict, xlabel: str, k: int) -> str:
-    """Mean and 95 % bootstrap band over seeds (a seed's agents averaged first) of each method on one task, with the
-    task's reference scores dashed and the final window shaded."""
+def task_figure(path: Path, task, curves: dict, colors: dict, xlabel: str, k: int, references: dict | None = None
+                ) -> str:
+    """Mean and 95 % bootstrap band over seeds (a seed's agents averaged first) of each method on one task, published
+    reference curves dashed, and the task's reference scores as grey lines."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for m, c in curves.items():
-        mean, lo, hi = mean_band(c.matrix, ci=True)
-        ax.plot(c.budget_steps, mean, color=colors[m], lw=1.5, label=f"{m} ({c.entry.agents} agent"
-                f"{'s' if c.entry.agents > 1 else ''}, {len(c.matrix)} seeds)")
-        ax.fill_between(c.budget_steps, lo, hi, color=colors[m], alpha=0.2, lw=0)
+    for group, style in ((curves, "-"), (references or {}, "--")):
+        for m, c in group.items():
+            mean, lo, hi = mean_band(c.matrix, ci=True)
+            ax.plot(c.budget_steps, mean, color=colors[m], lw=1.5, ls=style, label=f"{m} ({c.agents} agent"
+                    f"{'s' if c.agents > 1 else ''}, {len(c.matrix)} seeds)")
+            ax.fill_between(c.budget_steps, lo, hi, color=colors[m], alpha=0.15 if style == "--" else 0.2, lw=0)
     for score, name in ((task.random, "random"), (task.target, "target")):
         ax.axhline(score, color="gray", ls="--", lw=0.8)
         ax.annotate(name, (0, score), textcoords="offset points", xytext=(2, 2), fontsize=8, color="gray")

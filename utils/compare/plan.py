@@ -32,11 +32,13 @@ class Entry:
         return self.run.steps * self.run.num_agents
 
 
-def sweep_spec(suite: Suite, task: Task, steps: dict[str, int]) -> dict:
-    """The experiment file the sweep would read for ``task``: ``steps`` per agent for each method."""
+def sweep_spec(suite: Suite, task: Task, steps: dict[str, int], methods: list[Method] | None = None) -> dict:
+    """The experiment file the sweep would read for ``task``: ``steps`` per agent for each method (``methods``: those
+    of one seed list, by default all of them with the first one's seeds)."""
+    methods = list(suite.methods.values()) if methods is None else methods
     settings = {m.name: {"results_dir": m.results_dir, "policies": [m.policy], "steps": steps[m.name],
-                         "flags": {**suite.flags, **task.flags, **m.flags}} for m in suite.methods.values()}
-    spec = {"envs": [task.env], "policies": [next(iter(suite.methods.values())).policy], "seeds": suite.seeds,
+                         "flags": {**suite.flags, **task.flags, **m.flags}} for m in methods}
+    spec = {"envs": [task.env], "policies": [methods[0].policy], "seeds": list(methods[0].seeds),
             "steps": max(steps.values()), "start_steps": suite.start_steps, "eval_freq": suite.eval_freq,
             "gpus_per_run": suite.gpus_per_run, "settings": settings}
     for key in ("eval_episodes", "threads_per_run", "device"):
@@ -72,12 +74,25 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
                                          f"{suite.eval_freq}")
             elif task.budget < suite.eval_freq:
                 raise SuiteError(f"{task.name}: budget {task.budget} is smaller than eval_freq {suite.eval_freq}")
-            exp = experiment_from_spec(sweep_spec(suite, task, steps), suite.path)
-            runs, threads, local_workers = plan(args, exp)
+            runs = []
+            for group in seed_groups(suite):  # the sweep runs one seed list per experiment
+                exp = experiment_from_spec(sweep_spec(suite, task, steps, group), suite.path)
+                found, threads, local_workers = plan(args, exp)
+                runs += found
+                suite.notices.extend(n for n in exp.notices if n not in suite.notices)
         except SuiteError:
             raise
         except ExperimentError as e:
             raise _in_suite_terms(e) from None
-        suite.notices.extend(n for n in exp.notices if n not in suite.notices)
-        entries += [Entry(task, suite.methods[run.setting], run) for run in runs]
+        order = list(suite.methods)
+        entries += [Entry(task, suite.methods[run.setting], run)
+                    for run in sorted(runs, key=lambda run: order.index(run.setting))]
     return entries, threads, local_workers
+
+
+def seed_groups(suite: Suite) -> list[list[Method]]:
+    """The methods grouped by their seed lists, in the suite's order of first appearance."""
+    groups: dict[tuple[int, ...], list[Method]] = {}
+    for m in suite.methods.values():
+        groups.setdefault(m.seeds, []).append(m)
+    return list(groups.values())

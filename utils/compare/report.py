@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plot.stats import bootstrap_ci, mean_band
-from ..plot.tables import markdown
+from ..plot.stats import bootstrap_ci, mean_band, sign_flip_p
+from ..plot.tables import markdown, write_between_markers
 from ..sweep.experiment import flag_args
 from . import figures
 from .plan import Entry
-from .scores import final_k, load_curves, score_arrays
+from .scores import Curves, final_k, load_curves, load_reference, score_arrays
 from .stats import METRICS, efficiency, paired_difference, statistics
 from .suite import Suite
 
@@ -43,68 +43,163 @@ def budget_words(suite: Suite) -> tuple[str, str]:
             "curves' x axes and IQM against steps count one agent's steps.")
 
 
+def columns(suite: Suite) -> list[tuple[str, int | None]]:
+    """The steps the report reads every method at (label, step in the budget's units): the suite's ``at_steps``, then
+    the budget (the final score; its step None where tasks' budgets differ) unless at_steps ends there."""
+    budgets = {t.budget for t in suite.tasks}
+    budget = next(iter(budgets)) if len(budgets) == 1 else None
+    out = [(_steps_label(x), x) for x in suite.at_steps if x != budget]
+    return out + [(_steps_label(budget) if budget else "final", budget)]
+
+
+def _steps_label(step: int) -> str:
+    return f"{step / 1e6:g}M" if step >= 1_000_000 and step % 100_000 == 0 else \
+        f"{step / 1000:g}k" if step >= 1000 else str(step)
+
+
+def _cell(values: np.ndarray | None, seeds: tuple[int, ...], reps: int, seed: int) -> dict | None:
+    """Seeds' values at one step: their mean with its 95 % percentile bootstrap interval over seeds."""
+    if values is None:
+        return None
+    ci = list(bootstrap_ci(values, np.mean, reps, seed)) if len(values) > 1 else [float(values[0])] * 2
+    return {"seeds": list(seeds), "values": values.tolist(), "mean": float(values.mean()), "ci": ci}
+
+
+def _windows(c: Curves, task, suite: Suite, k: int) -> list[np.ndarray | None]:
+    """A method's (or reference's) per-seed scores at each column: the k evaluations ending at the step."""
+    out = []
+    for _, step in columns(suite):
+        if step is None:  # tasks' budgets differ: the final score
+            out.append(c.final(k) if c.entry is not None else None)
+        elif c.entry is not None:
+            out.append(c.at_fractions(np.array([step / task.budget]), k)[:, 0])
+        else:
+            out.append(c.window_at(step // (c.agents if suite.budget_rule == "total" else 1), k))
+    return out
+
+
+def paired(a: Curves, b: Curves, va: np.ndarray, vb: np.ndarray, reps: int, seed: int) -> dict | None:
+    """A minus B on the seeds both ran: the project's paired bootstrap (``paired_difference``), the exact sign-flip
+    p over seeds and the seeds themselves; None without two common seeds."""
+    both = sorted(set(a.seeds) & set(b.seeds))
+    if len(both) < 2:
+        return None
+    x = np.array([va[a.seeds.index(s)] for s in both])
+    y = np.array([vb[b.seeds.index(s)] for s in both])
+    out = paired_difference(x[:, None] if x.ndim == 1 else x, y[:, None] if y.ndim == 1 else y, reps, seed)
+    d = x - y
+    out.update(seeds=both, sign_flip_p=sign_flip_p(d.mean(axis=1) if d.ndim == 2 else d, seed))
+    return out
+
+
 def compute(suite: Suite, entries: list[Entry]) -> tuple[dict, dict]:
-    """The report's numbers (JSON-ready) and, for the figures, the curves by (task, method)."""
-    curves = {(e.task.name, e.method.name): load_curves(e, suite.budget_rule) for e in entries}
+    """The report's numbers (JSON-ready) and, for the figures, the curves by (task, method) and by (task, reference):
+    ``per_task``'s, then rliable's across tasks."""
+    report, curves, normalised, at_fractions = per_task(suite, entries)
+    reps, seed = suite.bootstrap_reps, suite.bootstrap_seed
+    budgets = {t.budget for t in suite.tasks}
+    fractions = np.array(report["suite"].pop("fractions"))
+    report.update({
+        **statistics(normalised, suite.baseline, reps, seed),
+        "sample_efficiency": {"fractions": fractions.tolist(),
+                              "steps": (fractions * budgets.pop()).tolist() if len(budgets) == 1 else None,
+                              "methods": efficiency(at_fractions, reps, seed)},
+        "paired_differences": report.pop("paired_differences"),
+        "versions": versions()})
+    return report, curves
+
+
+def per_task(suite: Suite, entries: list[Entry]):
+    """The numbers of each task (every method's and reference's scores, final and at each step) and the paired
+    differences by seed, with the curves, the normalised final scores and the normalised scores against steps that
+    rliable's statistics take (seconds: the docs tests call this alone)."""
+    curves = {(e.task.name, e.method.name): load_curves(e, suite.budget_rule, suite.score) for e in entries}
     k = final_k(suite, list(curves.values()))
+    references = {(t.name, ref.name): load_reference(ref, t, suite) for t in suite.tasks for ref in t.references}
     fractions = np.arange(1, suite.efficiency_points + 1) / suite.efficiency_points
     raw, normalised, at_fractions = score_arrays(suite, curves, k, fractions)
     reps, seed = suite.bootstrap_reps, suite.bootstrap_seed
-    budgets = {t.budget for t in suite.tasks}
-    tasks = {}
+    labels = [label for label, _ in columns(suite)]
+    tasks, windows = {}, {}
     for j, t in enumerate(suite.tasks):
         rows = {}
         for m in suite.methods:
             c, final = curves[t.name, m], raw[m][:, j]
             mean, lo, hi = mean_band(c.matrix, ci=True)
-            rows[m] = {"agents": c.entry.agents, "steps_per_agent": c.entry.steps_per_agent,
-                       "total_steps": c.entry.total_steps, "final": final.tolist(),
+            windows[t.name, m] = _windows(c, t, suite, k)
+            rows[m] = {"agents": c.agents, "steps_per_agent": c.entry.steps_per_agent,
+                       "total_steps": c.entry.total_steps, "seeds": list(c.seeds), "final": final.tolist(),
                        "final_mean": float(final.mean()), "final_ci": list(bootstrap_ci(final, np.mean, reps, seed)),
                        "normalised": normalised[m][:, j].tolist(),
                        "normalised_mean": float(normalised[m][:, j].mean()),
+                       "at_steps": {label: _cell(v, c.seeds, reps, seed)
+                                    for label, v in zip(labels, windows[t.name, m])},
                        "curve": {"steps": c.budget_steps.tolist(), "mean": mean.tolist(), "lower": lo.tolist(),
                                  "upper": hi.tolist()}}
+        refs = {}
+        for ref in t.references:
+            c = references[t.name, ref.name]
+            mean, lo, hi = mean_band(c.matrix, ci=True)
+            refs[ref.name] = {"folder": ref.folder, "prefix": ref.prefix, "description": ref.description,
+                              "agents": c.agents, "seeds": list(c.seeds),
+                              "at_steps": {label: _cell(v, c.seeds, reps, seed)
+                                           for label, v in zip(labels, _windows(c, t, suite, k))},
+                              "curve": {"steps": c.budget_steps.tolist(), "mean": mean.tolist(),
+                                        "lower": lo.tolist(), "upper": hi.tolist()}}
         tasks[t.name] = {"env": t.env, "random": t.random, "target": t.target, "budget": t.budget,
-                         "flags": t.flags, "methods": rows}
-    paired = []
+                         "flags": t.flags, "methods": rows, "references": refs}
+    pairs = []
     for a, b in suite.pairs:
-        per_task = {t.name: paired_difference(raw[a][:, [j]], raw[b][:, [j]], reps, seed)
-                    for j, t in enumerate(suite.tasks)}
-        paired.append({"a": a, "b": b, "tasks": per_task,
-                       "all_tasks_normalised": paired_difference(normalised[a], normalised[b], reps, seed)})
+        per_task = {}
+        for j, t in enumerate(suite.tasks):
+            ca, cb = curves[t.name, a], curves[t.name, b]
+            per_task[t.name] = {label: paired(ca, cb, va, vb, reps, seed) if va is not None and vb is not None
+                                else None
+                                for label, va, vb in zip(labels, windows[t.name, a], windows[t.name, b])}
+            per_task[t.name]["final"] = paired(ca, cb, raw[a][:, j], raw[b][:, j], reps, seed)
+        first = curves[suite.tasks[0].name, a], curves[suite.tasks[0].name, b]
+        pairs.append({"a": a, "b": b, "tasks": per_task,
+                      "all_tasks_normalised": paired(*first, normalised[a], normalised[b], reps, seed)})
     report = {
         "suite": {"name": suite.name, "file": str(suite.path), "description": suite.description,
                   "seeds": suite.seeds, "budget_rule": suite.budget_rule, "baseline": suite.baseline,
                   "final_evaluations": k, "eval_freq": suite.eval_freq, "eval_episodes": suite.eval_episodes,
                   "start_steps": suite.start_steps, "bootstrap_reps": reps, "bootstrap_seed": seed,
-                  "efficiency_points": suite.efficiency_points, "text": suite.text},
+                  "efficiency_points": suite.efficiency_points, "score": suite.score, "columns": labels,
+                  "text": suite.text, "fractions": fractions.tolist()},
         "methods": {m.name: {"policy": m.policy, "flags": m.flags, "results_dir": m.results_dir,
-                             "description": m.description} for m in suite.methods.values()},
+                             "description": m.description, "seeds": list(m.seeds)}
+                    for m in suite.methods.values()},
         "tasks": tasks,
-        **statistics(normalised, suite.baseline, reps, seed),
-        "sample_efficiency": {"fractions": fractions.tolist(),
-                              "steps": (fractions * budgets.pop()).tolist() if len(budgets) == 1 else None,
-                              "methods": efficiency(at_fractions, reps, seed)},
-        "paired_differences": paired,
-        "versions": versions(),
+        "paired_differences": pairs,
     }
-    return report, curves
+    return report, {**curves, **references}, normalised, at_fractions
+
+
+def _pair_cell(d: dict | None, digits: int) -> str:
+    if d is None:
+        return "— (fewer than 2 common seeds)"
+    return f"{_ci(d, digits)} ({d['better']}/{d['pairs']}; p {d['sign_flip_p']:.2f})"
 
 
 def _ci(v: dict, digits: int) -> str:
     return f"{v['estimate']:.{digits}f} [{v['ci'][0]:.{digits}f}, {v['ci'][1]:.{digits}f}]"
 
 
-def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str]) -> Path:
-    """Compute and write report.json, the figures and report.md in ``out``; returns report.md's path."""
+def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
+          docs: tuple[Path, str] | None = None) -> Path:
+    """Compute and write report.json, the figures and report.md in ``out`` (and the table at each step into the docs
+    page ``docs``, (page, marker)); returns report.md's path."""
     report, curves = compute(suite, entries)
     report["commands"] = {"report": commands, "runs": [e.run.command_line() for e in entries]}
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
-    colors = figures.method_colors(list(suite.methods))
+    colors = figures.method_colors(list(suite.methods) + sorted({r.name for t in suite.tasks for r in t.references}))
     xlabel, budget_text = budget_words(suite)
     names = {t.name: figures.task_figure(out / f"curves_{t.name}.png", t, {m: curves[t.name, m] for m in suite.methods},
-                                         colors, xlabel, report["suite"]["final_evaluations"]) for t in suite.tasks}
+                                         colors, xlabel, report["suite"]["final_evaluations"],
+                                         {r.name: curves[t.name, r.name] for r in t.references})
+             for t in suite.tasks}
     names["aggregates"] = figures.aggregates_figure(out / "aggregates.png", report, colors)
     names["improvement"] = figures.improvement_figure(out / "probability_of_improvement.png", report, suite.baseline,
                                                       colors)
@@ -116,7 +211,45 @@ def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str]) ->
                                                     colors)
     path = out / "report.md"
     path.write_text(markdown_report(suite, report, budget_text, names))
+    if docs is not None:
+        write_between_markers(docs[0], docs[1], steps_table(suite, report))
     return path
+
+
+def _at(cell: dict | None, digits: int = 1) -> str:
+    if cell is None:
+        return "—"
+    return f"{cell['mean']:.{digits}f} [{cell['ci'][0]:.{digits}f}, {cell['ci'][1]:.{digits}f}] ({len(cell['values'])})"
+
+
+def _difference(d: dict | None, digits: int = 1) -> str:
+    if d is None:
+        return "—"
+    return (f"{d['estimate']:+.{digits}f} [{d['ci'][0]:+.{digits}f}, {d['ci'][1]:+.{digits}f}] "
+            f"(p {d['sign_flip_p']:.2f}; {d['better']} of {d['pairs']} above)")
+
+
+def steps_table(suite: Suite, r: dict) -> str:
+    """Every method and reference per task at each column step (mean [95 % CI] (seeds)), then each pair's paired
+    difference by seed at each step (mean [95 % CI] (sign-flip p; pairs A is above)): the table a docs page holds
+    (``--write_docs``)."""
+    k, labels = r["suite"]["final_evaluations"], r["suite"]["columns"]
+    several = len(suite.tasks) > 1
+    lines = [f"| mean of the {k} evaluations up to the step, 95 % CI (seeds) | " + " | ".join(labels) + " |",
+             "|" + "---|" * (len(labels) + 1)]
+    for t in suite.tasks:
+        task = r["tasks"][t.name]
+        prefix = f"{t.name} " if several else ""
+        for m, row in task["methods"].items():
+            lines.append(f"| {prefix}{m} | " + " | ".join(_at(row["at_steps"][c]) for c in labels) + " |")
+        for name, ref in task["references"].items():
+            lines.append(f"| {prefix}{name} | " + " | ".join(_at(ref["at_steps"][c]) for c in labels) + " |")
+    for p in r["paired_differences"]:
+        for t in suite.tasks:
+            prefix = f"{t.name} " if several else ""
+            lines.append(f"| {prefix}{p['a']} − {p['b']}, paired by seed | "
+                         + " | ".join(_difference(p["tasks"][t.name][c]) for c in labels) + " |")
+    return "\n".join(lines)
 
 
 def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str:
@@ -147,6 +280,12 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
             for t in suite.tasks]
     lines += [markdown(head, rows)]
     lines += [f"![{t.name}]({names[t.name]})" for t in suite.tasks] + [""]
+    lines += ["## At each step", "",
+              f"Per seed the mean of the {k} evaluations ending at the step (a seed's agents averaged first), then the "
+              "mean over seeds [95 % percentile bootstrap CI] (seeds); references are published curves read on the "
+              "same evaluation steps. Paired differences: A minus B over the seeds both ran, the project's paired "
+              "bootstrap interval, the exact two-sided sign-flip p over seeds and how many seeds A is above.", "",
+              steps_table(suite, r), ""]
     lines += ["## Across tasks (rliable)", "",
               "Normalised final scores of all runs and tasks; stratified bootstrap (runs resampled within each task), "
               "`rliable.library.get_interval_estimates` with `rliable.metrics`. Optimality gap: the mean shortfall "
@@ -168,15 +307,14 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     lines += ["## Paired differences by seed", "",
               "A minus B for the same seed and task (the same task variants: a seed draws them alike in every method): "
               "the mean over pairs [95 % CI] of the project's paired bootstrap (seeds resampled within each task, "
-              f"{s['bootstrap_reps']} resamples, seed {s['bootstrap_seed']}), then (pairs A won / pairs). Per task in "
-              "returns; all tasks together in normalised scores.", ""]
+              f"{s['bootstrap_reps']} resamples, seed {s['bootstrap_seed']}), then (pairs A won / pairs; the exact "
+              "two-sided sign-flip p over seeds, a seed's tasks averaged). Per task in returns; all tasks together in "
+              "normalised scores. Methods with seeds of their own are paired on the seeds they share.", ""]
     head = ["A - B"] + [t.name for t in suite.tasks] + ["all tasks (normalised)"]
     rows = []
     for p in r["paired_differences"]:
-        cells = [f"{_ci(p['tasks'][t.name], 1)} ({p['tasks'][t.name]['better']}/{p['tasks'][t.name]['pairs']})"
-                 for t in suite.tasks]
-        whole = p["all_tasks_normalised"]
-        rows.append([f"{p['a']} - {p['b']}"] + cells + [f"{_ci(whole, 3)} ({whole['better']}/{whole['pairs']})"])
+        cells = [_pair_cell(p["tasks"][t.name]["final"], 1) for t in suite.tasks]
+        rows.append([f"{p['a']} - {p['b']}"] + cells + [_pair_cell(p["all_tasks_normalised"], 3)])
     lines += [markdown(head, rows)]
     lines += ["## The suite", "", f"`{suite.path}`:", "", "```yaml", suite.text.rstrip(), "```", "",
               "## Commands", "", "```", *r["commands"]["report"], "```", "", "The runs (each trains all seeds):", "",

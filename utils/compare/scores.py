@@ -1,24 +1,34 @@
 """From a suite's curve files to the scores it compares: a seed's agents averaged first, the final score the mean of
-its last K evaluations, normalised per task by its pair of reference scores."""
+its last K evaluations, normalised per task by its pair of reference scores. Published reference curves are read
+the same way, on the suite's evaluation grid."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..naming import curve_length, curve_names
 from ..plot.tables import final_window
+from ..sweep.experiment import ROOT
 from .plan import Entry
-from .suite import Suite, SuiteError
+from .suite import Reference, Suite, SuiteError, Task
+
+TASKS_SUFFIX = "_tasks"  # {curve}_tasks.npy: [evaluations, task variants], the agent's return on each (--eval_tasks all)
 
 
 @dataclass
 class Curves:
-    """One method on one task: per seed (rows, the suite's order) the mean over its agents of every evaluation."""
+    """One method (or reference) on one task: per seed (rows, ascending) the mean over its agents of every evaluation,
+    on the suite's evaluation grid (one every ``eval_freq`` steps per agent from step 0)."""
 
-    entry: Entry
     matrix: np.ndarray  # [seeds, evaluations]
     budget_steps: np.ndarray  # [evaluations]: the step of each evaluation under the suite's budget rule
+    seeds: tuple[int, ...]
+    agents: int
+    steps: int  # per agent: the run's budget (a reference: how far its curves go, cut to the suite's budget)
+    eval_freq: int
+    entry: Entry | None = None  # None for a reference
 
     def final(self, k: int) -> np.ndarray:
         """Each seed's final score: the mean of its last ``k`` evaluations."""
@@ -27,24 +37,36 @@ class Curves:
     def at_fractions(self, fractions: np.ndarray, k: int) -> np.ndarray:
         """[seeds, points]: at each fraction of the budget, the mean of the ``k`` evaluations ending at the last one
         at or before it (fewer near the start); at 1 this is ``final(k)``."""
-        run = self.entry.run
-        ends = np.floor(fractions * run.steps / run.eval_freq + 1e-9).astype(int)
+        ends = np.floor(fractions * self.steps / self.eval_freq + 1e-9).astype(int)
         return np.stack([self.matrix[:, max(0, e - k + 1): e + 1].mean(axis=1) for e in ends], axis=1)
 
+    def window_at(self, step: int, k: int) -> np.ndarray | None:
+        """Per seed, the mean of the ``k`` evaluations ending at agent step ``step``; None when the curves stop
+        before it."""
+        end = step // self.eval_freq
+        if end >= self.matrix.shape[1] or end - k + 1 < 0:
+            return None
+        return self.matrix[:, end - k + 1:end + 1].mean(axis=1)
 
-def load_curves(entry: Entry, rule: str) -> Curves:
-    """The run's curve files, every agent of every seed at its full length (``utils.sweep``'s finished run)."""
+
+def load_curves(entry: Entry, rule: str, score: str = "own") -> Curves:
+    """The run's curve files, every agent of every seed at its full length (``utils.sweep``'s finished run);
+    ``score`` "tasks": the agents' all-variant files ({curve}_tasks.npy), averaged over the variants, in their place."""
     run = entry.run
     length = curve_length(run.steps, run.eval_freq)
+    suffix = TASKS_SUFFIX if score == "tasks" else ""
     rows = []
     for stem in run.stems():
         agents = []
         for name in curve_names(stem, run.policy, run.num_agents):
-            path = run.folder() / f"{name}.npy"
+            path = run.folder() / f"{name}{suffix}.npy"
             try:
                 curve = np.load(path, allow_pickle=False)
             except (OSError, ValueError) as e:
-                raise SuiteError(f"{path}: cannot read the curve ({e})") from None
+                hint = " (score: tasks reads the runs' --eval_tasks all files)" if suffix else ""
+                raise SuiteError(f"{path}: cannot read the curve ({e}){hint}") from None
+            if suffix and curve.ndim == 2:  # the mean over the task variants at each evaluation
+                curve = curve.mean(axis=1)
             if curve.shape != (length,):
                 raise SuiteError(f"{path}: {curve.shape[0] if curve.ndim == 1 else curve.shape} evaluations, "
                                  f"expected {length} ({run.steps} steps, one every {run.eval_freq}); a run that "
@@ -52,7 +74,34 @@ def load_curves(entry: Entry, rule: str) -> Curves:
             agents.append(curve.astype(np.float64))
         rows.append(np.mean(agents, axis=0))
     scale = run.num_agents if rule == "total" else 1
-    return Curves(entry, np.stack(rows), np.arange(length) * run.eval_freq * scale)
+    return Curves(np.stack(rows), np.arange(length) * run.eval_freq * scale, tuple(run.seeds), run.num_agents,
+                  run.steps, run.eval_freq, entry)
+
+
+def load_reference(ref: Reference, task: Task, suite: Suite) -> Curves:
+    """A reference's curves: every seed in its folder whose agents' files are all there, on the suite's evaluation
+    grid (every eval_freq // ref.eval_freq-th evaluation), cut to the shortest seed and to the task's budget."""
+    folder = ROOT / ref.folder
+    env = folder.name
+    found: dict[int, list[np.ndarray]] = {}
+    pattern = re.compile(rf"{re.escape(ref.prefix)}_{re.escape(env)}_(\d+)(?:_Agent_(\d+))?\.npy")
+    for path in sorted(folder.glob("*.npy")) if folder.is_dir() else []:
+        if (match := pattern.fullmatch(path.name)) is not None:
+            found.setdefault(int(match[1]), []).append(np.load(path, allow_pickle=False).astype(np.float64))
+    if not found:
+        raise SuiteError(f"tasks ({task.name}).references.{ref.name}: no {ref.prefix}_{env}_SEED[_Agent_I].npy "
+                         f"curves in {ref.folder}")
+    seeds = tuple(sorted(found))
+    agents = max(len(v) for v in found.values())
+    seeds = tuple(s for s in seeds if len(found[s]) == agents)
+    every = suite.eval_freq // ref.eval_freq
+    budget = task.budget // agents if suite.budget_rule == "total" else task.budget
+    length = min(min(len(c) for c in found[s]) for s in seeds)
+    length = min((length - 1) // every + 1, curve_length(budget, suite.eval_freq))
+    matrix = np.stack([np.mean([c[::every][:length] for c in found[s]], axis=0) for s in seeds])
+    scale = agents if suite.budget_rule == "total" else 1
+    return Curves(matrix, np.arange(length) * suite.eval_freq * scale, seeds, agents,
+                  (length - 1) * suite.eval_freq, suite.eval_freq)
 
 
 def final_k(suite: Suite, curves: list[Curves]) -> int:

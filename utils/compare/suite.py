@@ -12,14 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from ..naming import script_of
-from ..sweep.experiment import POLICIES, ExperimentError, _flags, parse_seeds, positive, read_yaml
+from ..sweep.experiment import POLICIES, ROOT, ExperimentError, _flags, parse_seeds, positive, read_yaml
 
 TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "budget", "budget_rule", "start_steps",
             "eval_freq", "eval_episodes", "final_evaluations", "efficiency_points", "bootstrap_reps",
-            "bootstrap_seed", "pairs", "results_dir", "flags", "threads_per_run", "gpus_per_run", "device"}
+            "bootstrap_seed", "pairs", "results_dir", "flags", "threads_per_run", "gpus_per_run", "device", "at_steps",
+            "score", "docs"}
 REQUIRED_KEYS = ("tasks", "methods", "baseline", "seeds", "budget")
-TASK_KEYS = {"env", "name", "random", "target", "budget", "flags"}
-METHOD_KEYS = {"policy", "flags", "results_dir", "description"}
+TASK_KEYS = {"env", "name", "random", "target", "budget", "flags", "references"}
+METHOD_KEYS = {"policy", "flags", "results_dir", "description", "seeds"}
+REFERENCE_KEYS = {"folder", "prefix", "eval_freq", "description"}
+DOCS_KEYS = {"file", "marker"}
+SCORES = {"own": "each agent's return on the task it trains on (its curve file)",
+          "tasks": "each agent's return averaged over all the task's variants (its {curve}_tasks.npy, --eval_tasks all)"}
 BUDGET_RULES = ("per_agent", "total")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a folder name: the suite's, a method's (its results folder)
 RESULTS_ROOT = "Learning Curves/compare"  # default results: {RESULTS_ROOT}/{suite name}/{method name}
@@ -28,6 +33,19 @@ BOOTSTRAP_REPS = 2000  # the project's default (utils/plot/stats.py); rliable's 
 
 class SuiteError(ExperimentError):
     """A bad suite: one line saying what to change."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Published curves read beside a task's methods, never run: ``{folder}/{prefix}_{env}_{seed}.npy`` (or
+    ``..._{seed}_Agent_{i}.npy``, a seed's agents averaged), with the environment the folder's name (e.g. the DASE
+    paper's own runs on the -v2 tasks, "Learning Curves/paper/")."""
+
+    name: str
+    folder: str  # relative to the repository
+    prefix: str
+    eval_freq: int
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,7 @@ class Task:
     target: float  # normalises to 1
     budget: int
     flags: dict[str, Any] = field(default_factory=dict)
+    references: tuple[Reference, ...] = ()
 
     def normalise(self, score):
         return (score - self.random) / (self.target - self.random)
@@ -54,6 +73,7 @@ class Method:
     flags: dict[str, Any]
     results_dir: str  # as the sweep takes it: relative paths are relative to the repository
     description: str = ""
+    seeds: tuple[int, ...] = ()  # the suite's unless the method names its own
 
 
 @dataclass
@@ -79,11 +99,15 @@ class Suite:
     threads_per_run: int | None
     gpus_per_run: float
     device: str | None
+    at_steps: list[int] = field(default_factory=list)  # besides the budget: windows ending at these steps
+    score: str = "own"  # SCORES
+    docs: tuple[str, str] | None = None  # (file, marker): where --write_docs puts the table
     notices: list[str] = field(default_factory=list)
 
 
-def load_suite(path: str | Path, results_dir: str | None = None) -> Suite:
-    """Read and check a suite file; ``results_dir`` replaces its ``results_dir`` (methods' own folders stay).
+def load_suite(path: str | Path, results_dir: str | None = None, only_seeds: list[int] | None = None) -> Suite:
+    """Read and check a suite file; ``results_dir`` replaces its ``results_dir`` (methods' own folders stay);
+    ``only_seeds`` keeps, of every method's seeds, those among them (a report on the seeds finished so far).
     Raises SuiteError (an ExperimentError) with a one-line reason."""
     path = Path(path)
     text, spec = _read(path)
@@ -99,13 +123,24 @@ def load_suite(path: str | Path, results_dir: str | None = None) -> Suite:
     root = results_dir or spec.get("results_dir") or f"{RESULTS_ROOT}/{name}"
     if not isinstance(root, str) or not root.strip():
         raise SuiteError(f"results_dir: expected a folder name, got {root!r}")
-    methods = _methods(spec["methods"], root)
+    seeds = parse_seeds(spec["seeds"])
+    methods = _methods(spec["methods"], root, seeds)
+    if only_seeds is not None:
+        for m in methods.values():
+            kept = tuple(x for x in m.seeds if x in only_seeds)
+            if not kept:
+                raise SuiteError(f"--seeds: none of methods.{m.name}'s seeds ({', '.join(map(str, m.seeds))})")
+            object.__setattr__(m, "seeds", kept)
+        seeds = [x for x in seeds if x in only_seeds] or seeds
     baseline = spec["baseline"]
     if baseline not in methods:
         raise SuiteError(f"baseline: {baseline!r} is not one of the methods ({', '.join(methods)})")
-    seeds = parse_seeds(spec["seeds"])
     eval_freq = positive(spec.get("eval_freq", 1000), "eval_freq")
+    tasks = [_with_references(t, raw, eval_freq) for t, raw in zip(tasks, spec["tasks"])]
     final = spec.get("final_evaluations")
+    score = spec.get("score", "own")
+    if score not in SCORES:
+        raise SuiteError(f"score: expected one of {', '.join(SCORES)}, got {score!r}")
     return Suite(
         path=path, text=text, name=name, description=str(spec.get("description", "")).strip(), tasks=tasks,
         methods=methods, baseline=baseline, seeds=seeds, budget_rule=rule,
@@ -117,7 +152,9 @@ def load_suite(path: str | Path, results_dir: str | None = None) -> Suite:
         bootstrap_seed=positive(spec.get("bootstrap_seed", 0), "bootstrap_seed", minimum=0),
         pairs=_pairs(spec.get("pairs", []), methods, baseline), flags=_flags(spec.get("flags"), "flags"),
         threads_per_run=positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None,
-        gpus_per_run=spec.get("gpus_per_run", 0), device=spec.get("device"), notices=notices)
+        gpus_per_run=spec.get("gpus_per_run", 0), device=spec.get("device"),
+        at_steps=_at_steps(spec.get("at_steps", []), tasks, eval_freq), score=score, docs=_docs(spec.get("docs")),
+        notices=notices)
 
 
 def _read(path: Path) -> tuple[str, dict]:
@@ -180,7 +217,7 @@ def _tasks(raw: Any, budget: int, notices: list[str]) -> list[Task]:
     return tasks
 
 
-def _methods(raw: Any, root: str) -> dict[str, Method]:
+def _methods(raw: Any, root: str, seeds: list[int]) -> dict[str, Method]:
     if not isinstance(raw, dict) or len(raw) < 2:
         raise SuiteError("methods: expected a mapping of two or more method names to {policy: POLICY, flags: {...}}")
     methods: dict[str, Method] = {}
@@ -197,8 +234,12 @@ def _methods(raw: Any, root: str) -> dict[str, Method]:
         folder = body.get("results_dir", f"{root}/{name}")
         if not isinstance(folder, str) or not folder.strip():
             raise SuiteError(f"{where}.results_dir: expected a folder name, got {folder!r}")
+        try:
+            own = parse_seeds(body["seeds"]) if "seeds" in body else seeds
+        except ExperimentError as e:
+            raise SuiteError(f"{where}.{e}") from None
         methods[name] = Method(name, policy, _flags(body.get("flags"), f"{where}.flags"), folder,
-                               str(body.get("description", "")).strip())
+                               str(body.get("description", "")).strip(), tuple(own))
     return methods
 
 
@@ -213,3 +254,54 @@ def _pairs(raw: Any, methods: dict[str, Method], baseline: str) -> list[tuple[st
         if tuple(item) not in pairs:
             pairs.append(tuple(item))
     return pairs
+
+
+def _with_references(task: Task, body: dict, eval_freq: int) -> Task:
+    """The task with its ``references`` (name -> {folder, prefix, eval_freq, description}): each folder must hold
+    curves; the reference's evaluations must fall on the suite's (its eval_freq divides the suite's)."""
+    raw = body.get("references", {})
+    where = f"tasks ({task.name}).references"
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{where}: expected a mapping of names to {{folder: DIR, prefix: POLICY}}, got {raw!r}")
+    refs = []
+    for name, ref in raw.items():
+        at = f"{where}.{name}"
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise SuiteError(f"{where}: {name!r} is not a usable name (letters, digits, _ . -)")
+        if not isinstance(ref, dict):
+            raise SuiteError(f"{at}: expected {{folder: DIR, prefix: POLICY}}, got {ref!r}")
+        _known_keys(ref, REFERENCE_KEYS, ("folder", "prefix"), f"{at}: ")
+        freq = positive(ref.get("eval_freq", eval_freq), f"{at}.eval_freq")
+        if eval_freq % freq:
+            raise SuiteError(f"{at}.eval_freq: {freq} does not divide the suite's eval_freq {eval_freq}")
+        folder = ROOT / str(ref["folder"])
+        if not any(folder.glob(f"{ref['prefix']}_{folder.name}_*.npy")):
+            raise SuiteError(f"{at}: no {ref['prefix']}_{folder.name}_SEED[_Agent_I].npy curves in {ref['folder']}")
+        refs.append(Reference(name, str(ref["folder"]), str(ref["prefix"]), freq,
+                              str(ref.get("description", "")).strip()))
+    return Task(task.name, task.env, task.random, task.target, task.budget, task.flags, tuple(refs))
+
+
+def _at_steps(raw: Any, tasks: list[Task], eval_freq: int) -> list[int]:
+    """Steps (in the budget's units) where the report reads every method besides its budget: multiples of
+    eval_freq, within every task's budget, increasing."""
+    if not isinstance(raw, list):
+        raise SuiteError(f"at_steps: expected a list of steps, got {raw!r}")
+    steps = [positive(x, "at_steps") for x in raw]
+    for x in steps:
+        if x % eval_freq or x > min(t.budget for t in tasks):
+            raise SuiteError(f"at_steps: {x} is not a multiple of eval_freq {eval_freq} within every task's budget")
+    if steps != sorted(set(steps)):
+        raise SuiteError(f"at_steps: expected increasing steps, each once, got {steps}")
+    return steps
+
+
+def _docs(raw: Any) -> tuple[str, str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SuiteError(f"docs: expected {{file: PATH, marker: NAME}}, got {raw!r}")
+    _known_keys(raw, DOCS_KEYS, ("file", "marker"), "docs: ")
+    if not all(isinstance(raw[k], str) and raw[k].strip() for k in DOCS_KEYS):
+        raise SuiteError(f"docs: file and marker must be names, got {raw!r}")
+    return raw["file"], raw["marker"]

@@ -32,6 +32,17 @@ def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
             w.writerow({k: (repr(float(v)) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()})
 
 
+def has_markers(body: str, mark: str) -> bool:
+    """Whether ``body`` holds a ``<!-- mark -->`` ... ``<!-- /mark -->`` block."""
+    a, b = body.find(f"<!-- {mark} -->"), body.find(f"<!-- /{mark} -->")
+    return 0 <= a < b
+
+
+def between_markers(body: str, mark: str) -> str:
+    """What lies between ``<!-- mark -->`` and ``<!-- /mark -->``, without the surrounding newlines."""
+    return body.split(f"<!-- {mark} -->\n", 1)[1].split(f"<!-- /{mark} -->", 1)[0].strip("\n")
+
+
 def write_between_markers(doc: Path, mark: str, text: str) -> None:
     """Replace what lies between ``<!-- mark -->`` and ``<!-- /mark -->`` in ``doc`` by ``text`` (on lines of its
     own); a document without both markers is left untouched and raises ValueError."""

@@ -206,7 +206,7 @@ def experiment_from_spec(spec: dict, path: str | Path) -> Experiment:
     eval_episodes = positive(spec["eval_episodes"], "eval_episodes") if "eval_episodes" in spec else None
     threads = positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None
     gpus, device = _gpus(spec.get("gpus_per_run", 0)), _device(spec.get("device"))
-    settings = _settings(spec["settings"], _flags(spec.get("flags"), "flags"))
+    settings = _settings(spec["settings"], _flags(spec.get("flags"), "flags"), policies)
     overrides: dict[str, dict[str, Any]] = {}
     for name, body in spec["settings"].items():
         where = f"settings.{name}"
@@ -291,12 +291,13 @@ def _device(value: Any) -> str | None:
     return value
 
 
-def _settings(raw: Any, common: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """name -> (results_dir, the file's flags overridden by the setting's); every setting its own folder."""
+def _settings(raw: Any, common: dict[str, Any], policies: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """name -> (results_dir, the file's flags overridden by the setting's). Settings share a folder only when no
+    policy runs in both (file names start with the policy: TD3_... and DASE_TD3_... never meet)."""
     if not isinstance(raw, dict) or not raw:
         raise ExperimentError("settings: expected a mapping of setting names to {results_dir: ..., flags: {...}}")
     settings: dict[str, tuple[str, dict[str, Any]]] = {}
-    folders: dict[str, str] = {}
+    folders: dict[str, list[tuple[str, set[str]]]] = {}
     for name, body in raw.items():
         where = f"settings.{name}"
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
@@ -311,10 +312,13 @@ def _settings(raw: Any, common: dict[str, Any]) -> dict[str, tuple[str, dict[str
         if not isinstance(results_dir, str) or not results_dir.strip():
             raise ExperimentError(f"{where}: needs a results_dir (a folder name)")
         key = os.path.normpath(ROOT / results_dir)
-        if key in folders:
-            raise ExperimentError(f"{where}: results_dir {results_dir!r} is also setting {folders[key]!r}'s; "
-                                  "the runs would overwrite each other: give each setting its own folder")
-        folders[key] = name
+        own = set(body["policies"]) if isinstance(body.get("policies"), list) else set(policies)
+        for other, theirs in folders.get(key, []):
+            if own & theirs:
+                raise ExperimentError(f"{where}: results_dir {results_dir!r} is also setting {other!r}'s, with "
+                                      f"{', '.join(sorted(own & theirs))} in both; the runs would overwrite each "
+                                      "other: give each setting its own folder")
+        folders.setdefault(key, []).append((name, own))
         blocked = file_in_the_way(key)
         if blocked is not None:
             raise ExperimentError(f"{where}: results_dir {results_dir!r}: {blocked} is a file, not a folder")
