@@ -310,6 +310,49 @@ def test_steps_table_with_seeds_of_its_own_references_and_paired_differences(tmp
     assert r["tasks"]["Pendulum-v1"]["methods"]["shared"]["seeds"] == [1, 2]
 
 
+def test_methods_on_some_tasks_only(tmp_path, no_processes):
+    """A task may name the methods that run on it (e.g. discrete actions for one family): each method's runs,
+    aggregates and profile cover its own tasks; its probability of improvement over the baseline and its paired
+    differences cover the tasks both run (rliable called directly on those columns gives the same numbers); a pair
+    that shares no task is left out."""
+    from rliable import library, metrics
+
+    results = tmp_path / "r"
+    spec = {"tasks": [{"env": "Pendulum-v1", "random": -1000, "target": 0},
+                      {"env": "MountainCarContinuous-v0", "random": 0, "target": 100, "methods": ["solo", "other"]}],
+            "methods": {"solo": {"policy": "TD3"}, "shared": {"policy": "DASE_TD3", "flags": {"num_agents": 3}},
+                        "other": {"policy": "DDPG"}},
+            "pairs": [["shared", "other"]], "bootstrap_reps": 100}
+    suite = hand_suite(tmp_path, **spec)
+    code, out, err = call([str(suite), "--dry_run", "--results", str(results), "--out", str(tmp_path / "o")])
+    assert code == 0 and out.splitlines()[-2] == "5 runs: 5 to run, 0 finished", out + err
+    assert "DASE_TD3 --env MountainCarContinuous-v0" not in out
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        fake_runs(results / "other/DDPG" / env, "DDPG", env, 1, 7, lambda s, i, e: 5.0 * e - s)
+    fake_runs(results / "shared/TD3/Pendulum-v1", "DASE_TD3", "Pendulum-v1", 3, 7, lambda s, i, e: 20.0 * e + s + i)
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out")])
+    assert code == 0, out + err
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert list(r["tasks"]["MountainCarContinuous-v0"]["methods"]) == ["solo", "other"]
+    solo = np.array([r["tasks"][t]["methods"]["solo"]["normalised"] for t in r["tasks"]]).T  # [seeds, 2 tasks]
+    shared = np.array([r["tasks"]["Pendulum-v1"]["methods"]["shared"]["normalised"]]).T  # Pendulum only
+    with global_seed(0):
+        points, intervals = library.get_interval_estimates({"shared,solo": (shared, solo[:, :1])},
+                                                           metrics.probability_of_improvement, reps=100)
+    assert r["probability_of_improvement"]["shared"]["estimate"] == points["shared,solo"]
+    assert r["probability_of_improvement"]["shared"]["ci"] == list(intervals["shared,solo"][:, 0])
+    assert r["aggregates"]["shared"]["mean"]["estimate"] == pytest.approx(shared.mean())
+    assert r["aggregates"]["solo"]["mean"]["estimate"] == pytest.approx(solo.mean())
+    pairs = {(p["a"], p["b"]): p for p in r["paired_differences"]}
+    assert pairs["shared", "solo"]["shared_tasks"] == ["Pendulum-v1"]
+    assert pairs["other", "solo"]["shared_tasks"] == ["Pendulum-v1", "MountainCarContinuous-v0"]
+    assert pairs["shared", "other"]["tasks"]["Pendulum-v1"]["final"]["estimate"] == pytest.approx(
+        np.mean([(20 * 5.5 + s + 1) - (5 * 5.5 - s) for s in range(3)]))
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| shared | DASE_TD3 | `--num_agents 3` | 3 | 600 | 1,800 | Pendulum-v1 |" in text
+
+
 def test_score_tasks_reads_every_agents_all_variant_curves(tmp_path, no_processes):
     """score: tasks: a run's scores come from its agents' {curve}_tasks.npy (--eval_tasks all), averaged over the
     variants, not its own-task curves; a suite whose runs lack them is refused in one line (no report)."""
@@ -390,6 +433,20 @@ BAD = [
     ({"pairs": [["solo", "nobody"]]}, "pairs: ['solo', 'nobody'] is not a pair"),
     ({"sedes": [0]}, "unknown key(s) sedes"),
     ({"name": "a/b"}, "name: 'a/b' is not a usable folder name"),
+    ({"at_steps": [150]}, "at_steps: 150 is not a multiple of eval_freq 100"),
+    ({"at_steps": [700]}, "at_steps: 700 is not a multiple of eval_freq 100 within every task's budget"),
+    ({"score": "best"}, "score: expected one of own, tasks"),
+    ({"methods": {"solo": {"policy": "TD3", "seeds": "x"}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo.seeds:"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1, "methods": ["solo", "nobody"]}]},
+     "tasks (Pendulum-v1).methods: expected a list of two or more of the methods (solo, shared)"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1, "methods": ["solo", "shared"]},
+                {"env": "MountainCarContinuous-v0", "random": 0, "target": 1, "methods": ["shared", "solo"]}],
+      "methods": {"solo": {"policy": "TD3"}, "shared": {"policy": "DASE_TD3"}, "lost": {"policy": "DDPG"}}},
+     "methods.lost: no task lists it"),
+    ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1,
+                 "references": {"paper": {"folder": "Learning Curves/nowhere/Pendulum-v1", "prefix": "TD3"}}}]},
+     "tasks (Pendulum-v1).references.paper: no TD3_Pendulum-v1_SEED[_Agent_I].npy curves"),
+    ({"docs": {"file": "docs/replay.md"}}, "docs: missing key(s) marker"),
 ]
 
 

@@ -75,6 +75,11 @@ def improvement_figure(path: Path, stats: dict, baseline: str, colors: dict) -> 
 
     plt = pyplot()
     improvement = stats["probability_of_improvement"]
+    if not improvement:  # no method shares a task with the baseline
+        fig, ax = plt.subplots(figsize=(5, 1))
+        ax.text(0.5, 0.5, f"no method shares a task with {baseline}", ha="center", va="center")
+        ax.axis("off")
+        return save(fig, path)
     points = {f"{m},{baseline}": np.array([v["estimate"]]) for m, v in improvement.items()}
     intervals = {f"{m},{baseline}": np.array(v["ci"])[:, None] for m, v in improvement.items()}
     fig, ax = plt.subplots(figsize=(5, 0.6 + 0.5 * len(points)))

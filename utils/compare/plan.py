@@ -61,12 +61,15 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
     threads = local_workers = None
     args = argparse.Namespace(ray=ray, workers=workers, until=None)
     for task in suite.tasks:
-        steps = {m: task.budget for m in suite.methods}
+        names = suite.methods_on(task)
+        steps = {m: task.budget for m in names}
         try:
             if suite.budget_rule == "total":
+                every = [suite.methods[m] for m in names]
                 agents = {run.setting: run.num_agents
-                          for run in expand(experiment_from_spec(sweep_spec(suite, task, steps), suite.path), None)}
-                steps = {m: task.budget // agents[m] for m in suite.methods}
+                          for run in expand(experiment_from_spec(sweep_spec(suite, task, steps, every), suite.path),
+                                            None)}
+                steps = {m: task.budget // agents[m] for m in names}
                 for m, own in steps.items():
                     if own < suite.eval_freq:
                         raise SuiteError(f"methods.{m} on {task.name}: a total budget of {task.budget} over "
@@ -75,7 +78,7 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
             elif task.budget < suite.eval_freq:
                 raise SuiteError(f"{task.name}: budget {task.budget} is smaller than eval_freq {suite.eval_freq}")
             runs = []
-            for group in seed_groups(suite):  # the sweep runs one seed list per experiment
+            for group in seed_groups(suite, names):  # the sweep runs one seed list per experiment
                 exp = experiment_from_spec(sweep_spec(suite, task, steps, group), suite.path)
                 found, threads, local_workers = plan(args, exp)
                 runs += found
@@ -90,9 +93,9 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
     return entries, threads, local_workers
 
 
-def seed_groups(suite: Suite) -> list[list[Method]]:
-    """The methods grouped by their seed lists, in the suite's order of first appearance."""
+def seed_groups(suite: Suite, names: list[str]) -> list[list[Method]]:
+    """The methods ``names`` grouped by their seed lists, in the suite's order of first appearance."""
     groups: dict[tuple[int, ...], list[Method]] = {}
-    for m in suite.methods.values():
-        groups.setdefault(m.seeds, []).append(m)
+    for m in names:
+        groups.setdefault(suite.methods[m].seeds, []).append(suite.methods[m])
     return list(groups.values())

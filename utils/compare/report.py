@@ -100,7 +100,8 @@ def compute(suite: Suite, entries: list[Entry]) -> tuple[dict, dict]:
     budgets = {t.budget for t in suite.tasks}
     fractions = np.array(report["suite"].pop("fractions"))
     report.update({
-        **statistics(normalised, suite.baseline, reps, seed),
+        **statistics(normalised, suite.baseline, reps, seed,
+                     {m: [t.name for t in suite.tasks_of(m)] for m in suite.methods}),
         "sample_efficiency": {"fractions": fractions.tolist(),
                               "steps": (fractions * budgets.pop()).tolist() if len(budgets) == 1 else None,
                               "methods": efficiency(at_fractions, reps, seed)},
@@ -121,9 +122,11 @@ def per_task(suite: Suite, entries: list[Entry]):
     reps, seed = suite.bootstrap_reps, suite.bootstrap_seed
     labels = [label for label, _ in columns(suite)]
     tasks, windows = {}, {}
-    for j, t in enumerate(suite.tasks):
+    column = {m: {t.name: j for j, t in enumerate(suite.tasks_of(m))} for m in suite.methods}
+    for t in suite.tasks:
         rows = {}
-        for m in suite.methods:
+        for m in suite.methods_on(t):
+            j = column[m][t.name]
             c, final = curves[t.name, m], raw[m][:, j]
             mean, lo, hi = mean_band(c.matrix, ci=True)
             windows[t.name, m] = _windows(c, t, suite, k)
@@ -150,16 +153,22 @@ def per_task(suite: Suite, entries: list[Entry]):
                          "flags": t.flags, "methods": rows, "references": refs}
     pairs = []
     for a, b in suite.pairs:
+        shared = suite.shared_tasks(a, b)
+        if not shared:  # methods of tasks apart (e.g. continuous and discrete actions): nothing to pair
+            continue
         per_task = {}
-        for j, t in enumerate(suite.tasks):
+        for t in shared:
             ca, cb = curves[t.name, a], curves[t.name, b]
             per_task[t.name] = {label: paired(ca, cb, va, vb, reps, seed) if va is not None and vb is not None
                                 else None
                                 for label, va, vb in zip(labels, windows[t.name, a], windows[t.name, b])}
-            per_task[t.name]["final"] = paired(ca, cb, raw[a][:, j], raw[b][:, j], reps, seed)
-        first = curves[suite.tasks[0].name, a], curves[suite.tasks[0].name, b]
-        pairs.append({"a": a, "b": b, "tasks": per_task,
-                      "all_tasks_normalised": paired(*first, normalised[a], normalised[b], reps, seed)})
+            per_task[t.name]["final"] = paired(ca, cb, raw[a][:, column[a][t.name]], raw[b][:, column[b][t.name]],
+                                               reps, seed)
+        first = curves[shared[0].name, a], curves[shared[0].name, b]
+        na = normalised[a][:, [column[a][t.name] for t in shared]]
+        nb = normalised[b][:, [column[b][t.name] for t in shared]]
+        pairs.append({"a": a, "b": b, "tasks": per_task, "shared_tasks": [t.name for t in shared],
+                      "all_tasks_normalised": paired(*first, na, nb, reps, seed)})
     report = {
         "suite": {"name": suite.name, "file": str(suite.path), "description": suite.description,
                   "seeds": suite.seeds, "budget_rule": suite.budget_rule, "baseline": suite.baseline,
@@ -174,6 +183,12 @@ def per_task(suite: Suite, entries: list[Entry]):
         "paired_differences": pairs,
     }
     return report, {**curves, **references}, normalised, at_fractions
+
+
+def _final_cell(v: dict | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v['final_mean']:.1f} [{v['final_ci'][0]:.1f}, {v['final_ci'][1]:.1f}] ({v['normalised_mean']:.3f})"
 
 
 def _pair_cell(d: dict | None, digits: int) -> str:
@@ -196,7 +211,8 @@ def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     colors = figures.method_colors(list(suite.methods) + sorted({r.name for t in suite.tasks for r in t.references}))
     xlabel, budget_text = budget_words(suite)
-    names = {t.name: figures.task_figure(out / f"curves_{t.name}.png", t, {m: curves[t.name, m] for m in suite.methods},
+    names = {t.name: figures.task_figure(out / f"curves_{t.name}.png", t,
+                                         {m: curves[t.name, m] for m in suite.methods_on(t)},
                                          colors, xlabel, report["suite"]["final_evaluations"],
                                          {r.name: curves[t.name, r.name] for r in t.references})
              for t in suite.tasks}
@@ -246,6 +262,8 @@ def steps_table(suite: Suite, r: dict) -> str:
             lines.append(f"| {prefix}{name} | " + " | ".join(_at(ref["at_steps"][c]) for c in labels) + " |")
     for p in r["paired_differences"]:
         for t in suite.tasks:
+            if t.name not in p["tasks"]:
+                continue
             prefix = f"{t.name} " if several else ""
             lines.append(f"| {prefix}{p['a']} − {p['b']}, paired by seed | "
                          + " | ".join(_difference(p["tasks"][t.name][c]) for c in labels) + " |")
@@ -265,19 +283,17 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
               "## Budget", "", budget_text, ""]
     rows = []
     for m, info in r["methods"].items():
-        per_task = [r["tasks"][t.name]["methods"][m] for t in suite.tasks]
+        per_task = [r["tasks"][t.name]["methods"][m] for t in suite.tasks_of(m)]
         steps = sorted({(v["steps_per_agent"], v["total_steps"]) for v in per_task})
         rows.append([m, info["policy"], f"`{' '.join(flag_args(info['flags']))}`" if info["flags"] else "",
                      str(per_task[0]["agents"]), ", ".join(f"{a:,}" for a, _ in steps),
-                     ", ".join(f"{b:,}" for _, b in steps)])
-    lines += [markdown(["method", "policy", "flags", "agents", "steps per agent", "total steps"], rows)]
+                     ", ".join(f"{b:,}" for _, b in steps), ", ".join(t.name for t in suite.tasks_of(m))])
+    lines += [markdown(["method", "policy", "flags", "agents", "steps per agent", "total steps", "tasks"], rows)]
     lines += ["## Final scores per task", "",
               f"Mean final return over seeds [95 % CI], and the normalised mean. Reference scores: "
               + "; ".join(f"{t.name} random {t.random:g}, target {t.target:g}" for t in suite.tasks) + ".", ""]
     head = ["task"] + methods
-    rows = [[t.name] + [f"{v['final_mean']:.1f} [{v['final_ci'][0]:.1f}, {v['final_ci'][1]:.1f}] "
-                        f"({v['normalised_mean']:.3f})" for v in r["tasks"][t.name]["methods"].values()]
-            for t in suite.tasks]
+    rows = [[t.name] + [_final_cell(r["tasks"][t.name]["methods"].get(m)) for m in methods] for t in suite.tasks]
     lines += [markdown(head, rows)]
     lines += [f"![{t.name}]({names[t.name]})" for t in suite.tasks] + [""]
     lines += ["## At each step", "",
@@ -289,12 +305,14 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     lines += ["## Across tasks (rliable)", "",
               "Normalised final scores of all runs and tasks; stratified bootstrap (runs resampled within each task), "
               "`rliable.library.get_interval_estimates` with `rliable.metrics`. Optimality gap: the mean shortfall "
-              "below the target (1); lower is better.", ""]
+              "below the target (1); lower is better. A method's numbers are over the tasks it runs (the budget "
+              "table's last column): compare them only between methods of the same tasks.", ""]
     rows = [[m] + [_ci(r["aggregates"][m][name], 3) for name in METRICS] for m in methods]
     lines += [markdown(["method"] + list(METRICS), rows), f"![aggregates]({names['aggregates']})", ""]
     lines += [f"### Probability of improvement over {suite.baseline}", "",
               "P(X > baseline): the chance that a run of X beats a run of the baseline on a task, averaged over tasks "
-              "(`rliable.metrics.probability_of_improvement`; runs of the two resampled independently).", ""]
+              "(`rliable.metrics.probability_of_improvement`; runs of the two resampled independently), over the "
+              "tasks both run; a method that shares no task with the baseline has none.", ""]
     rows = [[m, _ci(v, 3)] for m, v in r["probability_of_improvement"].items()]
     lines += [markdown(["method X", f"P(X > {suite.baseline}) [95 % CI]"], rows),
               f"![improvement]({names['improvement']})", ""]
@@ -313,7 +331,7 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     head = ["A - B"] + [t.name for t in suite.tasks] + ["all tasks (normalised)"]
     rows = []
     for p in r["paired_differences"]:
-        cells = [_pair_cell(p["tasks"][t.name]["final"], 1) for t in suite.tasks]
+        cells = [_pair_cell(p["tasks"][t.name]["final"], 1) if t.name in p["tasks"] else "" for t in suite.tasks]
         rows.append([f"{p['a']} - {p['b']}"] + cells + [_pair_cell(p["all_tasks_normalised"], 3)])
     lines += [markdown(head, rows)]
     lines += ["## The suite", "", f"`{suite.path}`:", "", "```yaml", suite.text.rstrip(), "```", "",

@@ -115,12 +115,13 @@ def final_k(suite: Suite, curves: list[Curves]) -> int:
 
 
 def score_arrays(suite: Suite, curves: dict[tuple[str, str], Curves], k: int, fractions: np.ndarray):
-    """Per method: raw final scores [seeds x tasks], normalised ones [seeds x tasks] and normalised scores at each
-    fraction of the budget [seeds x tasks x points]."""
+    """Per method, over the tasks it runs (``suite.tasks_of``, columns in the suite's order): raw final scores
+    [seeds x tasks], normalised ones [seeds x tasks] and normalised scores at each fraction of the budget
+    [seeds x tasks x points]."""
     raw, normalised, efficiency = {}, {}, {}
     for m in suite.methods:
-        raw[m] = np.stack([curves[t.name, m].final(k) for t in suite.tasks], axis=1)
-        normalised[m] = np.stack([t.normalise(curves[t.name, m].final(k)) for t in suite.tasks], axis=1)
-        efficiency[m] = np.stack([t.normalise(curves[t.name, m].at_fractions(fractions, k)) for t in suite.tasks],
-                                 axis=1)
+        tasks = suite.tasks_of(m)
+        raw[m] = np.stack([curves[t.name, m].final(k) for t in tasks], axis=1)
+        normalised[m] = np.stack([t.normalise(curves[t.name, m].final(k)) for t in tasks], axis=1)
+        efficiency[m] = np.stack([t.normalise(curves[t.name, m].at_fractions(fractions, k)) for t in tasks], axis=1)
     return raw, normalised, efficiency

@@ -59,23 +59,36 @@ def _interval(point, interval) -> dict:
     return {"estimate": float(point), "ci": [float(interval[0]), float(interval[1])]}
 
 
-def statistics(scores: dict[str, np.ndarray], baseline: str, reps: int, seed: int) -> dict:
+def statistics(scores: dict[str, np.ndarray], baseline: str, reps: int, seed: int,
+               tasks: dict[str, list[str]] | None = None) -> dict:
     """Everything the report says of normalised final scores {method: [runs x tasks]} across tasks:
     ``aggregates`` {method: {metric: {estimate, ci}}} (one ``get_interval_estimates`` call over all methods with
     ``aggregate_metrics``), ``probability_of_improvement`` {method: {estimate, ci}} of each method over the baseline
     (one call on the pairs "method,baseline" with ``metrics.probability_of_improvement``), and
     ``performance_profile`` (``create_performance_profile`` at ``profile_taus``). Each call after
-    ``np.random.seed(seed)``, with ``reps`` resamples and 95 % percentile intervals."""
+    ``np.random.seed(seed)``, with ``reps`` resamples and 95 % percentile intervals. ``tasks``: the task names of each
+    method's columns, when methods run on different tasks: a method's aggregates and profile are over its own tasks,
+    its probability of improvement over the tasks it shares with the baseline (none shared: left out)."""
     from rliable import library, metrics
 
     with global_seed(seed):
         points, intervals = library.get_interval_estimates(scores, aggregate_metrics, reps=reps)
     aggregates = {m: {name: _interval(points[m][j], intervals[m][:, j]) for j, name in enumerate(METRICS)}
                   for m in scores}
-    pairs = {f"{m},{baseline}": (scores[m], scores[baseline]) for m in scores if m != baseline}
-    with global_seed(seed):
-        points, intervals = library.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
-    improvement = {key.split(",")[0]: _interval(points[key], intervals[key][:, 0]) for key in pairs}
+    pairs = {}
+    for m in scores:
+        if m == baseline:
+            continue
+        if tasks is None:
+            pairs[f"{m},{baseline}"] = (scores[m], scores[baseline])
+        elif shared := [t for t in tasks[m] if t in tasks[baseline]]:
+            pairs[f"{m},{baseline}"] = (scores[m][:, [tasks[m].index(t) for t in shared]],
+                                        scores[baseline][:, [tasks[baseline].index(t) for t in shared]])
+    improvement = {}
+    if pairs:
+        with global_seed(seed):
+            points, intervals = library.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
+        improvement = {key.split(",")[0]: _interval(points[key], intervals[key][:, 0]) for key in pairs}
     taus = profile_taus(scores)
     with global_seed(seed):
         profiles, cis = library.create_performance_profile(scores, taus, custom_profile_func=score_profile, reps=reps)

@@ -19,7 +19,7 @@ TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "bud
             "bootstrap_seed", "pairs", "results_dir", "flags", "threads_per_run", "gpus_per_run", "device", "at_steps",
             "score", "docs"}
 REQUIRED_KEYS = ("tasks", "methods", "baseline", "seeds", "budget")
-TASK_KEYS = {"env", "name", "random", "target", "budget", "flags", "references"}
+TASK_KEYS = {"env", "name", "random", "target", "budget", "flags", "references", "methods"}
 METHOD_KEYS = {"policy", "flags", "results_dir", "description", "seeds"}
 REFERENCE_KEYS = {"folder", "prefix", "eval_freq", "description"}
 DOCS_KEYS = {"file", "marker"}
@@ -59,6 +59,7 @@ class Task:
     budget: int
     flags: dict[str, Any] = field(default_factory=dict)
     references: tuple[Reference, ...] = ()
+    methods: tuple[str, ...] = ()  # the methods that run on this task (every method when the file names none)
 
     def normalise(self, score):
         return (score - self.random) / (self.target - self.random)
@@ -104,6 +105,17 @@ class Suite:
     docs: tuple[str, str] | None = None  # (file, marker): where --write_docs puts the table
     notices: list[str] = field(default_factory=list)
 
+    def methods_on(self, task: Task) -> list[str]:
+        """The methods that run on ``task``, in the suite's order."""
+        return [m for m in self.methods if not task.methods or m in task.methods]
+
+    def tasks_of(self, method: str) -> list[Task]:
+        """The tasks ``method`` runs on, in the suite's order."""
+        return [t for t in self.tasks if method in self.methods_on(t)]
+
+    def shared_tasks(self, a: str, b: str) -> list[Task]:
+        return [t for t in self.tasks_of(a) if b in self.methods_on(t)]
+
 
 def load_suite(path: str | Path, results_dir: str | None = None, only_seeds: list[int] | None = None) -> Suite:
     """Read and check a suite file; ``results_dir`` replaces its ``results_dir`` (methods' own folders stay);
@@ -136,7 +148,10 @@ def load_suite(path: str | Path, results_dir: str | None = None, only_seeds: lis
     if baseline not in methods:
         raise SuiteError(f"baseline: {baseline!r} is not one of the methods ({', '.join(methods)})")
     eval_freq = positive(spec.get("eval_freq", 1000), "eval_freq")
-    tasks = [_with_references(t, raw, eval_freq) for t, raw in zip(tasks, spec["tasks"])]
+    tasks = [_with_references(t, raw, eval_freq, methods) for t, raw in zip(tasks, spec["tasks"])]
+    for m in methods:
+        if not any(not t.methods or m in t.methods for t in tasks):
+            raise SuiteError(f"methods.{m}: no task lists it (a task's methods: name the methods that run on it)")
     final = spec.get("final_evaluations")
     score = spec.get("score", "own")
     if score not in SCORES:
@@ -256,9 +271,15 @@ def _pairs(raw: Any, methods: dict[str, Method], baseline: str) -> list[tuple[st
     return pairs
 
 
-def _with_references(task: Task, body: dict, eval_freq: int) -> Task:
-    """The task with its ``references`` (name -> {folder, prefix, eval_freq, description}): each folder must hold
-    curves; the reference's evaluations must fall on the suite's (its eval_freq divides the suite's)."""
+def _with_references(task: Task, body: dict, eval_freq: int, methods: dict[str, Method]) -> Task:
+    """The task with its ``methods`` (a list of two or more of the suite's, default all) and its ``references``
+    (name -> {folder, prefix, eval_freq, description}): each folder must hold curves; the reference's evaluations
+    must fall on the suite's (its eval_freq divides the suite's)."""
+    own = body.get("methods", [])
+    if not isinstance(own, list) or (own and (len(own) < 2 or len(set(own)) < len(own)
+                                              or any(m not in methods for m in own))):
+        raise SuiteError(f"tasks ({task.name}).methods: expected a list of two or more of the methods "
+                         f"({', '.join(methods)}), each once, got {own!r}")
     raw = body.get("references", {})
     where = f"tasks ({task.name}).references"
     if not isinstance(raw, dict):
@@ -279,7 +300,7 @@ def _with_references(task: Task, body: dict, eval_freq: int) -> Task:
             raise SuiteError(f"{at}: no {ref['prefix']}_{folder.name}_SEED[_Agent_I].npy curves in {ref['folder']}")
         refs.append(Reference(name, str(ref["folder"]), str(ref["prefix"]), freq,
                               str(ref.get("description", "")).strip()))
-    return Task(task.name, task.env, task.random, task.target, task.budget, task.flags, tuple(refs))
+    return Task(task.name, task.env, task.random, task.target, task.budget, task.flags, tuple(refs), tuple(own))
 
 
 def _at_steps(raw: Any, tasks: list[Task], eval_freq: int) -> list[int]:
