@@ -30,11 +30,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci, sign_flip_p  # noqa: E402
+from utils.plot.stats import BOOTSTRAP, bootstrap_ci, median_ci, sign_flip_p  # noqa: E402,F401
 
 FOLDER = ROOT / "Learning Curves" / "td3_tutorial" / "TD3" / "LunarLanderContinuous-v3"
 ENV = "LunarLanderContinuous-v3"
-BOOTSTRAP = 2000
 COLUMNS = [("TD3", "TD3", 0), ("DASE_TD3 agent 0", "DASE_TD3", 0), ("DASE_TD3 agent 1", "DASE_TD3", 1)]
 
 
@@ -55,18 +54,6 @@ def outcomes(folder: Path, policy: str) -> dict[int, list[float | None]]:
     if out:
         out[-1] = [float(limit)]
     return out
-
-
-def median_ci(values: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """The median over seeds and its 95 % percentile bootstrap interval (order statistics, inf for never)."""
-    x = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    medians = np.sort(x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))], axis=1)
-    # the median of each resample: the middle value, or the mean of the two (inf when either is inf)
-    n = len(x)
-    mid = medians[:, (n - 1) // 2] if n % 2 else (medians[:, n // 2 - 1] + medians[:, n // 2]) / 2
-    lo, hi = np.percentile(mid, [2.5, 97.5], method="inverted_cdf")
-    return float(np.median(x)), float(lo), float(hi)
 
 
 def episodes(value: float, limit: int) -> str:

@@ -39,6 +39,19 @@ def bootstrap_ci(x: np.ndarray, stat, n: int = BOOTSTRAP, seed: int = 0):
     return (float(lo), float(hi)) if x.ndim == 1 else (lo, hi)
 
 
+def median_ci(values, seed: int = 0, n: int = BOOTSTRAP) -> tuple[float, float, float]:
+    """The median over runs and its 95 % percentile bootstrap interval, where values may be inf (e.g. episodes to
+    solve of a run never solved): order statistics of each resample (the middle value, or the mean of the two, inf
+    when either is), percentiles by the inverted CDF (so an interval end is a resample's median, inf included)."""
+    x = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    medians = np.sort(x[rng.integers(0, len(x), size=(n, len(x)))], axis=1)
+    k = len(x)
+    mid = medians[:, (k - 1) // 2] if k % 2 else (medians[:, k // 2 - 1] + medians[:, k // 2]) / 2
+    lo, hi = np.percentile(mid, [2.5, 97.5], method="inverted_cdf")
+    return float(np.median(x)), float(lo), float(hi)
+
+
 def mean_band(m: np.ndarray, ci: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean curve and its band: ± std across runs, or a 95 % bootstrap CI of the mean."""
     mean = m.mean(axis=0)
