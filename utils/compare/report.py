@@ -290,7 +290,7 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
                      ", ".join(f"{b:,}" for _, b in steps), ", ".join(t.name for t in suite.tasks_of(m))])
     lines += [markdown(["method", "policy", "flags", "agents", "steps per agent", "total steps", "tasks"], rows)]
     lines += ["## Final scores per task", "",
-              f"Mean final return over seeds [95 % CI], and the normalised mean. Reference scores: "
+              "Mean final return over seeds [95 % CI], and the normalised mean. Reference scores: "
               + "; ".join(f"{t.name} random {t.random:g}, target {t.target:g}" for t in suite.tasks) + ".", ""]
     head = ["task"] + methods
     rows = [[t.name] + [_final_cell(r["tasks"][t.name]["methods"].get(m)) for m in methods] for t in suite.tasks]

@@ -190,6 +190,14 @@ def _known_keys(body: dict, allowed: set[str], required: tuple[str, ...], where:
         raise SuiteError(f"{where}missing key(s) {', '.join(missing)}")
 
 
+def _named_entry(parent: str, name: Any, body: Any, shape: str) -> None:
+    """One entry of a mapping of names (methods, a task's references): a usable name and a mapping."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise SuiteError(f"{parent}: {name!r} is not a usable name (letters, digits, _ . -)")
+    if not isinstance(body, dict):
+        raise SuiteError(f"{parent}.{name}: expected {shape}, got {body!r}")
+
+
 def _score(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SuiteError(f"{what}: expected a number, got {value!r}")
@@ -238,10 +246,7 @@ def _methods(raw: Any, root: str, seeds: list[int]) -> dict[str, Method]:
     methods: dict[str, Method] = {}
     for name, body in raw.items():
         where = f"methods.{name}"
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise SuiteError(f"methods: {name!r} is not a usable name (letters, digits, _ . -)")
-        if not isinstance(body, dict):
-            raise SuiteError(f"{where}: expected {{policy: POLICY, flags: {{...}}}}, got {body!r}")
+        _named_entry("methods", name, body, "{policy: POLICY, flags: {...}}")
         _known_keys(body, METHOD_KEYS, ("policy",), f"{where}: ")
         policy = body["policy"]
         if not isinstance(policy, str) or script_of(policy) is None:
@@ -287,10 +292,7 @@ def _with_references(task: Task, body: dict, eval_freq: int, methods: dict[str, 
     refs = []
     for name, ref in raw.items():
         at = f"{where}.{name}"
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise SuiteError(f"{where}: {name!r} is not a usable name (letters, digits, _ . -)")
-        if not isinstance(ref, dict):
-            raise SuiteError(f"{at}: expected {{folder: DIR, prefix: POLICY}}, got {ref!r}")
+        _named_entry(where, name, ref, "{folder: DIR, prefix: POLICY}")
         _known_keys(ref, REFERENCE_KEYS, ("folder", "prefix"), f"{at}: ")
         freq = positive(ref.get("eval_freq", eval_freq), f"{at}.eval_freq")
         if eval_freq % freq:
