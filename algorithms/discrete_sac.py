@@ -24,7 +24,6 @@ action, the actor's ``forward``.
 """
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
@@ -33,8 +32,8 @@ from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
 from .distributions import Categorical
-from .nets import MLP, adam, freeze, init_generators, minimise, soft_update, weighted_mean
-from .sac import Temperature
+from .nets import MLP, init_generators, minimise, soft_update, weighted_mean
+from .sac import soft_actor_critic
 
 
 class CategoricalActor(nn.Module):
@@ -84,17 +83,9 @@ class DiscreteSAC(StackedAgents):
         gens = init_generators(self.seeds)
         self.n_actions = int(act_dim)
         self.behaviour_width = self.n_actions  # transitions carry the probabilities the writer acted with
-        self.actor = CategoricalActor(obs_dim, self.n_actions, hidden_size, gens).to(self.device)
-        self.critic = DiscreteTwinQ(obs_dim, self.n_actions, hidden_size, gens).to(self.device)
-        self.critic_target = freeze(copy.deepcopy(self.critic))
-        self.auto_alpha = bool(automatic_entropy_tuning)
-        self.temperature = Temperature(self.members, alpha, self.auto_alpha).to(self.device)
+        soft_actor_critic(self, CategoricalActor(obs_dim, self.n_actions, hidden_size, gens),
+                          DiscreteTwinQ(obs_dim, self.n_actions, hidden_size, gens), alpha, automatic_entropy_tuning, lr)
         self.target_entropy = float(target_entropy_scale) * math.log(self.n_actions)
-        self.actor_opt = adam(self.actor.parameters(), lr=lr)
-        self.critic_opt = adam(self.critic.parameters(), lr=lr)
-        self.alpha_opt = adam(self.temperature.parameters(), lr=lr) if self.auto_alpha else None
-        self.networks = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
-                         "temperature": self.temperature}
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
 

@@ -25,6 +25,25 @@ from .nets import BatchedLinear
 ATARI_LSTM = 256  # the LSTM's width after the Nature CNN
 
 
+def gated_cell_parameters(cell: nn.Module, fan_in: int, gates: int, hidden: int,
+                          gens: Sequence[torch.Generator]) -> None:
+    """A recurrent cell's w_ih [N, in, gates], w_hh [N, H, gates], b_ih and b_hh [N, 1, gates] (the LSTM's 4H gates, the
+    GRU's 3H) as torch initialises its cells: every weight and bias uniform in +-1/sqrt(H), member i drawn from
+    gens[i] in torch's order weight_ih, weight_hh, bias_ih, bias_hh. Stored transposed for x @ W, as BatchedLinear
+    stores its weights."""
+    n, bound = len(gens), 1.0 / math.sqrt(hidden)
+    w_ih, w_hh = torch.empty(n, gates, fan_in), torch.empty(n, gates, hidden)
+    b_ih, b_hh = torch.empty(n, gates), torch.empty(n, gates)
+    with torch.no_grad():
+        for i, g in enumerate(gens):
+            for t in (w_ih, w_hh, b_ih, b_hh):
+                t[i].uniform_(-bound, bound, generator=g)
+    cell.w_ih = nn.Parameter(w_ih.transpose(1, 2).contiguous())
+    cell.w_hh = nn.Parameter(w_hh.transpose(1, 2).contiguous())
+    cell.b_ih = nn.Parameter(b_ih.unsqueeze(1))
+    cell.b_hh = nn.Parameter(b_hh.unsqueeze(1))
+
+
 class BatchedLSTMCell(nn.Module):
     """N LSTM cells: x [N, B, in], (h, c) [N, B, H] -> (h', c'), with
 
@@ -33,18 +52,7 @@ class BatchedLSTMCell(nn.Module):
 
     def __init__(self, fan_in: int, hidden: int, gens: Sequence[torch.Generator]):
         super().__init__()
-        n, bound = len(gens), 1.0 / math.sqrt(hidden)
-        w_ih, w_hh = torch.empty(n, 4 * hidden, fan_in), torch.empty(n, 4 * hidden, hidden)
-        b_ih, b_hh = torch.empty(n, 4 * hidden), torch.empty(n, 4 * hidden)
-        with torch.no_grad():
-            for i, g in enumerate(gens):
-                for t in (w_ih, w_hh, b_ih, b_hh):
-                    t[i].uniform_(-bound, bound, generator=g)
-        # stored transposed ([N, in, 4H]) for x @ W, as BatchedLinear stores its weights
-        self.w_ih = nn.Parameter(w_ih.transpose(1, 2).contiguous())
-        self.w_hh = nn.Parameter(w_hh.transpose(1, 2).contiguous())
-        self.b_ih = nn.Parameter(b_ih.unsqueeze(1))
-        self.b_hh = nn.Parameter(b_hh.unsqueeze(1))
+        gated_cell_parameters(self, fan_in, 4 * hidden, hidden, gens)
 
     def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         h, c = state

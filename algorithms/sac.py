@@ -51,6 +51,23 @@ class GaussianActor(nn.Module):
         return y * self.scale + self.offset, log_prob.sum(-1, keepdim=True)
 
 
+def soft_actor_critic(agent: StackedAgents, actor: nn.Module, critic: nn.Module, alpha: float, auto_alpha: bool,
+                      lr: float) -> None:
+    """SAC's networks and optimisers on ``agent`` (both action spaces): the actor and twin critic on its device, a
+    frozen copy of the critic as its target, the temperature (learnt when ``auto_alpha``), an Adam for each learnt
+    part, and ``networks``, what a checkpoint saves."""
+    agent.actor = actor.to(agent.device)
+    agent.critic = critic.to(agent.device)
+    agent.critic_target = freeze(copy.deepcopy(agent.critic))
+    agent.auto_alpha = bool(auto_alpha)
+    agent.temperature = Temperature(agent.members, alpha, agent.auto_alpha).to(agent.device)
+    agent.actor_opt = adam(agent.actor.parameters(), lr=lr)
+    agent.critic_opt = adam(agent.critic.parameters(), lr=lr)
+    agent.alpha_opt = adam(agent.temperature.parameters(), lr=lr) if agent.auto_alpha else None
+    agent.networks = {"actor": agent.actor, "critic": agent.critic, "critic_target": agent.critic_target,
+                      "temperature": agent.temperature}
+
+
 class Temperature(nn.Module):
     """log(alpha) per agent; trained only with automatic entropy tuning."""
 
@@ -76,18 +93,10 @@ class SAC(StackedAgents):
             self.actor = GaussianActor(obs_dim, act_dim, hidden_size, gens, low, high)
         else:
             self.actor = DeterministicActor(obs_dim, act_dim, (hidden_size, hidden_size), gens, low, high, init="xavier")
-        self.actor = self.actor.to(self.device)
-        self.critic = TwinQ(obs_dim, act_dim, (hidden_size, hidden_size), gens, init="xavier").to(self.device)
-        self.critic_target = freeze(copy.deepcopy(self.critic))
         # entropy tuning is meaningless without action probabilities
-        self.auto_alpha = automatic_entropy_tuning and self.gaussian
-        self.temperature = Temperature(self.members, alpha, self.auto_alpha).to(self.device)
+        soft_actor_critic(self, self.actor, TwinQ(obs_dim, act_dim, (hidden_size, hidden_size), gens, init="xavier"),
+                          alpha, automatic_entropy_tuning and self.gaussian, lr)
         self.target_entropy = -float(act_dim)
-        self.actor_opt = adam(self.actor.parameters(), lr=lr)
-        self.critic_opt = adam(self.critic.parameters(), lr=lr)
-        self.alpha_opt = adam(self.temperature.parameters(), lr=lr) if self.auto_alpha else None
-        self.networks = {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target,
-                         "temperature": self.temperature}
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
         # V-trace corrections of N-step targets: None, or (rho_bar, c_bar, lambda); needs the Gaussian policy

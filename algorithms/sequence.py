@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .nets import BatchedLinear
-from .recurrent import BatchedLSTMCell
+from .recurrent import BatchedLSTMCell, gated_cell_parameters
 
 ENCODERS = ("gru", "lstm", "attn")  # --seq_encoder
 
@@ -37,17 +37,7 @@ class BatchedGRUCell(nn.Module):
 
     def __init__(self, fan_in: int, hidden: int, gens: Sequence[torch.Generator]):
         super().__init__()
-        n, bound = len(gens), 1.0 / math.sqrt(hidden)
-        w_ih, w_hh = torch.empty(n, 3 * hidden, fan_in), torch.empty(n, 3 * hidden, hidden)
-        b_ih, b_hh = torch.empty(n, 3 * hidden), torch.empty(n, 3 * hidden)
-        with torch.no_grad():
-            for i, g in enumerate(gens):
-                for t in (w_ih, w_hh, b_ih, b_hh):
-                    t[i].uniform_(-bound, bound, generator=g)
-        self.w_ih = nn.Parameter(w_ih.transpose(1, 2).contiguous())  # [N, in, 3H], for x @ W
-        self.w_hh = nn.Parameter(w_hh.transpose(1, 2).contiguous())
-        self.b_ih = nn.Parameter(b_ih.unsqueeze(1))
-        self.b_hh = nn.Parameter(b_hh.unsqueeze(1))
+        gated_cell_parameters(self, fan_in, 3 * hidden, hidden, gens)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         xr, xz, xn = torch.baddbmm(self.b_ih, x, self.w_ih).chunk(3, dim=-1)

@@ -22,7 +22,7 @@ from utils.io import output_file_problem
 
 PROG = "python -m benchmarks.gpu_graphs_check"
 
-# policy: (algorithm settings, agents, sharing settings), as in tests/test_graphs.py but at the default width
+# policy: (algorithm settings, agents, sharing settings), as in tests/test_cuda_graphs.py but at the default width
 CASES = {
     "DASE_TD3": ({}, 2, {}),
     "DASE_DDPG": ({}, 2, {}),

@@ -41,3 +41,16 @@ class LearnerProtocol(Protocol):
 
     def load_state_dicts(self, states: list[dict]) -> None:
         """Restore from one ``state_dict`` per seed, in seed order."""
+
+
+def members_broken(first_bad, parameters) -> list[tuple[int, str]]:
+    """``Learner.broken`` of stacked members: per member (the first step with a non-finite loss, "loss"), else
+    (-1, "parameters") when one of its parameters (the first dimension is the member) is not finite, else (-1, "").
+    ``first_bad``: a tensor [members] of steps, -1 where the loss stayed finite. One host sync."""
+    import torch
+
+    bad_params = torch.zeros(first_bad.shape[0], dtype=torch.bool, device=first_bad.device)
+    for p in parameters:
+        bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
+    return [(step, "loss") if step >= 0 else (-1, "parameters" if bad else "") for step, bad in
+            zip(first_bad.cpu().tolist(), bad_params.cpu().tolist())]

@@ -19,6 +19,7 @@ from algorithms.acer import ACER
 from algorithms.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
 
 from ...errors import UsageError
+from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
 
 AGENTS = {"A2C": A2C, "ACER": ACER}  # naming.ALGORITHM (family "rollout") -> class
@@ -159,11 +160,7 @@ class RolloutLearner:
         return out
 
     def broken(self) -> list[tuple[int, str]]:
-        bad_params = torch.zeros(self.members, dtype=torch.bool, device=self.device)
-        for p in self.agents.model.parameters():
-            bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
-        return [(step, "loss") if step >= 0 else (-1, "parameters" if bad else "") for step, bad in
-                zip(self.first_bad.cpu().tolist(), bad_params.cpu().tolist())]
+        return members_broken(self.first_bad, self.agents.model.parameters())
 
     # ---- checkpoints ------------------------------------------------------------------------------------
     def state_dict(self, seed_index: int) -> dict:

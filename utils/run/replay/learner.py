@@ -20,6 +20,7 @@ from algorithms.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 from .cuda_graphs import UpdateGraphs
+from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}  # naming.ALGORITHMS -> class
@@ -142,13 +143,7 @@ class Learner:
 
     def broken(self) -> list[tuple[int, str]]:
         """Per member: (first bad step or -1, what broke); one host sync."""
-        bad_params = torch.zeros(self.members, dtype=torch.bool, device=self.device)
-        for net in self.agents.networks.values():
-            for p in net.parameters():
-                bad_params |= ~torch.isfinite(p.detach()).reshape(p.shape[0], -1).all(dim=1)
-        first_bad, bad_params = self.first_bad.cpu().tolist(), bad_params.cpu().tolist()
-        return [(step, "loss") if step >= 0 else (-1, "parameters" if bad else "") for step, bad in
-                zip(first_bad, bad_params)]
+        return members_broken(self.first_bad, (p for net in self.agents.networks.values() for p in net.parameters()))
 
     def state_dict(self, seed_index: int) -> dict:
         """One seed's agents, buffer and samplers: exactly what a process of that seed alone holds."""

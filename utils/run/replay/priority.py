@@ -34,7 +34,7 @@ priorities). The prefix over blocks and the targets are float64, so a block's sh
 exact to ~1e-15; inside a block the boundaries between rows sit on float32 partial sums, each off by
 at most about log2(block) * 2**-24 of the block's mass, so the sampled distribution is within a total
 variation of ~1e-3 of P(i) in the worst case (a block of 1024 rows of wildly different priority) and
-much closer typically (the chi-squared test in tests/test_priority.py sees no bias). A draw has 24
+much closer typically (the chi-squared test in tests/test_priority_sampler.py sees no bias). A draw has 24
 random bits inside a segment of total / B, so its resolution is total / (B * 2**24).
 
 Reproducibility. Member m's numbers depend only on its own random stream and its own priorities: every

@@ -1,4 +1,4 @@
-"""Prioritized replay in the training loop (--prioritized; the sampler itself: tests/test_priority.py): each
+"""Prioritized replay in the training loop (--prioritized; the sampler itself: tests/test_priority_sampler.py): each
 member samples by its own priorities, its importance weights reach the losses, the sampled rows' priorities follow
 the TD errors, and runs stay exact across --seeds batching and --resume."""
 import numpy as np
