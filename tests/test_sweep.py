@@ -130,6 +130,19 @@ def test_a_setting_may_have_its_own_policies_and_steps(tmp_path):
         ("A2C_tasks4_RandomExtremeAcrobot-v1_0.json", None), ("A2C_tasks4_RandomExtremeAcrobot-v1_0.npy", 9)]
 
 
+def test_settings_share_a_folder_when_no_policy_runs_in_both(tmp_path):
+    """Two settings may write to one folder when their policies differ (file names start with the policy: a suite's
+    TD3 and DASE_TD3 read from one committed folder); each run keeps its own files."""
+    path = write(tmp_path, {
+        "envs": ["Pendulum-v1"], "policies": ["TD3"], "seeds": "0-1", "steps": 2000, "eval_freq": 1000,
+        "settings": {"single": {"results_dir": str(tmp_path / "runs")},
+                     "shared": {"results_dir": str(tmp_path / "runs"), "policies": ["DASE_TD3"]}}})
+    single, shared = sweep.expand(sweep.load_experiment(path), threads=1)
+    files = [set(p for p, _ in run.expected_files()) for run in (single, shared)]
+    assert single.folder() == shared.folder() and not files[0] & files[1]
+    assert single.log_path() != shared.log_path()
+
+
 @pytest.mark.parametrize("value, seeds, tokens", [
     ("0-9", list(range(10)), ["0-9"]), ([0, 1], [0, 1], ["0", "1"]), (4, [4], ["4"]),
     ("0-4 7, 9", [0, 1, 2, 3, 4, 7, 9], ["0-4", "7", "9"]), (["8-10", 2], [2, 8, 9, 10], ["2", "8-10"])])
@@ -215,6 +228,8 @@ BAD = [
     ({"settings": {"s": {"flags": {}}}}, "needs a results_dir"),
     ({"settings": {"s": {"results_dir": "RESULTS", "color": "red"}}}, "unknown key(s) color"),
     ({"settings": {"s": {"results_dir": "RESULTS"}, "t": {"results_dir": "RESULTS/"}}}, "its own folder"),
+    ({"settings": {"s": {"results_dir": "RESULTS", "policies": ["TD3", "DDPG"]},
+                   "t": {"results_dir": "RESULTS", "policies": ["DDPG"]}}}, "with DDPG in both"),
     ({"settings": {}}, "settings: expected a mapping"),
     ({"settings": {"s": {"results_dir": "RESULTS", "policies": ["PPO"]}}}, "settings.s.policies: unknown policy"),
     ({"settings": {"s": {"results_dir": "RESULTS", "steps": 500}}}, "settings.s.steps 500 is smaller than eval_freq"),
