@@ -149,3 +149,34 @@ def test_a_lone_members_narrow_head_on_one_row_equals_it_batched(out):
     batched, alone = BatchedLinear(256, out, init_generators([0, 1, 2])), BatchedLinear(256, out, init_generators([1]))
     x = torch.randn(3, 1, 256)
     assert torch.equal(batched(x)[1], alone(x[1:2])[0])
+
+
+def test_an_interrupted_run_names_the_seeds_it_was_training(tmp_path):
+    """--seeds 0 1 --resume after seed 0 finished alone: SIGTERM stops seed 1, and the report names seed 1 (its
+    stem), not the finished seed 0 too."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from utils.errors import Interrupted
+
+    kw = dict(SMALL, max_time_steps=4000, checkpoint_freq=500, policy="TD3", num_agents=1, algo={"hidden": (32, 32)})
+    Trainer(RunConfig(results_dir=str(tmp_path), seed=0, **kw)).run()
+    trainer = Trainer(RunConfig(results_dir=str(tmp_path), seeds=[0, 1], resume=True, **kw))
+
+    def stop():
+        deadline = time.time() + 120
+        while trainer.t < 300 and time.time() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, lambda *a: None)
+    try:
+        threading.Thread(target=stop, daemon=True).start()
+        with pytest.raises(Interrupted) as stopped:
+            trainer.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    message = str(stopped.value)
+    assert "SIGTERM: stopped TD3_Pendulum-v1_1 at step" in message and "{" not in message, message

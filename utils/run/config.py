@@ -146,9 +146,13 @@ class RunConfig:
     @property
     def name(self) -> str:
         """stem for one seed; {policy}_{env}_{seeds} for several."""
-        seeds = self.seed_list()
-        return self.stem if len(seeds) == 1 else run_stem(self.policy, self.env, "{" + ",".join(map(str, seeds)) + "}",
-                                                          self.variant)
+        return self.name_for(self.seed_list())
+
+    def name_for(self, seeds: list[int]) -> str:
+        """The name of this run's ``seeds`` alone: a seed's stem, or {policy}_{env}_{a,b,...} for several."""
+        if len(seeds) == 1:
+            return run_stem(self.policy, self.env, seeds[0], self.variant)
+        return run_stem(self.policy, self.env, "{" + ",".join(map(str, seeds)) + "}", self.variant)
 
 
 # learners (seeds x agents) one process may hold: each has its networks, optimizer states and environments

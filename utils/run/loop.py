@@ -260,8 +260,9 @@ class Trainer:
                     if paused:
                         self.progress.say(paused_message(cfg.name, self.t, stop_at, self.checkpoint_where()))
                         return self.curve_arrays()
-                    if stop.signum:
-                        raise Interrupted(stop.signum, interrupted_message(stop.signum, cfg.name, self.t,
+                    if stop.signum:  # named: the seeds this process was still training
+                        running = [seed for seed in self.seeds if seed not in self.done_curves] or self.seeds
+                        raise Interrupted(stop.signum, interrupted_message(stop.signum, cfg.name_for(running), self.t,
                                                                            self.checkpoint_where()))
             self.finish()
         return self.curve_arrays()
