@@ -385,12 +385,12 @@ def test_a_resume_on_another_cpu_instruction_set_is_noticed_and_recorded(tmp_pat
     """float32 rounds differently under AVX2 and AVX-512 kernels: a checkpoint made on one and resumed on the other
     continues, says so on one line, and the record names each resume's CPU and the run's."""
     import utils.run.files as files
-    import utils.run.loop as loop
+    import utils.run.resume as resume
 
     args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
     piece = lambda stop, *more: Trainer(DASE_main.build_config(  # noqa: E731
         DASE_main.parse(args + list(more)))).run(stop_at=stop)
-    for module in (files, loop):
+    for module in (files, resume):
         monkeypatch.setattr(module, "cpu_capability", lambda: "AVX2")
     piece(300)
     capsys.readouterr()

@@ -169,7 +169,7 @@ def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None
 
 def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
     """The saved model into the trainer's agents: the checkpoint's, or the record's model files. What was loaded."""
-    from .run.loop import load_models
+    from .run.setup import load_models
 
     if state is not None:
         trainer.learner.load_state_dicts([state])

@@ -40,7 +40,6 @@ import os
 import signal
 import sys
 import time
-from contextlib import ExitStack
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -57,6 +56,7 @@ from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, check_models, load_error, model_path, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
+from ..seed_files import lock_all
 from .episode_log import EpisodeLog
 
 ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
@@ -263,6 +263,60 @@ def _worker(w: int, shared: ActorCritic, optimizer: SharedAdam, gate: StepGate, 
         sys.exit(1)
 
 
+class WorkerPool:
+    """W actor-learner processes (spawned) on one shared model and optimizer behind a ``StepGate`` at step ``t``;
+    their errors and finished training episodes come back through queues."""
+
+    def __init__(self, cfg: RunConfig, model: ActorCritic, optimizer: SharedAdam, task, settings: dict, t: int):
+        ctx = mp.get_context("spawn")
+        self.stem, self.gate = cfg.stem, StepGate(ctx, t)
+        self.errors, self.episodes = ctx.SimpleQueue(), ctx.SimpleQueue()
+        self.processes = [ctx.Process(target=_worker, name=f"A3C-worker-{w}", daemon=True,
+                                      args=(w, model, optimizer, self.gate, cfg.env, task, settings,
+                                            worker_seed(cfg.seed, w, t), self.errors, self.episodes))
+                          for w in range(settings["num_processes"])]
+
+    def start(self) -> None:
+        for p in self.processes:
+            p.start()
+
+    def finished_episodes(self) -> list[tuple]:
+        """The training episodes the workers finished since the last call: (w, T, return, length, time.time())."""
+        rows = []
+        while not self.episodes.empty():
+            rows.append(self.episodes.get())
+        return rows
+
+    def wait(self, target: int, signals, on_episodes, kept: str) -> int:
+        """Until the workers have done ``target`` steps (or a stop signal came); the step reached. ``on_episodes``
+        takes the episodes finished meanwhile; ``kept`` says what a worker's death leaves behind."""
+        while True:
+            t = self.gate.t
+            on_episodes(self.finished_episodes())
+            if t >= target or (signals is not None and signals.signum is not None):
+                on_episodes(self.finished_episodes())  # what the last rollouts reported
+                return t
+            for w, p in enumerate(self.processes):
+                if p.exitcode is not None:
+                    self.died(w, p, t, kept)
+            time.sleep(POLL_S)
+
+    def died(self, w: int, p, t: int, kept: str) -> None:
+        why = self.errors.get() if not self.errors.empty() else f"exit code {p.exitcode}"
+        self.stop()
+        raise WorkerDied(f"{self.stem}: A3C worker {w} (pid {p.pid}) died near step {t} ({why}); the other "
+                         f"workers were stopped, {kept}")
+
+    def stop(self) -> None:
+        self.gate.stop()
+        for p in self.processes:
+            if p.pid is not None:
+                p.join(timeout=10)
+                if p.exitcode is None:
+                    p.terminate()
+                    p.join(timeout=5)
+
+
 # ---- evaluation ------------------------------------------------------------------------------------------------
 class GreedyEvaluation:
     """The evaluation episodes of one seed: ``episodes`` environments reset with ``episode_seeds(seed + offset, ...)``
@@ -314,7 +368,7 @@ class AsyncTrainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.spec = a3c_spec(cfg)  # how every seed's shared model is built
-        self.processes: list = []  # the current seed's worker processes
+        self.pool: WorkerPool | None = None  # the current seed's worker processes
         self.last_checkpoint: int | None = None
 
     def run(self, stop_at: int | None = None, stop_when=None) -> list[np.ndarray]:
@@ -328,10 +382,7 @@ class AsyncTrainer:
         seeds = cfg.seed_list()
         files = [RunFiles(cfg.for_seed(s)) for s in seeds]
         curves = []
-        with ExitStack() as locks:
-            for f in files:
-                f.lock.acquire()
-                locks.callback(f.lock.release)
+        with lock_all(files):
             plans = [plan_resume([s], [f]) for s, f in zip(seeds, files)]  # every seed decided before any writes
             for s, f, plan in zip(seeds, files, plans):
                 if s in plan.finished:
@@ -378,34 +429,32 @@ class AsyncTrainer:
         files.write_record(torch.device("cpu"), self.t, [cfg.seed], s["num_processes"], [task])
         progress.start(self.t)
         evaluation = GreedyEvaluation(cfg.env, task, cfg.seed, cfg.eval_episodes, cfg.eval_seed_offset)
-        ctx = mp.get_context("spawn")
-        gate = StepGate(ctx, self.t)
-        errors, self.episodes = ctx.SimpleQueue(), ctx.SimpleQueue()
-        self.processes = [ctx.Process(target=_worker, name=f"A3C-worker-{w}", daemon=True,
-                                      args=(w, self.model, self.optimizer, gate, cfg.env, task, s,
-                                            worker_seed(cfg.seed, w, self.t), errors, self.episodes))
-                          for w in range(s["num_processes"])]
+        self.pool = WorkerPool(cfg, self.model, self.optimizer, task, s, self.t)
         try:
-            for p in self.processes:
-                p.start()
+            self.pool.start()
             with StopSignals() as signals:
-                finished = self.loop(files, gate, errors, evaluation, progress, signals, stop_at, stop_when)
+                finished = self.loop(files, evaluation, progress, signals, stop_at, stop_when)
             if finished:
                 self.save_episodes(files)
                 files.finish()
         finally:
-            self.stop_workers(gate)
+            self.pool.stop()
             evaluation.close()
             progress.close()
         return self.curve
 
-    def loop(self, files, gate, errors, evaluation, progress, signals, stop_at, stop_when) -> bool:
+    @property
+    def processes(self) -> list:
+        """The current seed's worker processes."""
+        return self.pool.processes if self.pool is not None else []
+
+    def loop(self, files, evaluation, progress, signals, stop_at, stop_when) -> bool:
         """Open the gate limit by limit, evaluating and checkpointing at each; True when the run finished."""
-        cfg = self.cfg
+        cfg, gate = self.cfg, self.pool.gate
         pending = self.snapshot() if self.evaluation_due() else None
         while True:
             if self.t >= cfg.max_time_steps:
-                self.stop_workers(gate)
+                self.pool.stop()
                 self.evaluate(pending, evaluation, progress, files)
                 return True
             target = self.next_limit(stop_at)
@@ -414,13 +463,13 @@ class AsyncTrainer:
                 self.evaluate(pending, evaluation, progress, files)
                 pending = None
                 if stop_when is not None and stop_when([self.curve]):
-                    self.t = self.wait(gate, gate.close(), errors, None, files)
+                    self.t = self.wait(gate.close(), None, files)
                     self.save_checkpoint(files)
                     return False
-            self.t = self.wait(gate, target, errors, signals, files)
+            self.t = self.wait(target, signals, files)
             stopping = signals.signum is not None
             if stopping:  # the rollouts in flight end the run's last steps
-                self.t = self.wait(gate, gate.close(), errors, None, files)
+                self.t = self.wait(gate.close(), None, files)
             pending = self.snapshot() if self.evaluation_due() else None
             if stopping or self.t == stop_at or self.checkpoint_due():
                 self.evaluate(pending, evaluation, progress, files)  # a checkpoint holds complete curves
@@ -444,46 +493,21 @@ class AsyncTrainer:
             limits.append(stop_at)
         return min(limits)
 
-    def wait(self, gate: StepGate, target: int, errors, signals, files) -> int:
+    def wait(self, target: int, signals, files) -> int:
         """Until the workers have done ``target`` steps (or a stop signal came); the step reached."""
-        while True:
-            t = gate.t
-            self.collect_episodes()
-            if t >= target or (signals is not None and signals.signum is not None):
-                self.collect_episodes()  # what the last rollouts reported
-                return t
-            for w, p in enumerate(self.processes):
-                if p.exitcode is not None:
-                    self.worker_died(w, p, t, gate, errors, files)
-            time.sleep(POLL_S)
-
-    def worker_died(self, w: int, p, t: int, gate: StepGate, errors, files) -> None:
-        why = errors.get() if not errors.empty() else f"exit code {p.exitcode}"
-        self.stop_workers(gate)
         kept = (f"the last checkpoint ({files.checkpoint}, step {self.last_checkpoint}) is kept"
                 if self.last_checkpoint is not None else "no checkpoint was written")
-        raise WorkerDied(f"{self.cfg.stem}: A3C worker {w} (pid {p.pid}) died near step {t} ({why}); the other "
-                         f"workers were stopped, {kept}")
-
-    def stop_workers(self, gate: StepGate) -> None:
-        gate.stop()
-        for p in self.processes:
-            if p.pid is not None:
-                p.join(timeout=10)
-                if p.exitcode is None:
-                    p.terminate()
-                    p.join(timeout=5)
+        return self.pool.wait(target, signals, self.log_episodes, kept)
 
     # ---- training episodes, evaluations and checkpoints ----------------------------------------------------------
-    def collect_episodes(self) -> None:
-        """The workers' finished episodes so far into the log (wall seconds counted from the run's start)."""
+    def log_episodes(self, rows: list[tuple]) -> None:
+        """The workers' finished episodes into the log (wall seconds counted from the run's start)."""
         log = self.episode_log
-        while not self.episodes.empty():
-            w, t, ret, length, when = self.episodes.get()
+        for w, t, ret, length, when in rows:
             log.rows[0].append((int(w), int(t), float(ret), int(length), round(log.wall_before + when - self.epoch, 3)))
 
     def save_episodes(self, files: RunFiles) -> None:
-        self.collect_episodes()
+        self.log_episodes(self.pool.finished_episodes())
         files.save_episode_logs([self.episode_log.csv(0)])
 
     def evaluation_due(self) -> bool:

@@ -8,7 +8,7 @@ and what follows the update.
 from __future__ import annotations
 
 import copy
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -34,8 +34,12 @@ class Learner:
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
                  device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False,
-                 n_step: int = 1, prioritized: dict | None = None, common_init: bool = False):
+                 n_step: int = 1, prioritized: dict | None = None, common_init: bool = False,
+                 memory_check: Optional[Callable[[int, int, int, int], None]] = None):
         self.agents_per_seed, self.members = num_agents, len(member_seeds)
+        # memory_check(bytes per row, groups, rows per group, writers per group): called before the buffers are
+        # allocated (the trainer's check that they fit, in one line instead of an allocator's traceback)
+        self.memory_check = memory_check
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         # a discrete action space (act_dim actions, no bounds: low and high None) takes the algorithm's discrete form
         discrete = low is None
@@ -65,10 +69,18 @@ class Learner:
     def make_buffer(self, obs_dim: int, act_dim: int, buffer_size: int, n_step: int, gamma: float, sequences: bool,
                     prioritized: dict | None) -> SharedReplayBuffer:
         """The replay buffers of all groups (a discrete action is stored as its index, ``act_dim`` 1)."""
-        return SharedReplayBuffer(obs_dim, act_dim, self.scheme.capacity(buffer_size, n_step), self.scheme.writers,
+        capacity = self.scheme.capacity(buffer_size, n_step)
+        self.check_memory(SharedReplayBuffer.bytes_for(obs_dim, act_dim, 1, self.agents.gaussian_behaviour,
+                                                       self.agents.behaviour_width), capacity)
+        return SharedReplayBuffer(obs_dim, act_dim, capacity, self.scheme.writers,
                                   self.device, self.agents.gaussian_behaviour, groups=self.scheme.groups,
                                   behaviour_width=self.agents.behaviour_width, n_step=n_step, gamma=gamma,
                                   sequences=sequences, prioritized=prioritized)
+
+    def check_memory(self, row_bytes: int, capacity: int) -> None:
+        """``memory_check`` of buffers of ``capacity`` rows of ``row_bytes`` per group, before they exist."""
+        if self.memory_check is not None:
+            self.memory_check(row_bytes, self.scheme.groups, capacity, self.scheme.writers)
 
     @torch.no_grad()
     def snapshot(self):

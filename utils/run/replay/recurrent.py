@@ -44,7 +44,11 @@ class RecurrentLearner(Learner):
         if self.agents.prev_width and self.agents.low is not None:
             half = self.agents.scale  # (high - low) / 2, the algorithms' own
             self.act_mid, self.act_half = (self.agents.low + half).cpu().numpy(), half.cpu().numpy()
-        return SequenceReplayBuffer(obs_dim + self.agents.prev_width, act_dim, buffer_size - buffer_size % w, w,
+        capacity, width = buffer_size - buffer_size % w, obs_dim + self.agents.prev_width
+        self.check_memory(SequenceReplayBuffer.bytes_for(width, act_dim, 1, self.agents.gaussian_behaviour,
+                                                         self.agents.behaviour_width,
+                                                         self.agents.encoder.state_size), capacity)
+        return SequenceReplayBuffer(width, act_dim, capacity, w,
                                     self.device,
                                     seq_len=self.agents.seq_len, state_size=self.agents.encoder.state_size,
                                     groups=self.scheme.groups, gaussian_behaviour=self.agents.gaussian_behaviour,

@@ -1,0 +1,112 @@
+"""Starting, resuming and checkpointing a ``Trainer``'s seeds: the resume plan carried out, each seed's checkpoint
+(what a process of that seed alone would write: the learner's, the environments' and the series' state), the
+periodic checkpoints and where they go.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+import torch
+
+from .checkpoint import FORMAT as CHECKPOINT_FORMAT
+from .files import cpu_capability, plan_resume
+from .seed_files import save_curves
+
+if TYPE_CHECKING:
+    from .loop import Trainer
+
+
+def prepare(tr: "Trainer") -> bool:
+    """Resume, skip or start each seed as its files say (``plan_resume`` decides for all before anything is
+    written). Returns True when every seed had already finished."""
+    cfg = tr.cfg
+    plan = plan_resume(tr.seeds, tr.files)
+    tr.done_curves = plan.finished
+    for s in plan.finished:
+        tr.progress.say(f"{cfg.for_seed(s).stem} | already complete ({cfg.max_time_steps} steps): nothing to do")
+    if not plan.active:
+        return True
+    if plan.active != tr.seeds:
+        tr.build(plan.active)
+    for s, files in zip(tr.seeds, tr.files):
+        if s in plan.fresh:
+            if cfg.resume and files.existing():
+                tr.progress.say(f"{files.cfg.stem} | no checkpoint at {files.checkpoint}: starting from step 0")
+            files.clear()
+    if plan.states:
+        load_checkpoints(tr, [plan.states[s] for s in tr.seeds if s in plan.states])
+        note_thread_change(tr, [plan.states[s] for s in tr.seeds if s in plan.states])
+        save_curves(tr)  # evaluations after the checkpoint are done again
+        for files in tr.files:
+            tr.progress.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {tr.t}")
+    return False
+
+
+def note_thread_change(tr: "Trainer", states: list[dict]) -> None:
+    """One line on stderr when a CPU run resumes with another torch thread count, or on a CPU with another
+    instruction set (AVX2 / AVX-512: float32 rounds otherwise), than its checkpoint's: the rest of the run is then
+    not bit for bit the run that would not have stopped (matrix products' last bits)."""
+    if tr.device.type != "cpu" or tr.cfg.quiet:
+        return
+    before = sorted({s["torch_threads"] for s in states if s.get("torch_threads")})  # older checkpoints: unknown
+    now = torch.get_num_threads()
+    if before and before != [now]:
+        print(f"note: {tr.cfg.name} was checkpointed with {' / '.join(map(str, before))} torch thread(s) and "
+              f"resumes with {now} (--threads): the curves from step {tr.t} on may differ in the last bits from "
+              f"an uninterrupted run; the record's 'resumes' lists each resume's threads", file=sys.stderr)
+    cpus = sorted({s["cpu_capability"] for s in states if s.get("cpu_capability")})
+    if cpus and cpus != [cpu_capability()]:
+        print(f"note: {tr.cfg.name} was checkpointed on a CPU with {' / '.join(cpus)} kernels and resumes on "
+              f"one with {cpu_capability()}: the curves from step {tr.t} on may differ in the last bits from an "
+              f"uninterrupted run; the record's 'resumes' lists each resume's CPU", file=sys.stderr)
+
+
+def checkpoint_due(tr: "Trainer") -> bool:
+    """A periodic checkpoint (--checkpoint_freq) falls on this step (or within the K environment steps it just
+    took); none at the end (the run finishes)."""
+    freq, stride = tr.cfg.checkpoint_freq, tr.learner.steps_per_iteration
+    return bool(freq) and tr.t // freq > (tr.t - stride) // freq and tr.t < tr.cfg.max_time_steps
+
+
+def checkpoint_where(tr: "Trainer") -> str | None:
+    """Where the checkpoints go: the file (one seed) or the folder; None when --checkpoint_freq is 0."""
+    if not tr.cfg.checkpoint_freq:
+        return None
+    return str(tr.files[0].checkpoint) if len(tr.files) == 1 else f"{tr.files[0].checkpoint.parent}/"
+
+
+def seed_state(tr: "Trainer", k: int) -> dict:
+    """The k-th seed's checkpoint: what a process of that seed alone would write."""
+    rows = tr.rows(k)
+    return {"format": CHECKPOINT_FORMAT, "config": asdict(tr.seed_cfgs[k]), "t": tr.t,
+            "torch_threads": torch.get_num_threads(), "cpu_capability": cpu_capability(),
+            **tr.outputs.state(k),
+            **({"episode_evals": tr.episode_evals.state_dict(rows)} if tr.episode_evals is not None else {}),
+            **({"episode_log": tr.episode_log.state_dict(rows)} if tr.episode_log is not None else {}),
+            **tr.learner.state_dict(k), **tr.envs.state_dict(rows)}
+
+
+def save_checkpoint(tr: "Trainer") -> None:
+    tr.finish_evaluation()  # a checkpoint holds complete curves; a stop without one too
+    if not tr.cfg.checkpoint_freq:
+        return
+    tr.check_finite()
+    for k, files in enumerate(tr.files):
+        if k not in tr.stopped:
+            files.save_checkpoint(seed_state(tr, k))
+    tr.last_checkpoint = tr.t
+
+
+def load_checkpoints(tr: "Trainer", states: list[dict]) -> None:
+    """Continue exactly where the checkpoints (one per seed, all at one step) left off."""
+    tr.learner.load_state_dicts(states)
+    tr.envs.load_state_dicts(states)
+    tr.t = int(states[0]["t"])
+    tr.outputs.load(states)
+    if tr.episode_evals is not None:
+        tr.episode_evals.load_state_dicts([s.get("episode_evals") for s in states])
+    if tr.episode_log is not None:
+        tr.episode_log.load_state_dicts([s.get("episode_log") for s in states])
+    tr.last_checkpoint = tr.t

@@ -1,0 +1,99 @@
+"""Each seed's files around a ``Trainer``'s loop: every seed's lock, its JSON record opened and finished, its curves
+and the files beside them saved after each evaluation, and a seed stopped on its own when its agents are all done
+(the TD3 tutorial's solved / out of episodes) while the others go on.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from .loop import Trainer
+
+
+def note_done(tr: "Trainer") -> None:
+    """Members became done (solved, or out of episodes): a seed whose agents are all done stops here (its files
+    finished at this step, its record saying why); otherwise its record says who is solved so far."""
+    newly, tr.newly_done = tr.newly_done, []
+    ee = tr.episode_evals
+    for k, files in enumerate(tr.files):
+        rows = tr.rows(k)
+        if k in tr.stopped or not any(rows.start <= m < rows.stop for m in newly):
+            continue
+        if all(ee.done[rows]):
+            stop_seed(tr, k)
+        else:
+            files.update_record(**ee.record(rows))
+
+
+def stop_seed(tr: "Trainer", k: int) -> None:
+    """Seed k's run ends at this step; the other seeds of the process go on (its members keep computing in the
+    batched model, untouched by and not touching the others, but nothing of it is written any more)."""
+    tr.finish_evaluation()  # an evaluation under way belongs to the curves
+    rows, ee = tr.rows(k), tr.episode_evals
+    save_seed_files(tr, k)
+    reason = "solved" if all(s is not None for s in ee.solved[rows]) else "max_episodes"
+    tr.files[k].finish(tr.t, stopped=reason, **ee.record(rows))
+    tr.stopped.add(k)
+    tr.done_curves[tr.seeds[k]] = [list(c) for c in tr.curves[rows]]
+    tr.progress.say(f"{tr.seed_cfgs[k].stem} | stopped at step {tr.t}: "
+                    + ("every agent solved" if reason == "solved" else "every agent solved or out of episodes")
+                    + f" (episodes {ee.episodes[rows]})")
+
+
+@contextmanager
+def lock_all(files: list) -> Iterator[ExitStack]:
+    """Every seed's lock (all or none) while inside; what else must happen on leaving goes on the stack yielded."""
+    with ExitStack() as cleanup:
+        for f in list(files):
+            f.lock.acquire()
+            cleanup.callback(f.lock.release)
+        yield cleanup
+
+
+@contextmanager
+def locked(tr: "Trainer"):
+    """Every seed's lock while inside; the environments closed on leaving."""
+    with lock_all(tr.files) as cleanup:
+        cleanup.callback(tr.close)
+        yield
+
+
+def open_outputs(tr: "Trainer") -> None:
+    """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
+    ee = tr.episode_evals
+    for k, files in enumerate(tr.files):
+        rows = tr.rows(k)
+        files.write_record(tr.device, tr.t, tr.seeds, tr.workers, tr.recorded_tasks[rows])
+        if ee is not None and any(ee.done[rows]):  # a resume keeps what the record said of its done agents
+            files.update_record(**ee.record(rows))
+    tr.progress.start(tr.t, [files.board(tr.t) for files in tr.files] if tr.cfg.tensorboard else [])
+
+
+def finish(tr: "Trainer") -> None:
+    """The last evaluation; each seed's record says finished, its checkpoint goes (seeds that stopped earlier
+    have finished already)."""
+    tr.finish_evaluation()
+    ee = tr.episode_evals
+    for k, files in enumerate(tr.files):
+        if k in tr.stopped:
+            continue
+        if tr.cfg.episode_eval:
+            save_seed_files(tr, k)  # episodes after the last evaluation
+        files.finish(**(ee.record(tr.rows(k)) if ee is not None else {}))
+
+
+def save_curves(tr: "Trainer") -> None:
+    for k in range(len(tr.files)):
+        if k not in tr.stopped:
+            save_seed_files(tr, k)
+
+
+def save_seed_files(tr: "Trainer", k: int) -> None:
+    """The k-th seed's curves and the files beside them, as they are now."""
+    files = tr.files[k]
+    tr.outputs.save(files, k)
+    if tr.cfg.episode_eval:
+        files.save_episode_evals(tr.episode_evals.arrays(tr.rows(k)))
+    if tr.episode_log is not None:
+        files.save_episode_logs([tr.episode_log.csv(m) for m in range(tr.rows(k).start, tr.rows(k).stop)])
