@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from algorithms.nets import DeterministicActor, init_generators
+from algorithms.common.nets import DeterministicActor, init_generators
 from utils.cli import Parser, available_cores, resolve_device, tool_guard
 from utils.envs.workers import make_envs
 from utils.envs.registry import make_env, resolve_env_id

@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from algorithms.nets import TwinQ, init_generators
+from algorithms.common.nets import TwinQ, init_generators
 from utils.cli import Parser, tool_guard
 
 PROG = "python -m benchmarks.twin_critic"

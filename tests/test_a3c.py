@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.a3c import ActorCritic, Rollout, SharedAdam, nstep_targets, rollout_loss
+from algorithms.onpolicy.a3c import ActorCritic, Rollout, SharedAdam, nstep_targets, rollout_loss
 from utils.envs.registry import make_env
 from utils.errors import Interrupted, UsageError, WorkerDied
 from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, check_a3c, worker_seed

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import ac_main
-from algorithms.acer import ACER
+from algorithms.onpolicy.acer import ACER
 from utils.cli import main_guard
 from utils.run import train
 
@@ -175,7 +175,7 @@ def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_pa
 def test_rmsprop_tf_is_recorded_and_steps_tensorflows_rmsprop(tmp_path, policy):
     """--optimizer rmsprop_tf (OpenAI baselines' RMSprop) for A2C and ACER: recorded in the run's JSON with the
     RMSprop settings, the agent's optimizer is RMSpropTF, and its curve differs from torch's RMSprop's."""
-    from algorithms.optim import ForeachRMSprop, RMSpropTF
+    from algorithms.common.optim import ForeachRMSprop, RMSpropTF
     base = ["--policy", policy, "--env", "CartPole-v1", "--max_time_steps", "1600", "--eval_freq", "800",
             "--eval_episodes", "2", "--envs_per_agent", "4", "--n_steps", "10", "--hidden_size", "32", "--threads", "1",
             "--env_workers", "0", "--quiet", *(["--replay_start", "200"] if policy == "ACER" else [])]

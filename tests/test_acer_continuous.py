@@ -10,7 +10,7 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 import ac_main
-from algorithms.acer_continuous import ContinuousACER
+from algorithms.onpolicy.acer_continuous import ContinuousACER
 from utils.cli import main_guard
 
 

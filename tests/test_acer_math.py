@@ -1,11 +1,11 @@
-"""ACER's mathematical core (algorithms/acer_math.py) against hand-computed numbers, autograd and per-item loops."""
+"""ACER's mathematical core (algorithms/onpolicy/acer_math.py) against hand-computed numbers, autograd and per-item loops."""
 import itertools
 import math
 
 import pytest
 import torch
 
-from algorithms.acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient,
+from algorithms.onpolicy.acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient,
                                   kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
                                   trust_region_policy_loss)
 

@@ -1,6 +1,6 @@
 """ACER against independent computations from Wang et al. 2017's definitions.
 
-* Discrete ACER (algorithms/acer.py): the loss and its parameter gradient recomputed one member, environment and
+* Discrete ACER (algorithms/onpolicy/acer.py): the loss and its parameter gradient recomputed one member, environment and
   step at a time (torch.distributions.Categorical for the policy and its entropy, plain Python backward loops for
   Retrace's Q_ret, the bias correction summed action by action, the trust region's k by autograd and the
   projection by hand), with the trust region idle, binding, and switched off.
@@ -18,9 +18,9 @@ import torch
 from torch.distributions import Categorical, Normal, kl_divergence
 
 import ac_main
-from algorithms.acer import ACER
-from algorithms.acer_continuous import gaussian_log_ratio
-from algorithms.nets import BatchedLinear
+from algorithms.onpolicy.acer import ACER
+from algorithms.onpolicy.acer_continuous import gaussian_log_ratio
+from algorithms.common.nets import BatchedLinear
 
 # ---- discrete ACER: the loss ----------------------------------------------------------------------------------
 N, T_LEN, K_LEN, OBS_DIM, ACTIONS = 2, 6, 2, 3, 3

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.distributions import Normal
 
-from algorithms.base import Batch
-from algorithms.discrete_sac import DiscreteSAC
-from algorithms.nets import AgentRNG
-from algorithms.sac import SAC
+from algorithms.replay.base import Batch
+from algorithms.replay.discrete_sac import DiscreteSAC
+from algorithms.common.nets import AgentRNG
+from algorithms.replay.sac import SAC
 from utils.run.replay.buffer import SharedReplayBuffer
 
 M, B, OBS, ACT = 2, 6, 3, 2

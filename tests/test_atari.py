@@ -1,4 +1,4 @@
-"""Atari preprocessing (utils/envs/atari.py) and the batched Nature-DQN encoder (algorithms/cnn.py)."""
+"""Atari preprocessing (utils/envs/atari.py) and the batched Nature-DQN encoder (algorithms/onpolicy/cnn.py)."""
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -7,8 +7,8 @@ import torch
 from utils.run.files import OWNER_KEY
 from torch.nn import functional as F
 
-from algorithms.cnn import BatchedNatureCNN
-from algorithms.nets import init_generators
+from algorithms.onpolicy.cnn import BatchedNatureCNN
+from algorithms.common.nets import init_generators
 from utils.envs import atari
 from utils.errors import UsageError
 

@@ -7,9 +7,9 @@ import torch
 from torch.nn import functional as F
 
 from algorithms import DDPG, SAC, TD3, Batch
-from algorithms.discrete_sac import DiscreteSAC
-from algorithms.nets import MLP, BatchedLinear, adam, init_generators, minimise
-from algorithms.sharing import batch_weights, dase_weighting
+from algorithms.replay.discrete_sac import DiscreteSAC
+from algorithms.common.nets import MLP, BatchedLinear, adam, init_generators, minimise
+from algorithms.sharing.weights import batch_weights, dase_weighting
 
 OBS, ACT, B = 5, 2, 64
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.nets import AgentRNG
+from algorithms.common.nets import AgentRNG
 from utils.run.replay.buffer import SharedReplayBuffer
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.sharing import kl_to_isotropic
+from algorithms.sharing.weights import kl_to_isotropic
 from utils.naming import algorithm_of
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import sac_main
-from algorithms.base import Batch
-from algorithms.discrete_sac import DiscreteSAC
-from algorithms.sharing import PerSampleCategorical, dase_weighting
+from algorithms.replay.base import Batch
+from algorithms.replay.discrete_sac import DiscreteSAC
+from algorithms.sharing.weights import PerSampleCategorical, dase_weighting
 from utils.cli import main_guard
 from utils.run import RunConfig, train
 from utils.run.replay.learner import Learner

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from algorithms import SAC, TD3
-from algorithms.dpd import Distillation, distillation_loss, dpd_weights
+from algorithms.sharing.dpd import Distillation, distillation_loss, dpd_weights
 from utils.run import RunConfig, Trainer
 from utils.run.sharing import Scheme, SharingSettings
 

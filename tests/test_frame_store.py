@@ -1,4 +1,4 @@
-"""ACER's Atari replay keeps each frame once (algorithms/frame_store.py): every replayed rollout equals the one
+"""ACER's Atari replay keeps each frame once (algorithms/onpolicy/frame_store.py): every replayed rollout equals the one
 stored, bit for bit, whatever the episodes do (ends, resets, a stack that follows no rule), across the ring's
 overwrites and a checkpoint's round trip; a checkpoint written when every stack was stored whole loads into it;
 and an ACER run on an Atari game learns exactly as it did with every stack stored whole."""
@@ -8,9 +8,9 @@ import torch
 
 from utils.run.files import OWNER_KEY
 
-from algorithms import acer as acer_module
-from algorithms.acer import ACER
-from algorithms.frame_store import FrameStore, is_frame_stack
+from algorithms.onpolicy import acer as acer_module
+from algorithms.onpolicy.acer import ACER
+from algorithms.onpolicy.frame_store import FrameStore, is_frame_stack
 
 
 class StackingGames:

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import ac_main
-from algorithms.graph import Diffusion, LazyGossip, adjacency
-from algorithms.nets import AgentRNG
+from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency
+from algorithms.common.nets import AgentRNG
 from utils.cli import main_guard
 from utils.run import RunConfig, Trainer, train
 

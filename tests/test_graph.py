@@ -8,9 +8,9 @@ import torch
 from utils.run.files import OWNER_KEY
 
 import DASE_main
-from algorithms.graph import (Diffusion, adjacency, check_adjacency, disagreement, mixing_matrix, neighbours,
+from algorithms.sharing.graph import (Diffusion, adjacency, check_adjacency, disagreement, mixing_matrix, neighbours,
                               second_eigenvalue_modulus)
-from algorithms.nets import AgentRNG
+from algorithms.common.nets import AgentRNG
 from utils.cli import main_guard
 from utils.naming import CURVE_NAME, variant_of
 from utils.run import RunConfig, Trainer, train

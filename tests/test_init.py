@@ -55,7 +55,7 @@ def test_common_start_gives_each_seed_its_first_agents_parameters(kind, name):
 def test_common_start_makes_the_first_updates_of_equal_agents_equal():
     """Equal parameters and fresh optimisers: the same batch moves every agent of a seed identically (the optimiser
     states start equal), while agents started apart stay apart."""
-    from algorithms.base import Batch
+    from algorithms.replay.base import Batch
 
     agents = build("replay", "TD3", [0, 100, 200])
     agents.start_equal(3)
@@ -122,7 +122,7 @@ def test_a_checkpoint_resumes_only_with_its_own_init(tmp_path):
 def test_no_clipping_with_max_grad_norm_0(tmp_path):
     """--max_grad_norm 0 leaves the gradient as it is: the same update as a threshold no gradient reaches, unlike a
     small one; the command line takes it."""
-    from algorithms.a2c import A2C
+    from algorithms.onpolicy.a2c import A2C
 
     g = torch.Generator().manual_seed(0)
     batch = {"obs": torch.randn(2, 5, 3, 4, generator=g), "next_obs": torch.randn(2, 5, 3, 4, generator=g),

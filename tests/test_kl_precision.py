@@ -4,7 +4,7 @@ import json
 import numpy as np
 
 import DASE_main
-from algorithms import sharing
+from algorithms.sharing import weights as sharing
 from utils.cli import main_guard
 from utils.naming import CURVE_NAME
 

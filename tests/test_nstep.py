@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import DASE_main
-from algorithms.base import Batch
-from algorithms.td3 import TD3
+from algorithms.replay.base import Batch
+from algorithms.replay.td3 import TD3
 from utils.cli import main_guard
 from utils.run.replay.buffer import SharedReplayBuffer
 
@@ -46,7 +46,7 @@ def test_n_step_targets_by_hand(row, reward, next_obs, not_done, discount):
 def test_the_batch_carries_the_discount_only_for_n_step():
     one = SharedReplayBuffer(1, 1, capacity=8, writers=2)
     one.add(np.zeros((2, 1)), np.zeros((2, 1)), np.ones(2), np.ones((2, 1)), np.zeros(2))
-    from algorithms.nets import AgentRNG
+    from algorithms.common.nets import AgentRNG
 
     assert one.sample(4, AgentRNG([0, 1])).discount is None
     assert hand_built().sample(4, AgentRNG([0, 1])).discount.shape == (2, 4, 1)

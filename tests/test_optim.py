@@ -1,4 +1,4 @@
-"""algorithms/optim.py: Adam and RMSprop without torch.optim's torch._dynamo import must step exactly as torch's
+"""algorithms/common/optim.py: Adam and RMSprop without torch.optim's torch._dynamo import must step exactly as torch's
 foreach optimizers (every bit of every parameter and moment), write torch's state_dict and load it, both ways."""
 import copy
 import subprocess
@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from algorithms.nets import adam, rmsprop
-from algorithms.optim import ForeachAdam, ForeachRMSprop, MemberAdam, RMSpropTF
+from algorithms.common.nets import adam, rmsprop
+from algorithms.common.optim import ForeachAdam, ForeachRMSprop, MemberAdam, RMSpropTF
 from conftest import ROOT
 
 SHAPES = [(3, 5, 7), (3, 1, 7), (3, 7, 1), (3, 1, 1)]  # stacked weights, biases, a Q head, a scalar per member
@@ -143,7 +143,7 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 import DASE_main, ac_main
 from utils.cli import main_guard
-from algorithms.td3 import TD3
+from algorithms.replay.td3 import TD3
 common = ["--threads", "1", "--quiet", "--eval_episodes", "1"]
 assert main_guard(ac_main.run, ["--policy", "A2C", "--env", "CartPole-v1", "--max_time_steps", "240",
     "--eval_freq", "120", "--results_dir", {str(tmp_path / "a")!r}, *common]) == 0

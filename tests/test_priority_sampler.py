@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.nets import AgentRNG
+from algorithms.common.nets import AgentRNG
 from utils.opcheck import CAPTURE_UNSAFE, OpRecorder
 from utils.run.replay.priority import Priorities, _pairwise_sum
 

@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 import ac_main
-from algorithms.a2c import A2C
-from algorithms.recurrent import BatchedLSTMCell, RecurrentActorCritic
+from algorithms.onpolicy.a2c import A2C
+from algorithms.common.cells import BatchedLSTMCell
+from algorithms.onpolicy.recurrent import RecurrentActorCritic
 from utils.cli import main_guard
 
 
@@ -147,7 +148,7 @@ def test_recurrent_seeds_and_cut_resume_on_a_continuous_task(tmp_path, seed_one_
 def test_recurrent_acting_states_are_zeroed_at_episode_ends_and_replayed_by_the_update(tmp_path):
     """While acting, the state after a step is zero for the environments whose episode ended; at each update,
     replaying the rollout from the state it began with (h0, c0) gives exactly the states the agents acted with."""
-    from algorithms.recurrent import masked
+    from algorithms.onpolicy.recurrent import masked
     from utils.run import Trainer
 
     cfg = ac_main.build_config(ac_main.parse(["--policy", "A2C", *SHORT, "--results_dir", str(tmp_path)]))
@@ -227,7 +228,7 @@ def test_recurrent_is_refused_where_it_does_not_apply(tmp_path, capsys, policy):
 def test_recurrent_a3c_loss_equals_the_plain_loop():
     """A3C's recurrent rollout loss (summed over the steps, as the paper accumulates its gradients) is the plain
     loop's mean loss times n, with a termination and a truncation inside the rollout."""
-    from algorithms.a3c import ActorCritic, Rollout, rollout_loss
+    from algorithms.onpolicy.a3c import ActorCritic, Rollout, rollout_loss
 
     torch.manual_seed(2)
     model = ActorCritic(4, 3, hidden_size=6, recurrent=True)
@@ -255,7 +256,7 @@ def test_recurrent_a3c_worker_carries_its_state_and_zeroes_it_at_episode_ends():
     in, kept without a graph (truncated BPTT: the update back-propagates within its rollout only); and replaying a
     rollout from its start state, zeroed after each episode end, ends exactly in the state the worker acts on next
     (a worker that forgot the zeroing, or kept its start state late, would not)."""
-    from algorithms.a3c import ActorCritic, SharedAdam
+    from algorithms.onpolicy.a3c import ActorCritic, SharedAdam
     from utils.envs.registry import make_env
     from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, a3c_settings
 

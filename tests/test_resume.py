@@ -324,7 +324,7 @@ def test_non_finite_loss_stops_the_run_naming_agent_and_step(tmp_path):
 
 
 def test_non_finite_exit_code(tmp_path, capsys, monkeypatch):
-    from algorithms.td3 import TD3
+    from algorithms.replay.td3 import TD3
 
     update = TD3.update
 
@@ -394,7 +394,7 @@ def test_a_resume_on_another_cpu_instruction_set_is_noticed_and_recorded(tmp_pat
         monkeypatch.setattr(module, "cpu_capability", lambda: "AVX2")
     piece(300)
     capsys.readouterr()
-    for module in (files, loop):
+    for module in (files, resume):
         monkeypatch.setattr(module, "cpu_capability", lambda: "AVX512")
     piece(600, "--resume")
     notes = [line for line in capsys.readouterr().err.splitlines() if "CPU" in line]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.nets import AgentRNG
+from algorithms.common.nets import AgentRNG
 
 
 def lowbias32(x: int) -> int:

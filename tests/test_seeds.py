@@ -144,7 +144,7 @@ def test_a_lone_members_narrow_head_on_one_row_equals_it_batched(out):
     """The exploration step feeds one row per member: the action head of a lone member (a single-agent run of one
     seed) must give the bits that member gets beside others (its seed batched with other seeds). Fails when torch's
     batch-of-one matrix-vector product is used as it is."""
-    from algorithms.nets import BatchedLinear, init_generators
+    from algorithms.common.nets import BatchedLinear, init_generators
 
     batched, alone = BatchedLinear(256, out, init_generators([0, 1, 2])), BatchedLinear(256, out, init_generators([1]))
     x = torch.randn(3, 1, 256)

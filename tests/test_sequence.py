@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import sac_main
-from algorithms.nets import AgentRNG
-from algorithms.sequence import BatchedGRUCell, SequenceEncoder
+from algorithms.common.nets import AgentRNG
+from algorithms.replay.sequence import BatchedGRUCell, SequenceEncoder
 from utils.cli import main_guard
 from utils.run import train
 from utils.run.replay.sequences import SequenceReplayBuffer
@@ -252,9 +252,9 @@ def test_recurrent_critic_loss_and_encoder_gradient_equal_a_plain_loop_with_torc
     the state zeroed at episode starts, next features one cell step from each state after, the target's action
     from the online features and its values from the target encoder's; the critic loss and its gradient with
     respect to the encoder are the batched update's."""
-    import algorithms.sac as rs
-    from algorithms.base import Batch
-    from algorithms.sequence_agents import RecurrentSAC
+    import algorithms.replay.sac as rs
+    from algorithms.replay.base import Batch
+    from algorithms.replay.sequence_agents import RecurrentSAC
 
     torch.manual_seed(0)
     agents = RecurrentSAC(3, 2, [-1.0, -2.0], [1.0, 2.0], [4, 9], policy_type="Gaussian", seq_encoder="gru",
@@ -379,7 +379,7 @@ def test_prediction_loss_is_the_gaussian_nll_plus_kl_to_a_standard_normal_plus_t
     and the squared reward error, per step, averaged per member."""
     from torch.distributions import Normal, kl_divergence
 
-    from algorithms.sequence import PredictionModel
+    from algorithms.replay.sequence import PredictionModel
 
     model = PredictionModel(5, 2, 3, 16, [torch.Generator().manual_seed(s) for s in (1, 2)], kl=0.8)
     x, a, h, r = torch.randn(2, 7, 5), torch.randn(2, 7, 2), torch.randn(2, 7, 3), torch.randn(2, 7, 1)
@@ -417,8 +417,8 @@ def test_prediction_model_trains_the_encoder_and_reports_its_loss(tmp_path, env)
 def test_recurrent_td3_target_reads_the_target_encoder_for_the_target_actor_and_critics():
     """TD3's target from a per-member loop of torch's GRUCell: the target encoder's features of each next
     observation feed the target actor (plus clipped smoothing noise) and the target critics."""
-    from algorithms.base import Batch
-    from algorithms.sequence_agents import RecurrentTD3
+    from algorithms.replay.base import Batch
+    from algorithms.replay.sequence_agents import RecurrentTD3
 
     torch.manual_seed(1)
     agents = RecurrentTD3(3, 2, [-1.0, -2.0], [1.0, 2.0], [4, 9], seq_encoder="gru", seq_len=5, burn_in=2,
@@ -496,8 +496,8 @@ def test_recurrent_sac_learns_the_velocity_masked_pendulum(tmp_path):
 def test_n_step_returns_inside_a_window_equal_a_plain_loop(n):
     """Per trained step t: rewards summed with gamma^i up to the first step that ended its episode or the window's
     last, bootstrapped from that step's next features (online and target) and not_done, discount gamma^(j+1)."""
-    from algorithms.base import Batch
-    from algorithms.sequence_agents import RecurrentSAC
+    from algorithms.replay.base import Batch
+    from algorithms.replay.sequence_agents import RecurrentSAC
 
     agents = RecurrentSAC(2, 1, [-1.0], [1.0], [0], seq_encoder="gru", seq_len=7, burn_in=2, seq_hidden=4,
                           hidden_size=8, gamma=0.9)

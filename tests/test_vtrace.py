@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import sac_main
-from algorithms.base import Batch
-from algorithms.sac import SAC
+from algorithms.replay.base import Batch
+from algorithms.replay.sac import SAC
 from utils.cli import main_guard
 
 M, B, N, OBS, ACT = 2, 5, 3, 3, 2

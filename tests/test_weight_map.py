@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from algorithms import DDPG, SAC, TD3, Batch
-from algorithms.sac import DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP
-from algorithms.sharing import batch_weights, clipped_normal_variance, dase_weighting
+from algorithms.replay.sac import DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP
+from algorithms.sharing.weights import batch_weights, clipped_normal_variance, dase_weighting
 from utils import weight_map
 
 

@@ -572,7 +572,7 @@ MAX_SEQ_HIDDEN = 4096  # a GRU of 4096 already holds 100M parameters per agent
 
 def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag: str) -> dict:
     """--seq_encoder and its numbers, checked ({} without it: feed-forward runs keep their records)."""
-    from algorithms.sequence import ENCODERS
+    from algorithms.replay.sequence import ENCODERS
 
     from .naming import method_of
 

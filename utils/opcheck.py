@@ -63,7 +63,7 @@ class OpRecorder(TorchDispatchMode):
 
 
 def optimizers_as_on_cuda(agents) -> None:
-    """Replace every optimizer of ``agents`` by the fused Adam a GPU run builds (``algorithms.nets.adam``
+    """Replace every optimizer of ``agents`` by the fused Adam a GPU run builds (``algorithms.common.nets.adam``
     with capturable state), same parameters and hyperparameters, fresh state. On the CPU torch's default
     Adam reads its step count with .item(); a GPU run never builds that one, so a capture check on the CPU
     must look at the optimizer the GPU runs."""

@@ -17,7 +17,7 @@ D = A/4 (sigma^2 M^2/v + v/(sigma^2 M^2) - 2): with the paper's v = 0.1 and sigm
 (M = 1). The weight is 1 only where c = v and m = 0, i.e. when the peer's actions spread like the reference,
 about 0.3 max_action around the learner's: the rule trusts a peer most when it acts differently.
 ``--kl_div_var matched`` sets v = sigma^2 M^2, the variance of the noise itself: then an agreeing peer weighs 1
-and the weight falls as the peer drifts away. The batch-level rule in algorithms/sharing.py is what runs;
+and the weight falls as the peer drifts away. The batch-level rule in algorithms/sharing/weights.py is what runs;
 tests/test_weight_map.py checks these closed forms against it on sampled batches.
 """
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Starting, resuming and checkpointing a ``Trainer``'s seeds: the resume plan carried out, each seed's checkpoint
 (what a process of that seed alone would write: the learner's, the environments' and the series' state), the
-periodic checkpoints and where they go.
+periodic checkpoints and where they go. Each function takes the ``Trainer`` (loop.py) as ``tr``.
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -14,11 +13,8 @@ from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .files import cpu_capability, plan_resume
 from .seed_files import save_curves
 
-if TYPE_CHECKING:
-    from .loop import Trainer
 
-
-def prepare(tr: "Trainer") -> bool:
+def prepare(tr) -> bool:
     """Resume, skip or start each seed as its files say (``plan_resume`` decides for all before anything is
     written). Returns True when every seed had already finished."""
     cfg = tr.cfg
@@ -44,7 +40,7 @@ def prepare(tr: "Trainer") -> bool:
     return False
 
 
-def note_thread_change(tr: "Trainer", states: list[dict]) -> None:
+def note_thread_change(tr, states: list[dict]) -> None:
     """One line on stderr when a CPU run resumes with another torch thread count, or on a CPU with another
     instruction set (AVX2 / AVX-512: float32 rounds otherwise), than its checkpoint's: the rest of the run is then
     not bit for bit the run that would not have stopped (matrix products' last bits)."""
@@ -63,21 +59,21 @@ def note_thread_change(tr: "Trainer", states: list[dict]) -> None:
               f"uninterrupted run; the record's 'resumes' lists each resume's CPU", file=sys.stderr)
 
 
-def checkpoint_due(tr: "Trainer") -> bool:
+def checkpoint_due(tr) -> bool:
     """A periodic checkpoint (--checkpoint_freq) falls on this step (or within the K environment steps it just
     took); none at the end (the run finishes)."""
     freq, stride = tr.cfg.checkpoint_freq, tr.learner.steps_per_iteration
     return bool(freq) and tr.t // freq > (tr.t - stride) // freq and tr.t < tr.cfg.max_time_steps
 
 
-def checkpoint_where(tr: "Trainer") -> str | None:
+def checkpoint_where(tr) -> str | None:
     """Where the checkpoints go: the file (one seed) or the folder; None when --checkpoint_freq is 0."""
     if not tr.cfg.checkpoint_freq:
         return None
     return str(tr.files[0].checkpoint) if len(tr.files) == 1 else f"{tr.files[0].checkpoint.parent}/"
 
 
-def seed_state(tr: "Trainer", k: int) -> dict:
+def seed_state(tr, k: int) -> dict:
     """The k-th seed's checkpoint: what a process of that seed alone would write."""
     rows = tr.rows(k)
     return {"format": CHECKPOINT_FORMAT, "config": asdict(tr.seed_cfgs[k]), "t": tr.t,
@@ -88,7 +84,7 @@ def seed_state(tr: "Trainer", k: int) -> dict:
             **tr.learner.state_dict(k), **tr.envs.state_dict(rows)}
 
 
-def save_checkpoint(tr: "Trainer") -> None:
+def save_checkpoint(tr) -> None:
     tr.finish_evaluation()  # a checkpoint holds complete curves; a stop without one too
     if not tr.cfg.checkpoint_freq:
         return
@@ -99,7 +95,7 @@ def save_checkpoint(tr: "Trainer") -> None:
     tr.last_checkpoint = tr.t
 
 
-def load_checkpoints(tr: "Trainer", states: list[dict]) -> None:
+def load_checkpoints(tr, states: list[dict]) -> None:
     """Continue exactly where the checkpoints (one per seed, all at one step) left off."""
     tr.learner.load_state_dicts(states)
     tr.envs.load_state_dicts(states)

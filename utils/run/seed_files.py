@@ -1,17 +1,15 @@
 """Each seed's files around a ``Trainer``'s loop: every seed's lock, its JSON record opened and finished, its curves
 and the files beside them saved after each evaluation, and a seed stopped on its own when its agents are all done
-(the TD3 tutorial's solved / out of episodes) while the others go on.
+(the TD3 tutorial's solved / out of episodes) while the others go on. Each function takes the ``Trainer``
+(loop.py) as ``tr``.
 """
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Iterator
-
-if TYPE_CHECKING:
-    from .loop import Trainer
+from typing import Iterator
 
 
-def note_done(tr: "Trainer") -> None:
+def note_done(tr) -> None:
     """Members became done (solved, or out of episodes): a seed whose agents are all done stops here (its files
     finished at this step, its record saying why); otherwise its record says who is solved so far."""
     newly, tr.newly_done = tr.newly_done, []
@@ -26,7 +24,7 @@ def note_done(tr: "Trainer") -> None:
             files.update_record(**ee.record(rows))
 
 
-def stop_seed(tr: "Trainer", k: int) -> None:
+def stop_seed(tr, k: int) -> None:
     """Seed k's run ends at this step; the other seeds of the process go on (its members keep computing in the
     batched model, untouched by and not touching the others, but nothing of it is written any more)."""
     tr.finish_evaluation()  # an evaluation under way belongs to the curves
@@ -52,14 +50,14 @@ def lock_all(files: list) -> Iterator[ExitStack]:
 
 
 @contextmanager
-def locked(tr: "Trainer"):
+def locked(tr):
     """Every seed's lock while inside; the environments closed on leaving."""
     with lock_all(tr.files) as cleanup:
         cleanup.callback(tr.close)
         yield
 
 
-def open_outputs(tr: "Trainer") -> None:
+def open_outputs(tr) -> None:
     """Each seed's JSON record (and TensorBoard writer); the progress clock starts."""
     ee = tr.episode_evals
     for k, files in enumerate(tr.files):
@@ -70,7 +68,7 @@ def open_outputs(tr: "Trainer") -> None:
     tr.progress.start(tr.t, [files.board(tr.t) for files in tr.files] if tr.cfg.tensorboard else [])
 
 
-def finish(tr: "Trainer") -> None:
+def finish(tr) -> None:
     """The last evaluation; each seed's record says finished, its checkpoint goes (seeds that stopped earlier
     have finished already)."""
     tr.finish_evaluation()
@@ -83,13 +81,13 @@ def finish(tr: "Trainer") -> None:
         files.finish(**(ee.record(tr.rows(k)) if ee is not None else {}))
 
 
-def save_curves(tr: "Trainer") -> None:
+def save_curves(tr) -> None:
     for k in range(len(tr.files)):
         if k not in tr.stopped:
             save_seed_files(tr, k)
 
 
-def save_seed_files(tr: "Trainer", k: int) -> None:
+def save_seed_files(tr, k: int) -> None:
     """The k-th seed's curves and the files beside them, as they are now."""
     files = tr.files[k]
     tr.outputs.save(files, k)

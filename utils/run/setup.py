@@ -69,7 +69,7 @@ def set_global_seeds(seed: int) -> None:
 def rollout_memory(cfg: RunConfig, members: int, envs) -> tuple[str, float, str]:
     """(what, bytes, hint) of an on-policy run's rollout storage, members x n steps x K environments of
     (observation, next observation, action, reward, flags, behaviour), and of ACER's replay of whole rollouts
-    (``--buffer_size`` transitions per member, as algorithms.acer stores them)."""
+    (``--buffer_size`` transitions per member, as algorithms.onpolicy.acer stores them)."""
     n_steps, k = int(cfg.algo["n_steps"]), int(cfg.algo["envs_per_agent"])
     obs = int(np.prod(envs.obs_shape)) * (1 if len(envs.obs_shape) > 1 else 4)
     rest = (8 if envs.discrete else 4 * envs.act_dim) + 12 + 4 * envs.act_dim
@@ -77,7 +77,7 @@ def rollout_memory(cfg: RunConfig, members: int, envs) -> tuple[str, float, str]
     if "buffer_size" in cfg.algo:  # ACER
         slots = max(1, int(cfg.algo["buffer_size"]) // (n_steps * k))
         stored = 2 * obs
-        if len(envs.obs_shape) == 3:  # frame stacks, each frame once (algorithms/frame_store.py): a frame a step,
+        if len(envs.obs_shape) == 3:  # frame stacks, each frame once (algorithms/onpolicy/frame_store.py): a frame a step,
             # the first stack of each rollout, and room for an episode's first and last stacks in every rollout
             stored = obs // envs.obs_shape[0] + 3 * -(-obs // n_steps)
         need += members * slots * n_steps * k * (stored + rest)

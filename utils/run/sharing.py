@@ -16,11 +16,12 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms.base import Batch, stream_seed
-from algorithms.dpd import Distillation
-from algorithms.graph import Diffusion, LazyGossip, adjacency, check_adjacency, disagreement, neighbours
-from algorithms.nets import AgentRNG
-from algorithms.sharing import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
+from algorithms.replay.base import Batch
+from algorithms.common.members import stream_seed
+from algorithms.sharing.dpd import Distillation
+from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency, check_adjacency, disagreement, neighbours
+from algorithms.common.nets import AgentRNG
+from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
 from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, method_of
 
@@ -44,7 +45,7 @@ class SharingSettings:
     adjacency: Optional[list] = None  # an explicit graph instead of a named topology
     diffusion_weights: str = "uniform"
     link_drop: float = 0.0
-    sync_freq: int = 0  # the reference's lazy gossip (algorithms.graph.LazyGossip); 0: synchronous combines
+    sync_freq: int = 0  # the reference's lazy gossip (algorithms.sharing.graph.LazyGossip); 0: synchronous combines
     message_delay: float = 1.0  # its simulated mean message delay, in updates
 
     @staticmethod

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from algorithms.a3c import DEFAULTS, OPTIONAL, ActorCritic, Rollout, SharedAdam, rollout_loss
+from algorithms.onpolicy.a3c import DEFAULTS, OPTIONAL, ActorCritic, Rollout, SharedAdam, rollout_loss
 from ...envs.registry import check_env, make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
@@ -67,7 +67,7 @@ POLL_S = 0.001  # how often an idle worker, and this process while it waits for 
 
 # ---- settings ----------------------------------------------------------------------------------------------
 def a3c_settings(algo: dict) -> dict:
-    """cfg.algo with every A3C setting filled in from ``algorithms.a3c.DEFAULTS``; a UsageError names a key that
+    """cfg.algo with every A3C setting filled in from ``algorithms.onpolicy.a3c.DEFAULTS``; a UsageError names a key that
     A3C does not know or a value out of range."""
     unknown = sorted(set(algo) - set(DEFAULTS) - set(OPTIONAL))
     if unknown:
@@ -354,7 +354,7 @@ class AsyncTrainer:
     """A3C on cfg.env for every seed of cfg (one after another); see the module's docstring.
 
     ``cfg.algo``: lr 1e-4, gamma 0.99, gae_lambda 1.0, ent_coef 0.01, vf_coef 0.5, max_grad_norm 40, n_steps 20,
-    num_processes 2, hidden_size 64 (``algorithms.a3c.DEFAULTS``; missing keys take these, and the record and
+    num_processes 2, hidden_size 64 (``algorithms.onpolicy.a3c.DEFAULTS``; missing keys take these, and the record and
     checkpoints list them all)."""
 
     def __init__(self, cfg: RunConfig, validated: bool = False):

@@ -14,9 +14,9 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms.a2c import A2C
-from algorithms.acer import ACER
-from algorithms.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
+from algorithms.onpolicy.a2c import A2C
+from algorithms.onpolicy.acer import ACER
+from algorithms.onpolicy.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
 
 from ...errors import UsageError
 from ..protocol import members_broken

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from algorithms import DDPG, SAC, TD3
-from algorithms.base import stream_seed
-from algorithms.discrete_sac import DiscreteSAC
-from algorithms.nets import AgentRNG
+from algorithms.common.members import stream_seed
+from algorithms.replay.discrete_sac import DiscreteSAC
+from algorithms.common.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 from .cuda_graphs import UpdateGraphs

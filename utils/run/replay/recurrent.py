@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms.sequence_agents import RecurrentDDPG, RecurrentDiscreteSAC, RecurrentSAC, RecurrentTD3
+from algorithms.replay.sequence_agents import RecurrentDDPG, RecurrentDiscreteSAC, RecurrentSAC, RecurrentTD3
 
 from .learner import STATS, Learner
 from .sequences import SequenceReplayBuffer

@@ -21,8 +21,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from algorithms.base import Batch
-from algorithms.nets import AgentRNG
+from algorithms.replay.base import Batch
+from algorithms.common.nets import AgentRNG
 
 from .buffer import SharedReplayBuffer
 

@@ -16,7 +16,7 @@ here never compiles its optimizer, so these two classes do what ``torch.optim.Ad
 They subclass ``torch.optim.Optimizer`` (isinstance checks, ``param_groups``, ``state``) but replace every method
 of it that imports ``torch._dynamo``. Only the settings the project uses are supported (no amsgrad, maximize,
 momentum, centering, capturable or differentiable states); anything else raises at construction. A GPU run keeps
-torch's fused, capturable Adam (``algorithms.nets.adam``).
+torch's fused, capturable Adam (``algorithms.common.nets.adam``).
 """
 from __future__ import annotations
 

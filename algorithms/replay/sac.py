@@ -9,8 +9,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import adam, MLP, BatchedLinear, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
-from .sharing import clipped_normal_variance
+from ..common.nets import adam, MLP, BatchedLinear, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
+from ..sharing.weights import clipped_normal_variance
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP = 0.1, 0.25

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .base import Batch, StackedAgents
-from .nets import DeterministicActor, TwinQ, init_generators, minimise, soft_update, weighted_mean
+from ..common.nets import DeterministicActor, TwinQ, init_generators, minimise, soft_update, weighted_mean
 
 
 class TD3(StackedAgents):

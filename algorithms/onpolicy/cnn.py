@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from algorithms.nets import BatchedLinear
+from algorithms.common.nets import BatchedLinear
 
 # (output channels, kernel, stride) of the three convolutions
 NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))

@@ -22,8 +22,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .nets import BatchedLinear
-from .recurrent import BatchedLSTMCell, gated_cell_parameters
+from ..common.nets import BatchedLinear
+from ..common.cells import BatchedLSTMCell, gated_cell_parameters
 
 ENCODERS = ("gru", "lstm", "attn")  # --seq_encoder
 
@@ -173,7 +173,7 @@ class PredictionModel(nn.Module):
     def __init__(self, features: int, act_dim: int, memory: int, hidden: int, gens: Sequence[torch.Generator],
                  kl: float = 0.8):
         super().__init__()
-        from .nets import MLP
+        from ..common.nets import MLP
 
         self.transition = MLP([features + act_dim, hidden, 2 * memory], gens)
         self.reward = MLP([features + act_dim, hidden, 1], gens)

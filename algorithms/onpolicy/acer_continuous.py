@@ -1,5 +1,5 @@
 """ACER for continuous actions (Wang et al. 2017, section 5) for N members at once; replay, Poisson replay updates,
-Polyak average network, RMSprop and per-member clipping are discrete ACER's (algorithms/acer.py).
+Polyak average network, RMSprop and per-member clipping are discrete ACER's (algorithms/onpolicy/acer.py).
 
 * **Policy**: a Gaussian with a fixed diagonal covariance around the mean phi_theta(s) (a tanh MLP); its standard
   deviation is ``action_std`` times half the action range, per dimension (0.3 by default: the paper's 0.3 on MuJoCo's
@@ -38,8 +38,8 @@ from torch import nn
 
 from .acer import ACER
 from .acer_math import acer_critic_loss, retrace_targets, trust_region, trust_region_policy_loss
-from .base import stream_seed
-from .nets import MLP, AgentRNG, freeze, init_generators
+from ..common.members import stream_seed
+from ..common.nets import MLP, AgentRNG, freeze, init_generators
 
 CONTINUOUS_DEFAULTS = {"action_std": 0.3, "sdn_samples": 5}
 

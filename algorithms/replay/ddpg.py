@@ -6,7 +6,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .nets import BatchedLinear, DeterministicActor, init_generators, minimise, soft_update, weighted_mean
+from ..common.nets import BatchedLinear, DeterministicActor, init_generators, minimise, soft_update, weighted_mean
 
 
 class DDPGCritic(nn.Module):

@@ -275,7 +275,7 @@ def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.
         fused = cuda
     if fused:
         return torch.optim.Adam(params, lr=lr, fused=True, capturable=cuda, **kwargs)
-    if not cuda:  # the same bits and state as torch's foreach Adam, without its 2-4 s import (algorithms/optim.py)
+    if not cuda:  # the same bits and state as torch's foreach Adam, without its 2-4 s import (algorithms/common/optim.py)
         from .optim import ForeachAdam
         return ForeachAdam(params, lr=lr, **kwargs)
     return torch.optim.Adam(params, lr=lr, foreach=True, **kwargs)
@@ -283,8 +283,8 @@ def adam(params, lr: float, fused: bool | None = None, **kwargs) -> torch.optim.
 
 def rmsprop(params, lr: float, alpha: float, eps: float, tf_like: bool = False) -> torch.optim.Optimizer:
     """RMSprop over stacked parameters, foreach (not fused): the same element-wise operations whatever the number
-    of members. On the CPU without torch.optim's import cost (algorithms/optim.py), the same bits. ``tf_like``:
-    TensorFlow 1's RMSprop (square average from 1, eps under the root: ``algorithms.optim.RMSpropTF``)."""
+    of members. On the CPU without torch.optim's import cost (algorithms/common/optim.py), the same bits. ``tf_like``:
+    TensorFlow 1's RMSprop (square average from 1, eps under the root: ``algorithms.common.optim.RMSpropTF``)."""
     params = list(params)
     if tf_like:
         from .optim import RMSpropTF

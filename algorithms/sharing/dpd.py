@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from .nets import adam, minimise
-from .sharing import categorical_kl
+from ..common.nets import adam, minimise
+from .weights import categorical_kl
 
 WEIGHT_MIN, WEIGHT_MAX = 0.01, 100.0
 

@@ -19,7 +19,7 @@ target and rises while it is below.
 
 Exploration samples the categorical policy from each agent's own counter-based stream (``AgentRNG``, inverse CDF
 at a uniform draw); the behaviour (the probabilities the agent acted with) goes into the buffer with each
-transition for DASE's per-sample rule (``algorithms.sharing.PerSampleCategorical``). Evaluation plays the greedy
+transition for DASE's per-sample rule (``algorithms.sharing.weights.PerSampleCategorical``). Evaluation plays the greedy
 action, the actor's ``forward``.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from .distributions import Categorical
-from .nets import MLP, init_generators, minimise, soft_update, weighted_mean
+from ..common.distributions import Categorical
+from ..common.nets import MLP, init_generators, minimise, soft_update, weighted_mean
 from .sac import soft_actor_critic
 
 

@@ -5,7 +5,7 @@ Every rollout (n steps of K environments, with the behaviour policy's probabilit
 update, then stored; then each member takes Poisson(``replay_ratio``) off-policy updates, each on one stored
 rollout drawn uniformly from its own replay (once it holds ``replay_start`` transitions); with ``replay_only`` the
 on-policy update is skipped (Wang et al.'s continuous ACER is "entirely off-policy"). One update, per
-trajectory (the formulas are in algorithms/acer_math.py, tested there on hand-computed examples):
+trajectory (the formulas are in algorithms/onpolicy/acer_math.py, tested there on hand-computed examples):
 
     rho = pi / mu;  Q_ret by Retrace with min(1, rho) traces, bootstrapped with V(s') = sum_a pi(a|s') Q(s', a)
     where an episode was truncated or the trajectory ends, not after a termination;
@@ -27,19 +27,19 @@ import math
 import torch
 from torch import nn
 
-from .a2c import A2C, ActorCritic, clip_per_member
-from .base import stream_seed
+from .a2c import ActorCritic, ActorCriticMembers, clip_per_member
+from ..common.members import stream_seed
 from .frame_store import FrameStore, is_frame_stack
 from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, entropy_gradient_wrt_probs,
                         kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
                         trust_region_policy_loss)
-from .nets import AgentRNG, freeze, init_generators, rmsprop
-from .optim import MemberAdam
+from ..common.nets import AgentRNG, freeze, init_generators, rmsprop
+from ..common.optim import MemberAdam
 
 MAX_REPLAYS = 32  # the Poisson draw is capped here (P(k >= 32) < 1e-12 for a ratio of 4)
 
 
-class ACER(A2C):
+class ACER(ActorCriticMembers):
     """N ACER members; ``update`` takes one fresh rollout: the on-policy update, storing it, the replay updates."""
 
     STATS = ("policy_loss", "q_loss", "entropy", "replay_updates")
@@ -54,7 +54,7 @@ class ACER(A2C):
                  trust_region_entropy: bool = False, prob_eps: float = 0.0):
         if not discrete and type(self) is ACER:
             raise ValueError("ACER takes discrete actions; continuous actions: acer_continuous.ContinuousACER")
-        super(A2C, self).__init__(seeds, low, high, device, expl_noise=0.0)
+        super().__init__(seeds, low, high, device)
         self.discrete = True
         self.gamma, self.ent_coef, self.q_coef = float(gamma), float(ent_coef), float(q_coef)
         self.max_grad_norm, self.c = float(max_grad_norm), float(trace_max)
@@ -81,7 +81,7 @@ class ACER(A2C):
         self.rollout_size = n_steps * k
         self.n_steps, self.k = n_steps, k
         self.memory: dict[str, torch.Tensor] = {}
-        self.frames: FrameStore | None = None  # Atari: the observations, each frame once (algorithms/frame_store.py)
+        self.frames: FrameStore | None = None  # Atari: the observations, each frame once (algorithms/onpolicy/frame_store.py)
         self.stored = 0  # rollouts stored so far (the same for every member)
         self.replay_rng = AgentRNG([stream_seed(s, "replay") for s in self.seeds], self.device)
 

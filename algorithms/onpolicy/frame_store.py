@@ -23,7 +23,7 @@ def is_frame_stack(x: torch.Tensor) -> bool:
 
 
 class FrameStore:
-    """Per member, ``slots`` rollouts' observations and next observations (the ring of algorithms.acer's replay)."""
+    """Per member, ``slots`` rollouts' observations and next observations (the ring of algorithms.onpolicy.acer's replay)."""
 
     def __init__(self, members: int, slots: int, n_steps: int, k: int, stack: tuple[int, int, int], device):
         c, h, w = stack

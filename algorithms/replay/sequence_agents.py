@@ -30,10 +30,11 @@ import copy
 
 import torch
 
-from .base import Batch, stream_seed
+from .base import Batch
+from ..common.members import stream_seed
 from .ddpg import DDPG
 from .discrete_sac import DiscreteSAC
-from .nets import freeze, init_generators, soft_update
+from ..common.nets import freeze, init_generators, soft_update
 from .sac import SAC
 from .sequence import PredictionModel, SequenceEncoder
 from .td3 import TD3

@@ -22,9 +22,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .base import StackedAgents
-from .distributions import Categorical, DiagGaussian
-from .nets import MLP, BatchedLinear, init_generators, rmsprop
+from ..common.members import Members
+from ..common.distributions import Categorical, DiagGaussian
+from ..common.nets import MLP, BatchedLinear, init_generators, rmsprop
 from .recurrent import RecurrentActorCritic, masked
 
 
@@ -98,33 +98,15 @@ def clip_per_member(params: list[torch.Tensor], max_norm: float) -> torch.Tensor
     return norm
 
 
-class A2C(StackedAgents):
-    """N A2C members (see the module's docstring); ``update`` takes one rollout of every member."""
+class ActorCriticMembers(Members):
+    """What the on-policy family's members share (A2C, ACER): observations as the rollouts keep them (image frames
+    stay uint8), ``--recurrent``'s acting state, evaluation's greedy actions and the actions the environments get.
+    Subclasses build ``self.model`` (an actor-critic of this module or of onpolicy/recurrent.py) and set
+    ``self.discrete``."""
 
-    STATS = ("policy_loss", "value_loss", "entropy")  # what ``update`` reports per member, for the curves' period
-    recurrent = False  # --recurrent (set by the constructor; ACER has none)
-
-    def __init__(self, obs_shape, act_dim: int, low, high, seeds, device, discrete: bool, lr: float = 7e-4,
-                 gamma: float = 0.99, gae_lambda: float = 1.0, ent_coef: float = 0.01, vf_coef: float = 0.5,
-                 max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5,
-                 recurrent: bool = False, optimizer: str = "rmsprop"):
-        super().__init__(seeds, low, high, device, expl_noise=0.0)
-        self.discrete = discrete
-        self.gamma, self.gae_lambda = float(gamma), float(gae_lambda)
-        self.ent_coef, self.vf_coef, self.max_grad_norm = float(ent_coef), float(vf_coef), float(max_grad_norm)
-        gens = init_generators(self.seeds)
-        self.recurrent = bool(recurrent)
-        if self.recurrent:  # --recurrent: an LSTM between the encoder and the heads (algorithms/recurrent.py)
-            self.model = RecurrentActorCritic(obs_shape, act_dim, hidden_size, gens, discrete).to(self.device)
-        else:
-            self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
-        self.state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
-        self.actor = self.model  # evaluation plays a copy of it
-        if optimizer not in ("rmsprop", "rmsprop_tf"):  # rmsprop_tf: baselines' (TensorFlow's) RMSprop
-            raise ValueError(f"A2C: optimizer {optimizer!r} is not rmsprop or rmsprop_tf")
-        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps,
-                           tf_like=optimizer == "rmsprop_tf")
-        self.networks = {"model": self.model}
+    recurrent = False  # --recurrent (set by A2C's constructor; ACER has none)
+    behaviour_width = 0  # what the rollout keeps of the behaviour policy per step (ACER: its probabilities)
+    state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
 
     def mixed_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
@@ -132,17 +114,6 @@ class A2C(StackedAgents):
     def _obs(self, obs) -> torch.Tensor:
         obs = torch.as_tensor(obs, device=self.device)
         return obs if obs.dtype == torch.uint8 else obs.to(torch.float32)
-
-    behaviour_width = 0  # what the rollout keeps of the behaviour policy per step (ACER: its probabilities)
-
-    @torch.no_grad()
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Training actions for obs [N, K, ...]: [N, K] (discrete) or [N, K, A] (unclipped Gaussian draws), and
-        what the update needs of the behaviour policy (None for A2C). Recurrent: advances the acting state."""
-        if self.recurrent:
-            dist, _, self.state = self.model.step(obs, self.acting_state(obs.shape[1]))
-            return dist.sample(self.explore_rng), None
-        return self.model.policy(obs).sample(self.explore_rng), None
 
     def acting_state(self, envs: int) -> tuple[torch.Tensor, torch.Tensor]:
         """--recurrent: the acting state of the members' ``envs`` environments (zeros before the first step)."""
@@ -170,6 +141,43 @@ class A2C(StackedAgents):
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """What the environments get: a Gaussian draw clipped to the bounds (its log-probability stays the draw's)."""
         return actions if self.discrete else torch.clamp(actions, self.low, self.high)
+
+
+class A2C(ActorCriticMembers):
+    """N A2C members (see the module's docstring); ``update`` takes one rollout of every member."""
+
+    STATS = ("policy_loss", "value_loss", "entropy")  # what ``update`` reports per member, for the curves' period
+
+    def __init__(self, obs_shape, act_dim: int, low, high, seeds, device, discrete: bool, lr: float = 7e-4,
+                 gamma: float = 0.99, gae_lambda: float = 1.0, ent_coef: float = 0.01, vf_coef: float = 0.5,
+                 max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5,
+                 recurrent: bool = False, optimizer: str = "rmsprop"):
+        super().__init__(seeds, low, high, device)
+        self.discrete = discrete
+        self.gamma, self.gae_lambda = float(gamma), float(gae_lambda)
+        self.ent_coef, self.vf_coef, self.max_grad_norm = float(ent_coef), float(vf_coef), float(max_grad_norm)
+        gens = init_generators(self.seeds)
+        self.recurrent = bool(recurrent)
+        if self.recurrent:  # --recurrent: an LSTM between the encoder and the heads (onpolicy/recurrent.py)
+            self.model = RecurrentActorCritic(obs_shape, act_dim, hidden_size, gens, discrete).to(self.device)
+        else:
+            self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
+        self.state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
+        self.actor = self.model  # evaluation plays a copy of it
+        if optimizer not in ("rmsprop", "rmsprop_tf"):  # rmsprop_tf: baselines' (TensorFlow's) RMSprop
+            raise ValueError(f"A2C: optimizer {optimizer!r} is not rmsprop or rmsprop_tf")
+        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps,
+                           tf_like=optimizer == "rmsprop_tf")
+        self.networks = {"model": self.model}
+
+    @torch.no_grad()
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Training actions for obs [N, K, ...]: [N, K] (discrete) or [N, K, A] (unclipped Gaussian draws), and
+        what the update needs of the behaviour policy (None for A2C). Recurrent: advances the acting state."""
+        if self.recurrent:
+            dist, _, self.state = self.model.step(obs, self.acting_state(obs.shape[1]))
+            return dist.sample(self.explore_rng), None
+        return self.model.policy(obs).sample(self.explore_rng), None
 
     def update(self, rollout: dict) -> dict[str, torch.Tensor]:
         """One gradient step of every member on its rollout: obs, next_obs [N, T, K, ...], actions [N, T, K(, A)],

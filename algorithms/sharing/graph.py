@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .nets import AgentRNG
+from ..common.nets import AgentRNG
 
 
 def adjacency(topology: str, n: int) -> np.ndarray:

@@ -1,0 +1,142 @@
+"""What the replay family shares: the batch of transitions its updates read and ``StackedAgents`` (exploring with
+noise, the sharing weights of each sample, the update schedule)."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..common.members import Members
+from ..common.nets import adam, freeze
+from ..sharing.weights import Weighting
+
+
+@dataclass
+class Batch:
+    """Transitions for N learners, every field [N, B, ...]; own[n, b] says agent n wrote it."""
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor  # [N, B, 1]
+    next_obs: torch.Tensor
+    not_done: torch.Tensor  # [N, B, 1]: 1 - terminated (a time-limit cut still bootstraps)
+    own: torch.Tensor  # [N, B] bool
+    behaviour_mean: Optional[torch.Tensor] = None  # Gaussian SAC only (pre-tanh)
+    behaviour_std: Optional[torch.Tensor] = None
+    behaviour_probs: Optional[torch.Tensor] = None  # discrete SAC only: [N, B, A], the writer's probabilities
+    # N-step returns (--n_step > 1): reward is then the discounted sum of the rewards up to the cut, next_obs and
+    # not_done those of the cut's step, and discount [N, B, 1] gamma^(steps); None: one step, the algorithm's gamma
+    discount: Optional[torch.Tensor] = None
+    # V-trace (--vtrace): the N steps themselves, every field [N, B, n, ...] (obs, action, reward, next_obs,
+    # not_done, used = 1 for the steps the return sums, behaviour_mean, behaviour_std)
+    sequence: Optional[dict] = None
+
+    # prioritized replay (--prioritized): the rows sampled [N, B] (their priorities are updated after the step) and
+    # the importance weights [N, B, 1] multiplied into the sharing weights of the losses
+    index: Optional[torch.Tensor] = None
+    importance: Optional[torch.Tensor] = None
+    # recurrent learners (--seq_encoder): obs and next_obs are then the encoder's features, detached, for the policy;
+    # the critics read ``critic_obs`` (the same features, with the encoder's gradient) and the target critics
+    # ``target_next_obs`` (the target encoder's features of the next observations). None: obs and next_obs.
+    critic_obs: Optional[torch.Tensor] = None
+    target_next_obs: Optional[torch.Tensor] = None
+    # a loss per member [M] minimised with the critic's (a recurrent learner's prediction model); None: none
+    auxiliary_loss: Optional[torch.Tensor] = None
+
+    def critic_objective(self, critic_loss: torch.Tensor) -> torch.Tensor:
+        """What the critic's optimizer minimises: the summed critic losses, plus the auxiliary loss if any."""
+        total = critic_loss.sum()
+        return total if self.auxiliary_loss is None else total + self.auxiliary_loss.sum()
+
+    @property
+    def critic_input(self) -> torch.Tensor:
+        """What the critics read: the states, or a recurrent learner's features with their gradient."""
+        return self.obs if self.critic_obs is None else self.critic_obs
+
+    @property
+    def target_input(self) -> torch.Tensor:
+        """What the target critics read of the next states."""
+        return self.next_obs if self.target_next_obs is None else self.target_next_obs
+
+    def loss_weights(self, w: torch.Tensor) -> torch.Tensor:
+        """The per-sample weights of the losses: the sharing weights ``w``, times the importance weights of
+        prioritized replay (the losses are weighted means, so the importance correction is self-normalised)."""
+        return w if self.importance is None else w * self.importance
+
+    def td_error(self, *errors: torch.Tensor) -> torch.Tensor | None:
+        """|TD error| per sample [N, B, 1] (the mean over twin critics) for prioritized replay; None otherwise."""
+        if self.index is None:
+            return None
+        return sum(e.detach().abs() for e in errors) / len(errors)
+
+    def gamma(self, default: float):
+        """The discount of the bootstrap: per sample for N-step batches, else the algorithm's own."""
+        return default if self.discount is None else self.discount
+
+
+class StackedAgents(Members):
+    """N replay learners of one algorithm (``Members``): exploration noise, the per-sample weights a sharing scheme
+    sets, the update schedule, and TD3's and DDPG's actor-critic."""
+
+    gaussian_behaviour = False  # True when transitions must carry the behaviour Gaussian
+    behaviour_width = 0  # A when transitions must carry the behaviour's action probabilities (discrete SAC)
+
+    def __init__(self, seeds, low, high, device, expl_noise: float):
+        super().__init__(seeds, low, high, device)
+        self.expl_noise = float(expl_noise)
+        self.weighting = Weighting()  # how much each sample counts; a sharing scheme may replace it
+
+    def deterministic_actor_critic(self, actor: nn.Module, critic: nn.Module, actor_lr: float, critic_lr: float,
+                                   critic_weight_decay: float = 0.0) -> None:
+        """TD3's and DDPG's networks: the actor and critic on the device, frozen copies as targets, one Adam for
+        each, all listed in ``self.networks``."""
+        self.actor, self.critic = actor.to(self.device), critic.to(self.device)
+        self.actor_target = freeze(copy.deepcopy(self.actor))
+        self.critic_target = freeze(copy.deepcopy(self.critic))
+        self.actor_opt = adam(self.actor.parameters(), lr=actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
+        self.networks = {"actor": self.actor, "critic": self.critic,
+                         "actor_target": self.actor_target, "critic_target": self.critic_target}
+
+    def exploration_variance(self) -> torch.Tensor:
+        """The variance of the exploration noise per action dimension [A], in action units."""
+        return (self.expl_noise * self.scale).pow(2)
+
+    def mixed_parameters(self) -> list[nn.Parameter]:
+        """What parameter diffusion averages between neighbours: the online networks (targets follow them)."""
+        return [*self.actor.parameters(), *self.critic.parameters()]
+
+    def explore(self, obs) -> tuple[np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
+        """Training actions for one state per agent: obs [N, obs_dim] -> ([N, act_dim], behaviour), on the host."""
+        action, behaviour = self.explore_device(self._obs(obs))
+        host = None if behaviour is None else tuple(b.cpu().numpy() for b in behaviour)
+        return action.cpu().numpy(), host
+
+    @torch.no_grad()
+    def explore_device(self, obs: torch.Tensor) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, torch.Tensor]]]:
+        """``explore`` on the device: actions [N, act_dim] and, for Gaussian SAC, the behaviour (mean, std) (discrete
+        SAC: actions [N] and its probabilities, (probs,))."""
+        a = self.actor(obs.unsqueeze(1)).squeeze(1)
+        noise = self.explore_rng.normal(a.shape[-1]) * (self.expl_noise * self.scale)
+        return torch.clamp(a + noise, self.low, self.high), None
+
+    @torch.no_grad()
+    def weights(self, batch: Batch, policy_actions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Per-sample weights [N, B, 1] from ``self.weighting``; pass pi(s) if it is already computed."""
+        return self.weighting(self, batch, policy_actions)
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def schedule(self) -> tuple:
+        """Which branch the next ``update`` takes (its kernels differ per branch: one CUDA graph each)."""
+        return ()
+
+    @property
+    def target_period(self) -> int:
+        """Updates between moves of the target networks (after the update whose count is a multiple of it)."""
+        return int(getattr(self, "target_update_interval", 1))

@@ -1,0 +1,86 @@
+"""The shape of the house: ``algorithms/`` in rooms by family, each room importing only what its family needs.
+
+Read from the modules' own import statements (the package ``__init__`` files are left out: importing any module of
+``algorithms`` runs ``algorithms/__init__.py``, which exports the replay family's classes, so what a module needs
+is what its own imports reach)."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ALGORITHMS = ROOT / "algorithms"
+ROOMS = {"common", "replay", "onpolicy", "sharing"}
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The modules of ``algorithms`` that this file imports (absolute or relative, at any depth in the file)."""
+    package = module_name(path).rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("algorithms"):
+                for alias in node.names:  # "from .room import module" names a module
+                    sub = f"{target}.{alias.name}"
+                    found.add(sub if (ROOT / Path(*sub.split("."))).with_suffix(".py").exists() else target)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("algorithms")}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in ALGORITHMS.rglob("*.py") if p.name != "__init__.py"}
+
+
+def reach(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_every_algorithm_module_lives_in_a_room():
+    flat = [p.name for p in ALGORITHMS.glob("*.py") if p.name != "__init__.py"]
+    assert flat == [], f"modules outside the rooms: {flat}"
+    assert {p.name for p in ALGORITHMS.iterdir() if p.is_dir() and p.name != "__pycache__"} == ROOMS
+    for room in ROOMS:
+        assert (ALGORITHMS / room / "__init__.py").exists()
+
+
+def test_the_on_policy_family_does_not_reach_the_replay_family_or_dases_weights():
+    edges = graph()
+    onpolicy = [m for m in edges if m.startswith("algorithms.onpolicy.")]
+    assert len(onpolicy) >= 6
+    for m in onpolicy:
+        reached = reach(edges, m)
+        assert "algorithms.sharing.weights" not in reached, m
+        assert not any(r.startswith("algorithms.replay.") for r in reached), (m, sorted(reached))
+
+
+def test_the_common_room_needs_no_family_and_the_sharing_room_no_family():
+    edges = graph()
+    for m in edges:
+        reached = reach(edges, m)
+        if m.startswith("algorithms.common."):
+            assert all(r.startswith("algorithms.common.") for r in reached), (m, sorted(reached))
+        if m.startswith("algorithms.sharing."):
+            assert not any(r.startswith(("algorithms.replay.", "algorithms.onpolicy.")) for r in reached), m
+
+
+def test_the_import_graph_sees_the_imports_it_checks():
+    """The checker itself: a2c's own imports are found (a checker that found none would pass the tests above)."""
+    edges = graph()
+    assert "algorithms.common.members" in edges["algorithms.onpolicy.a2c"]
+    assert "algorithms.onpolicy.a2c" in edges["algorithms.onpolicy.acer"]
+    assert "algorithms.sharing.weights" in reach(edges, "algorithms.replay.td3")
