@@ -186,7 +186,7 @@ def test_diffusion_on_a_complete_graph_makes_the_agents_equal(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--envs_per_agent", "0"], "--envs_per_agent must be a positive integer"),
+    (["--envs_per_agent", "0"], "--envs_per_agent 0 must be >= 1"),
     (["--eval_freq", "1001"], "multiple of 8"),
     (["--num_processes", "2"], "--num_processes applies to A3C"),
     (["--policy", "DASE_A2C"], "unknown policy"),

@@ -155,20 +155,21 @@ def test_seeds_in_one_process_equal_seeds_alone(tmp_path):
 
 def test_reference_flags_seeds_batched_equal_seeds_alone_and_are_recorded(tmp_path):
     """--optimizer adam, --trust_region_entropy and --prob_eps (A3C-ACER-PyTorch's ACER) keep a member's run
-    independent of the members beside it, and the run's JSON records them; without them the record holds none."""
+    independent of the members beside it, and the run's JSON records them; without them it records every setting at
+    its default (an older record without them reads them so: utils/run/checkpoint.py)."""
     ref = [*SHORT, "--optimizer", "adam", "--trust_region_entropy", "--ent_coef", "0.001", "--prob_eps", "1e-6"]
     assert main_guard(ac_main.run, [*ref, "--seeds", "0", "1", "--results_dir", str(tmp_path / "both")]) == 0
     assert main_guard(ac_main.run, [*ref, "--seed", "1", "--results_dir", str(tmp_path / "one")]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "both" / "ACER_CartPole-v1_1.npy"),
                                   np.load(tmp_path / "one" / "ACER_CartPole-v1_1.npy"))
     algo = json.loads((tmp_path / "one" / "ACER_CartPole-v1_1.json").read_text())["config"]["algo"]
-    assert algo["optimizer"] == "adam" and algo["trust_region_entropy"] is True and "rms_eps" not in algo
+    assert algo["optimizer"] == "adam" and algo["trust_region_entropy"] is True
     assert algo["prob_eps"] == 1e-6
     assert main_guard(ac_main.run, [*SHORT, "--seed", "1", "--max_time_steps", "800", "--results_dir",
                                     str(tmp_path / "plain")]) == 0
     plain = json.loads((tmp_path / "plain" / "ACER_CartPole-v1_1.json").read_text())["config"]["algo"]
-    assert "optimizer" not in plain and "trust_region_entropy" not in plain and plain["rms_eps"] == 1e-5
-    assert "prob_eps" not in plain
+    assert plain["optimizer"] == "rmsprop" and plain["trust_region_entropy"] is False and plain["rms_eps"] == 1e-5
+    assert plain["prob_eps"] == 0.0 and "action_std" not in plain  # continuous ACER's: recorded when given
 
 
 @pytest.mark.parametrize("policy", ["A2C", "ACER"])
@@ -207,20 +208,20 @@ def test_sigkill_then_resume_gives_identical_curves(tmp_path, full_and_killed_ru
 
 @pytest.mark.parametrize("args, words", [
     (["--policy", "ACER", "--env", "CartPole-v1", "--sdn_samples", "3"], "--sdn_samples applies to ACER on a Box"),
-    (["--policy", "ACER", "--gae_lambda", "0.95"], "--gae_lambda: ACER"),
+    (["--policy", "ACER", "--gae_lambda", "0.95"], "--gae_lambda applies to A2C and A3C, not ACER"),
     (["--policy", "A2C", "--replay_ratio", "2"], "--replay_ratio applies to ACER"),
     (["--policy", "ACER", "--buffer_size", "10"], "cannot hold one rollout"),
     (["--policy", "ACER", "--trust_region_decay", "1"], "--trust_region_decay"),
     (["--policy", "A2C", "--replay_only"], "--replay_only applies to ACER"),
     (["--policy", "ACER", "--replay_only", "--replay_ratio", "0"], "--replay_only with --replay_ratio 0"),
-    (["--policy", "A2C", "--optimizer", "adam"], "A2C takes rmsprop or rmsprop_tf"),
+    (["--policy", "A2C", "--optimizer", "adam"], "--optimizer 'adam': one of rmsprop, rmsprop_tf"),
     (["--policy", "A3C", "--optimizer", "rmsprop_tf"], "--optimizer applies to A2C and ACER"),
     (["--policy", "ACER", "--optimizer", "adam", "--rms_eps", "1e-5"], "drop them with --optimizer adam"),
     (["--policy", "ACER", "--trust_region_entropy", "--no_trust_region"], "drop it or --no_trust_region"),
     (["--policy", "A3C", "--trust_region_entropy"], "--trust_region_entropy applies to ACER"),
     (["--policy", "ACER", "--env", "Pendulum-v1", "--trust_region_entropy"], "applies to discrete ACER"),
-    (["--policy", "ACER", "--prob_eps", "0"], "--prob_eps 0.0 must be in (0, 0.1]"),
-    (["--policy", "ACER", "--prob_eps", "0.5"], "--prob_eps 0.5 must be in (0, 0.1]"),
+    (["--policy", "ACER", "--prob_eps=-1e-6"], "--prob_eps -1e-06 must be in [0, 0.1]"),
+    (["--policy", "ACER", "--prob_eps", "0.5"], "--prob_eps 0.5 must be in [0, 0.1]"),
     (["--policy", "A2C", "--prob_eps", "1e-6"], "--prob_eps applies to ACER"),
     (["--policy", "ACER", "--env", "Pendulum-v1", "--prob_eps", "1e-6"], "--prob_eps applies to discrete ACER"),
 ])

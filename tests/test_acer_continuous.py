@@ -174,7 +174,7 @@ def test_replay_only_runs_resume_exactly_and_are_recorded(tmp_path):
 
 
 def test_continuous_flags_are_checked(tmp_path, capsys):
-    cases = [(["--action_std", "0"], "--action_std 0.0 must be in (0, 10]"),
+    cases = [(["--action_std", "0"], "--action_std 0 must be in (0, 10]"),
              (["--sdn_samples", "0"], "--sdn_samples"),
              (["--env", "CartPole-v1", "--action_std", "0.5"], "--action_std applies to ACER on a Box action space"),
              (["--policy", "A2C", "--action_std", "0.5"], "--action_std applies to ACER")]

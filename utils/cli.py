@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -12,35 +11,10 @@ from typing import Callable
 
 from .cores import available_cores  # noqa: F401  (the command lines' and tools' name for it)
 from .errors import Interrupted, NonFinite, UsageError, WorkerDied, disk_full_cause
+from .settings import count, real  # noqa: F401  (the command lines' flag types)
 
 EXIT_USAGE = 2
 EXIT_DISK_FULL = 4  # a file could not be written: no space left on the device, or the disk quota exceeded
-
-
-def count(text: str) -> int:
-    """An integer flag that also takes integral scientific notation and underscores: 1e6, 1_000_000."""
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        pass
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if not math.isfinite(value) or value != int(value):
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return int(value)
-
-
-def real(text: str) -> float:
-    """A float flag that must be finite (no inf, no nan)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
 
 
 def kl_variance(text: str) -> float | str:

@@ -26,10 +26,6 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-DEFAULTS = {"lr": 1e-4, "gamma": 0.99, "gae_lambda": 1.0, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 40.0,
-            "n_steps": 20, "num_processes": 2, "hidden_size": 64}
-# settings a run lists only when given (--recurrent, --reward_scale), so earlier records stay as they were
-OPTIONAL = ("recurrent", "reward_scale", "encoder")
 ENCODERS = ("nature", "a3c")  # Atari trunks: the Nature DQN's (default), the A3C references' smaller one
 
 

@@ -12,6 +12,7 @@ import torch
 
 from ..errors import DISK_FULL, DiskFull, UsageError
 from ..io import missing_folders, remove_if_empty
+from ..settings import filled
 
 FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
 # RunConfig fields that must agree between a checkpoint and the run that resumes it
@@ -36,11 +37,26 @@ def read_checkpoint(path: Path, hint: str = "delete it, or start over with --ove
     return state
 
 
+def algo_settings(policy, algo):
+    """A run's algorithm settings with those its record does not name at their defaults, for the algorithms whose
+    settings are typed (utils/run/onpolicy/settings.py); others as recorded."""
+    from ..naming import algorithm_of
+    from .onpolicy.settings import ALGORITHM_SETTINGS
+
+    try:
+        cls = ALGORITHM_SETTINGS.get(algorithm_of(policy)) if isinstance(policy, str) else None
+    except Exception:  # a policy this program no longer knows: compared as recorded
+        cls = None
+    return filled(cls, algo) if cls is not None and isinstance(algo, dict) else algo
+
+
 def check_compatible(saved: dict, current: dict, path: Path) -> None:
     """The resumed run must be the same experiment (the step budget may grow)."""
     plain = lambda x: json.loads(json.dumps(x, sort_keys=True, default=str))  # noqa: E731  (tuples as in JSON records)
     for key in COMPATIBLE:
         before, now = saved.get(key, DEFAULTS.get(key)), current.get(key, DEFAULTS.get(key))
+        if key == "algo":  # typed settings: what a record does not name is the setting's default
+            before, now = algo_settings(saved.get("policy"), before), algo_settings(current.get("policy"), now)
         if plain(before) != plain(now):
             if isinstance(before, dict) and isinstance(now, dict):  # name the setting that differs, not the dict
                 b, n = plain(before), plain(now)

@@ -40,13 +40,13 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 
 import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from algorithms.onpolicy.a3c import DEFAULTS, OPTIONAL, ActorCritic, Rollout, SharedAdam, rollout_loss
+from algorithms.onpolicy.a3c import ActorCritic, Rollout, SharedAdam, rollout_loss
 from ...envs.registry import check_env, make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
@@ -57,7 +57,9 @@ from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, check_models, load_error, model_path, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from ..seed_files import lock_all
+from ...settings import defaults
 from .episode_log import EpisodeLog
+from .settings import A3CSettings
 
 ACTIONS = ("box", "discrete")  # A3C takes both kinds of action space
 WORKER_BYTES = 300e6  # one spawned actor-learner process (Python, torch, its environment): 370 MB resident on CartPole,
@@ -67,24 +69,20 @@ POLL_S = 0.001  # how often an idle worker, and this process while it waits for 
 
 # ---- settings ----------------------------------------------------------------------------------------------
 def a3c_settings(algo: dict) -> dict:
-    """cfg.algo with every A3C setting filled in from ``algorithms.onpolicy.a3c.DEFAULTS``; a UsageError names a key that
-    A3C does not know or a value out of range."""
-    unknown = sorted(set(algo) - set(DEFAULTS) - set(OPTIONAL))
+    """cfg.algo with every A3C setting filled in from ``A3CSettings`` (onpolicy/settings.py); a UsageError names a key
+    that A3C does not know or a value out of range."""
+    known = [f.name for f in fields(A3CSettings)]
+    unknown = sorted(set(algo) - set(known))
     if unknown:
-        raise UsageError(f"A3C has no setting {unknown[0]!r}; its settings are {', '.join(DEFAULTS)}")
-    s = {**DEFAULTS, **algo}
+        raise UsageError(f"A3C has no setting {unknown[0]!r}; its settings are {', '.join(known)}")
+    s = {**defaults(A3CSettings), **algo}
     for key in ("n_steps", "num_processes", "hidden_size"):
         if not isinstance(s[key], (int, np.integer)) or isinstance(s[key], bool) or s[key] <= 0:
             raise UsageError(f"--{key} must be a positive integer, got {s[key]!r}")
         s[key] = int(s[key])
     for key in ("lr", "gamma", "gae_lambda", "ent_coef", "vf_coef", "max_grad_norm"):
         s[key] = float(s[key])
-    ranges = {"lr": ("> 0", lambda x: x > 0), "gamma": ("in [0, 1]", lambda x: 0 <= x <= 1),
-              "gae_lambda": ("in [0, 1]", lambda x: 0 <= x <= 1), "ent_coef": (">= 0", lambda x: x >= 0),
-              "vf_coef": (">= 0", lambda x: x >= 0), "max_grad_norm": (">= 0", lambda x: x >= 0)}
-    for key, (want, ok) in ranges.items():
-        if not np.isfinite(s[key]) or not ok(s[key]):
-            raise UsageError(f"--{key} must be {want}, got {s[key]!r}")
+    A3CSettings(**s).check()
     return s
 
 
@@ -354,7 +352,7 @@ class AsyncTrainer:
     """A3C on cfg.env for every seed of cfg (one after another); see the module's docstring.
 
     ``cfg.algo``: lr 1e-4, gamma 0.99, gae_lambda 1.0, ent_coef 0.01, vf_coef 0.5, max_grad_norm 40, n_steps 20,
-    num_processes 2, hidden_size 64 (``algorithms.onpolicy.a3c.DEFAULTS``; missing keys take these, and the record and
+    num_processes 2, hidden_size 64 (``A3CSettings``; missing keys take these, and the record and
     checkpoints list them all)."""
 
     def __init__(self, cfg: RunConfig, validated: bool = False):

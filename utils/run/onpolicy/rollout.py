@@ -32,7 +32,7 @@ def check_action_flags(algorithm: str, algo: dict, discrete: bool) -> None:
         if algo.get("trust_region_entropy"):
             raise UsageError("--trust_region_entropy applies to discrete ACER (the fixed-covariance Gaussian's "
                              "entropy does not depend on its mean); drop it")
-        if "prob_eps" in algo:
+        if algo.get("prob_eps", 0.0) != 0.0:
             raise UsageError("--prob_eps applies to discrete ACER (the Gaussian's importance weights are ratios "
                              "of densities, not of probabilities); drop it")
     elif any(key in algo for key in CONTINUOUS_DEFAULTS):

@@ -1,0 +1,117 @@
+"""Typed settings declared once (utils/settings.py, utils/run/onpolicy/settings.py): the flags generated from them,
+their checks, which algorithm takes which flag, and records older than a setting read with its default."""
+import argparse
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import pytest
+
+import ac_main
+from utils.errors import UsageError
+from utils.run.checkpoint import check_compatible
+from utils.run.onpolicy.settings import ALGORITHM_SETTINGS, A2CSettings, A3CSettings, ACERSettings
+from utils.settings import Settings, add_flags, again, count, defaults, filled, from_flags, real, setting
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_each_algorithm_has_its_references_defaults():
+    """The values the reference codes use, one class each (SB3/Diff-DAC's A2C, the A3C references', baselines' ACER)."""
+    a2c, a3c, acer = A2CSettings(), A3CSettings(), ACERSettings()
+    assert (a2c.lr, a2c.n_steps, a2c.max_grad_norm, a2c.envs_per_agent) == (7e-4, 5, 0.5, 8)
+    assert (a3c.lr, a3c.n_steps, a3c.max_grad_norm, a3c.num_processes) == (1e-4, 20, 40.0, 2)
+    assert (acer.lr, acer.n_steps, acer.max_grad_norm, acer.buffer_size, acer.replay_ratio, acer.trace_max) == \
+        (7e-4, 20, 10.0, 100_000, 4.0, 10.0)
+    assert not hasattr(acer, "gae_lambda") and acer.q_coef == 0.5  # ACER's targets are Retrace's; its Q loss weight
+
+
+def test_every_setting_is_one_flag_on_ac_main_with_its_defaults_in_the_help():
+    """A flag per setting, once however many algorithms take it; --help names each algorithm's default."""
+    parser = argparse.ArgumentParser()
+    add_flags(parser, ALGORITHM_SETTINGS)
+    flags = {o for a in parser._actions for o in a.option_strings} - {"-h", "--help"}
+    declared = {("--vf_coef" if f.name == "q_coef" else "--no_trust_region" if f.name == "trust_region"
+                 else f"--{f.name}") for c in ALGORITHM_SETTINGS.values() for f in fields(c)}
+    assert flags == declared
+    help_text = " ".join(parser.format_help().split())
+    assert "(default: 0.0007 for A2C and ACER; 0.0001 for A3C)" in help_text
+    assert "(default: 5 for A2C; 20 for A3C and ACER)" in help_text
+    assert "ACER: replay capacity per agent in transitions" in help_text  # the algorithms that take it, named
+
+
+def test_adding_a_setting_is_one_field_and_it_is_parsed_checked_and_refused_elsewhere():
+    """The generator over a settings class of one's own: a new field is a flag, a range check, and a one-line refusal
+    on the algorithm that does not take it."""
+    @dataclass
+    class One(Settings):
+        rate: float = setting(0.5, "a rate", parse=real, low=0, high=1)
+
+    @dataclass
+    class Two(One):
+        rate: float = again(0.25)
+        width: int = setting(4, "a width", parse=count, low=1)
+
+    classes = {"ONE": One, "TWO": Two}
+    parser = argparse.ArgumentParser()
+    add_flags(parser, classes)
+    assert "(default: 0.5 for ONE; 0.25 for TWO)" in " ".join(parser.format_help().split())
+    two = from_flags(parser.parse_args(["--width", "1e1"]), Two, classes, "TWO")
+    assert (two.rate, two.width) == (0.25, 10)
+    with pytest.raises(UsageError, match=r"^--width applies to TWO, not ONE; drop it$"):
+        from_flags(parser.parse_args(["--width", "3"]), One, classes, "ONE")
+    with pytest.raises(UsageError, match=r"^--rate 2 must be in \[0, 1\]$"):
+        from_flags(parser.parse_args(["--rate", "2"]), Two, classes, "TWO").check()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--policy", "A2C", "--lr", "0"], "--lr 0 must be > 0"),
+    (["--policy", "A3C", "--gamma", "1.5"], "--gamma 1.5 must be in [0, 1]"),
+    (["--policy", "ACER", "--trust_region_decay", "1"], "--trust_region_decay 1 must be in [0, 1)"),
+    (["--policy", "A2C", "--rms_alpha", "1"], "--rms_alpha 1 must be in (0, 1)"),
+    (["--policy", "A2C", "--reward_scale", "0"], "--reward_scale 0 must be in (0, 1e+06]"),
+    (["--policy", "ACER", "--recurrent"], "--recurrent applies to A2C and A3C, not ACER"),
+    (["--policy", "A2C", "--no_trust_region"], "--no_trust_region applies to ACER, not A2C"),
+    (["--policy", "A2C", "--encoder", "a3c"], "--encoder applies to A3C, not A2C"),
+])
+def test_ranges_and_owners_come_from_the_declarations(args, words):
+    with pytest.raises(UsageError) as e:
+        ac_main.build_config(ac_main.parse([*args, "--quiet"]))
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_record_without_a_newer_setting_is_the_same_experiment_as_one_at_its_default():
+    """Records and checkpoints written before a setting was recorded (e.g. A2C's optimizer, reward_scale, recurrent)
+    resume and count as finished: what they do not name is the default. A setting that differs still refuses."""
+    full = A2CSettings().record()
+    old = {k: v for k, v in full.items() if k not in ("optimizer", "reward_scale", "recurrent")}
+    saved, current = {"policy": "A2C", "algo": old}, {"policy": "A2C", "algo": full}
+    check_compatible(saved, current, Path("x.pt"))
+    check_compatible({"policy": "DIFF_A2C", "algo": old}, {"policy": "DIFF_A2C", "algo": full}, Path("x.pt"))
+    changed = {**full, "reward_scale": 0.1}
+    with pytest.raises(UsageError, match=r"was made with --reward_scale 1.0, this run has 0.1"):
+        check_compatible(saved, {"policy": "A2C", "algo": changed}, Path("x.pt"))
+    assert filled(ACERSettings, {"lr": 1e-3})["action_std"] == 0.3  # continuous ACER's, recorded only when given
+    assert defaults(A3CSettings)["encoder"] == "nature"
+
+
+def test_the_committed_on_policy_records_read_as_their_settings():
+    """Every committed record of an on-policy run (written before the settings were typed) names only settings its
+    algorithm declares, so it is read with the rest at their defaults."""
+    records = [p for p in (ROOT / "Learning Curves").rglob("*.json") if p.is_file()]
+    checked = 0
+    for path in records:
+        try:
+            config = json.loads(path.read_text()).get("config", {})
+        except (ValueError, AttributeError):
+            continue
+        policy = config.get("policy", "")
+        algorithm = next((a for a in ALGORITHM_SETTINGS if policy.endswith(a)), None)
+        if algorithm is None or not isinstance(config.get("algo"), dict):
+            continue
+        names = {f.name for f in fields(ALGORITHM_SETTINGS[algorithm])}
+        assert set(config["algo"]) <= names, (path, sorted(set(config["algo"]) - names))
+        ALGORITHM_SETTINGS[algorithm](**{k: v for k, v in filled(ALGORITHM_SETTINGS[algorithm],
+                                                                  config["algo"]).items()}).check()
+        checked += 1
+    assert checked >= 20

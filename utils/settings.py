@@ -1,0 +1,205 @@
+"""Typed settings declared once: a dataclass field per setting, its type, default, help, choices and range in one
+place, and what is generated from them (the flags of a command line and their --help, the checks of a value, which
+algorithms take a flag, the defaults an older record is read with).
+
+    @dataclass
+    class A2CSettings(Settings):
+        lr: float = setting(7e-4, "learning rate", low=0, low_open=True)
+
+A subclass gives a setting another default with ``again(value)`` (the help, type and range stay the parent's). A flag
+shared by several classes is one flag on the command line: its default there is None ("the algorithm's own"), and its
+help lists each class's default.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, Optional
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a setting's field declares besides its default."""
+    help: str = ""
+    parse: Optional[Callable[[str], Any]] = None  # the command line's parser of the text (None: a switch)
+    choices: Optional[tuple] = None
+    low: Optional[float] = None  # the range: low <= value (low < value when low_open), value <= high likewise
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+    flag: Optional[str] = None  # its flag when not --{name} (e.g. --no_trust_region for trust_region)
+    negated: bool = False  # a switch that sets the setting False (--no_...)
+    default_text: Optional[str] = None  # how --help names a default computed at run time (e.g. "the cores here")
+    recorded: str = "always"  # "given": kept in a run's record only when it differs from the default (a setting
+    # that applies to one action space only, known once the environment is built)
+    again: bool = False  # a redefinition in a subclass: only the default is new
+
+
+def count(text: str) -> int:
+    """An integer flag that also takes integral scientific notation and underscores: 1e6, 1_000_000."""
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def real(text: str) -> float:
+    """A float flag that must be finite (no inf, no nan)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def setting(default, help: str = "", **spec) -> Any:
+    """A field of a settings dataclass: its default and its ``Spec``."""
+    return field(default=default, metadata={"spec": Spec(help=help, **spec)})
+
+
+def again(default) -> Any:
+    """A subclass's new default for a setting its parent declares."""
+    return field(default=default, metadata={"spec": Spec(again=True)})
+
+
+def spec_of(cls, name: str) -> Spec:
+    """The declaring class's Spec of a setting (a subclass's ``again`` keeps its parent's)."""
+    for klass in cls.__mro__:
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and not f.metadata["spec"].again:
+            return f.metadata["spec"]
+    raise KeyError(name)
+
+
+def flag_of(cls, name: str) -> str:
+    return spec_of(cls, name).flag or f"--{name}"
+
+
+def defaults(cls) -> dict:
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass
+class Settings:
+    """A settings dataclass: ``check`` tests every value against its field's declaration, then the class's own
+    ``check_together`` (settings that constrain each other)."""
+
+    def check(self) -> None:
+        for f in fields(self):
+            value, spec = getattr(self, f.name), spec_of(type(self), f.name)
+            flag = flag_of(type(self), f.name)
+            if spec.choices is not None and value not in spec.choices:
+                raise UsageError(f"{flag} {value!r}: one of {', '.join(map(str, spec.choices))}")
+            if _number(value):
+                if not math.isfinite(value):
+                    raise UsageError(f"{flag} {value}: must be a finite number")
+                low_bad = spec.low is not None and (value <= spec.low if spec.low_open else value < spec.low)
+                high_bad = spec.high is not None and (value >= spec.high if spec.high_open else value > spec.high)
+                if low_bad or high_bad:
+                    raise UsageError(f"{flag} {_shown(value)} must be {describe_range(spec)}")
+        self.check_together()
+
+    def check_together(self) -> None:
+        """Checks of several settings at once (none by default)."""
+
+    def record(self) -> dict:
+        """The settings as a run's record keeps them: every one, except the ``recorded="given"`` ones at their
+        default."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if spec_of(type(self), f.name).recorded == "given" and value == f.default:
+                continue
+            out[f.name] = value
+        return out
+
+
+def describe_range(spec: Spec) -> str:
+    if spec.low is not None and spec.high is not None:
+        return f"in {'(' if spec.low_open else '['}{_shown(spec.low)}, {_shown(spec.high)}{')' if spec.high_open else ']'}"
+    if spec.low is not None:
+        return f"{'>' if spec.low_open else '>='} {_shown(spec.low)}"
+    return f"{'<' if spec.high_open else '<='} {_shown(spec.high)}"
+
+
+def dest_of(cls, name: str) -> str:
+    """The attribute of parsed flags that holds a setting's flag."""
+    return flag_of(cls, name)[2:]
+
+
+def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: tuple[str, ...] = ()) -> None:
+    """One flag per setting of ``classes`` (name -> settings class), in declaration order; a flag several classes
+    take appears once, default None (each class's own), its help naming each class's default and, when not every
+    class takes it, which do; its choices are all of theirs (each class checks its own)."""
+    seen: dict[str, list] = {}
+    for owner, cls in classes.items():
+        for f in fields(cls):
+            seen.setdefault(flag_of(cls, f.name), []).append((owner, cls, f))
+    for flag, owners in seen.items():
+        if flag in skip:
+            continue
+        cls, name = owners[0][1], owners[0][2].name
+        spec = spec_of(cls, name)
+        by_default: dict[str, list[str]] = {}
+        for owner, c, f in owners:
+            own = spec_of(c, f.name)
+            shown = own.default_text or (("on" if f.default else "off") if isinstance(f.default, bool)
+                                         else _shown(f.default))
+            by_default.setdefault(shown, []).append(owner)
+        default_text = "; ".join(f"{d} for {' and '.join(o)}" for d, o in by_default.items()) \
+            if len(by_default) > 1 else next(iter(by_default))
+        takers = [o for o, _, _ in owners]
+        who = "" if len(takers) == len(classes) else f"{', '.join(takers)}: "
+        text = f"{who}{spec.help}" + ("" if spec.negated else f" (default: {default_text})")
+        if spec.parse is None:  # a switch: given or not
+            parser.add_argument(flag, dest=flag[2:], action="store_const", const=True, default=None, help=text)
+            continue
+        choices = [c for _, k, f in owners for c in (spec_of(k, f.name).choices or ())]
+        parser.add_argument(flag, dest=flag[2:], type=spec.parse, default=None, help=text,
+                            **({"choices": list(dict.fromkeys(choices))} if choices else {}))
+
+
+def given(args: argparse.Namespace, classes: dict[str, type]) -> set[str]:
+    """The flags of ``classes`` given on the command line."""
+    return {flag_of(c, f.name) for c in classes.values() for f in fields(c)
+            if getattr(args, dest_of(c, f.name), None) is not None}
+
+
+def from_flags(args: argparse.Namespace, cls: type, classes: dict[str, type], owner: str, **values) -> Settings:
+    """The settings of ``cls`` (algorithm ``owner``) from parsed flags: ``values``, then the flags given, then the
+    class's defaults; a flag given that ``cls`` does not take is a UsageError naming the classes that do."""
+    own = {flag_of(cls, f.name) for f in fields(cls)}
+    for flag in sorted(given(args, classes) - own):
+        takers = [o for o, c in classes.items() if flag in {flag_of(c, f.name) for f in fields(c)}]
+        raise UsageError(f"{flag} applies to {' and '.join(takers)}, not {owner}; drop it")
+    for f in fields(cls):
+        raw = getattr(args, dest_of(cls, f.name), None)
+        if raw is not None and f.name not in values:
+            values[f.name] = (not raw) if spec_of(cls, f.name).negated else raw
+    return cls(**values)
+
+
+def filled(cls: type, record: dict) -> dict:
+    """A record's settings with what it does not name read as the class's defaults (records written before a
+    setting existed, or without the ``recorded="given"`` ones)."""
+    return {**defaults(cls), **record}
