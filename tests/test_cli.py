@@ -170,7 +170,7 @@ ERRORS = [
     (sac_main, ["--policy", "DASE_SAC", "--env", "CartPole-v1", "--kl_precision", "float32"],
      "only a deterministic actor"),
     (DASE_main, ["--policy", "DDPG", "--hidden_sizes", "400"], "DDPG's critic takes exactly two widths"),
-    (DASE_main, ["--hidden_sizes", "400", "0"], "widths must be positive"),
+    (DASE_main, ["--hidden_sizes", "400", "0"], "--hidden_sizes 0 must be >= 1"),
     (DASE_main, ["--actor_lr=-1e-3"], "--actor_lr -0.001 must be > 0"),
     (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
 ]

@@ -115,3 +115,69 @@ def test_the_committed_on_policy_records_read_as_their_settings():
                                                                   config["algo"]).items()}).check()
         checked += 1
     assert checked >= 20
+
+
+def parser_of(script) -> argparse.ArgumentParser:
+    """The parser a script's ``parse`` builds (stopped before it reads argv)."""
+    captured = {}
+
+    def grab(self, args=None, namespace=None):
+        captured["parser"] = self
+        raise SystemExit
+
+    original = argparse.ArgumentParser.parse_args
+    argparse.ArgumentParser.parse_args = grab
+    try:
+        script.parse([])
+    except SystemExit:
+        pass
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    return captured["parser"]
+
+
+@pytest.mark.parametrize("name", ["DASE_main", "sac_main", "ac_main"])
+def test_each_script_takes_the_flags_it_took_before_the_settings_were_typed(name):
+    """tests/script_flags.json: every entry script's flags when they were written by hand (2026-11-28); generating
+    them from the settings classes neither dropped nor added one."""
+    import importlib
+
+    parser = parser_of(importlib.import_module(name))
+    flags = sorted(o for a in parser._actions for o in a.option_strings)
+    assert flags == json.loads((ROOT / "tests" / "script_flags.json").read_text())[name]
+
+
+def test_td3_and_ddpg_have_their_papers_defaults_and_refuse_each_others_flags():
+    import DASE_main
+    from utils.run.replay.settings import DDPGSettings, TD3Settings
+
+    td3, ddpg = TD3Settings(), DDPGSettings()
+    assert (td3.tau, td3.hidden, td3.actor_lr, td3.critic_lr, td3.policy_freq) == (0.005, (256, 256), 3e-4, 3e-4, 2)
+    assert (ddpg.tau, ddpg.hidden, ddpg.actor_lr, ddpg.critic_lr) == (0.001, (400, 300), 1e-4, 1e-3)
+    cfg = DASE_main.build_config(DASE_main.parse(["--policy", "DDPG", "--hidden_sizes", "64", "32", "--quiet"]))
+    assert cfg.algo["hidden"] == [64, 32] and cfg.algo["tau"] == 0.001 and "policy_noise" not in cfg.algo
+    for args, words in [(["--policy", "DDPG", "--policy_noise", "0.1"], "--policy_noise applies to TD3, not DDPG"),
+                        (["--policy", "DDPG", "--hidden_sizes", "64"], "DDPG's critic takes exactly two widths"),
+                        (["--policy", "TD3", "--hidden_sizes", "64", "0"], "--hidden_sizes 0 must be >= 1"),
+                        (["--policy", "TD3", "--tau", "0"], "--tau 0 must be in (0, 1]")]:
+        with pytest.raises(UsageError, match=re_escape(words)):
+            DASE_main.build_config(DASE_main.parse([*args, "--quiet"]))
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_a_td3_record_from_before_the_typed_settings_is_the_same_experiment():
+    """The committed TD3 records name no hidden sizes or learning rates (they were recorded only when given): they
+    read as TD3's defaults, which the runs used."""
+    from utils.run.replay.settings import TD3Settings
+
+    old = {"discount": 0.99, "tau": 0.005, "policy_noise": 0.2, "noise_clip": 0.5, "policy_freq": 2, "expl_noise": 0.1}
+    check_compatible({"policy": "DASE_TD3", "algo": old}, {"policy": "DASE_TD3", "algo": TD3Settings().record()},
+                     Path("x.pt"))
+    with pytest.raises(UsageError, match="--actor_lr"):
+        check_compatible({"policy": "TD3", "algo": old},
+                         {"policy": "TD3", "algo": {**TD3Settings().record(), "actor_lr": 1e-3}}, Path("x.pt"))

@@ -279,8 +279,9 @@ def read_adjacency(text: str | None):
     return [[int(x) if float(x).is_integer() else float(x) for x in row] for row in array.tolist()]
 
 
-def shared_settings(args, policy: str) -> dict:
-    """The sharing settings both command lines build the same way (RunConfig.sharing)."""
+def shared_settings(args, policy: str, expl_noise: float | None = None) -> dict:
+    """The sharing settings both command lines build the same way (RunConfig.sharing); ``expl_noise``: the
+    algorithm's exploration noise where it has one (--kl_div_var matched needs it > 0)."""
     from .naming import method_of
 
     method = method_of(policy)
@@ -291,7 +292,7 @@ def shared_settings(args, policy: str) -> dict:
         if getattr(args, "policy_type", None) == "Gaussian":
             raise UsageError("--kl_div_var matched: a Gaussian SAC policy weighs samples per sample, with no reference "
                              "variance; use --policy_type Deterministic or a number")
-        if getattr(args, "expl_noise", 1.0) <= 0:
+        if (expl_noise if expl_noise is not None else 1.0) <= 0:
             raise UsageError("--kl_div_var matched needs --expl_noise > 0 (the reference variance is its square)")
     if not method.experience and (similarity != "js" or kl_div_var != 0.1):
         raise UsageError(f"--similarity/--kl_div_var: {policy} weighs no shared samples; drop these flags (they "

@@ -36,6 +36,8 @@ class Spec:
     recorded: str = "always"  # "given": kept in a run's record only when it differs from the default (a setting
     # that applies to one action space only, known once the environment is built)
     again: bool = False  # a redefinition in a subclass: only the default is new
+    nargs: Optional[str] = None  # a list of values ("+"), each parsed, checked against the range
+    metavar: Optional[str] = None
 
 
 def count(text: str) -> int:
@@ -96,6 +98,8 @@ def _number(value) -> bool:
 
 
 def _shown(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(_shown, value))
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -110,13 +114,15 @@ class Settings:
             flag = flag_of(type(self), f.name)
             if spec.choices is not None and value not in spec.choices:
                 raise UsageError(f"{flag} {value!r}: one of {', '.join(map(str, spec.choices))}")
-            if _number(value):
-                if not math.isfinite(value):
-                    raise UsageError(f"{flag} {value}: must be a finite number")
-                low_bad = spec.low is not None and (value <= spec.low if spec.low_open else value < spec.low)
-                high_bad = spec.high is not None and (value >= spec.high if spec.high_open else value > spec.high)
+            for one in (value if isinstance(value, (list, tuple)) else [value]):
+                if not _number(one):
+                    continue
+                if not math.isfinite(one):
+                    raise UsageError(f"{flag} {one}: must be a finite number")
+                low_bad = spec.low is not None and (one <= spec.low if spec.low_open else one < spec.low)
+                high_bad = spec.high is not None and (one >= spec.high if spec.high_open else one > spec.high)
                 if low_bad or high_bad:
-                    raise UsageError(f"{flag} {_shown(value)} must be {describe_range(spec)}")
+                    raise UsageError(f"{flag} {_shown(one)} must be {describe_range(spec)}")
         self.check_together()
 
     def check_together(self) -> None:
@@ -175,8 +181,9 @@ def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: t
             parser.add_argument(flag, dest=flag[2:], action="store_const", const=True, default=None, help=text)
             continue
         choices = [c for _, k, f in owners for c in (spec_of(k, f.name).choices or ())]
-        parser.add_argument(flag, dest=flag[2:], type=spec.parse, default=None, help=text,
-                            **({"choices": list(dict.fromkeys(choices))} if choices else {}))
+        extra = {"choices": list(dict.fromkeys(choices))} if choices else {}
+        extra.update({k: v for k, v in (("nargs", spec.nargs), ("metavar", spec.metavar)) if v is not None})
+        parser.add_argument(flag, dest=flag[2:], type=spec.parse, default=None, help=text, **extra)
 
 
 def given(args: argparse.Namespace, classes: dict[str, type]) -> set[str]:

@@ -39,12 +39,13 @@ def read_checkpoint(path: Path, hint: str = "delete it, or start over with --ove
 
 def algo_settings(policy, algo):
     """A run's algorithm settings with those its record does not name at their defaults, for the algorithms whose
-    settings are typed (utils/run/onpolicy/settings.py); others as recorded."""
+    settings are typed (utils/run/onpolicy/settings.py, utils/run/replay/settings.py); others as recorded."""
     from ..naming import algorithm_of
-    from .onpolicy.settings import ALGORITHM_SETTINGS
+    from .onpolicy.settings import ALGORITHM_SETTINGS as ONPOLICY
+    from .replay.settings import ALGORITHM_SETTINGS as REPLAY
 
     try:
-        cls = ALGORITHM_SETTINGS.get(algorithm_of(policy)) if isinstance(policy, str) else None
+        cls = {**ONPOLICY, **REPLAY}.get(algorithm_of(policy)) if isinstance(policy, str) else None
     except Exception:  # a policy this program no longer knows: compared as recorded
         cls = None
     return filled(cls, algo) if cls is not None and isinstance(algo, dict) else algo
