@@ -181,3 +181,24 @@ def test_a_td3_record_from_before_the_typed_settings_is_the_same_experiment():
     with pytest.raises(UsageError, match="--actor_lr"):
         check_compatible({"policy": "TD3", "algo": old},
                          {"policy": "TD3", "algo": {**TD3Settings().record(), "actor_lr": 1e-3}}, Path("x.pt"))
+
+
+def test_sac_settings_follow_the_action_space_and_keep_the_records_they_always_had():
+    """sac_main.py: SAC on a Box action space (policy_type, alpha fixed by default, reward_scale 5, 20 for Humanoid)
+    and discrete SAC (no policy_type, alpha tuned by default towards 0.89 log|A|, reward_scale 1); the records list
+    the same keys they always did. --automatic_entropy_tuning has its opposite flag."""
+    import sac_main
+
+    build = lambda *a: sac_main.build_config(sac_main.parse([*a, "--quiet"]))  # noqa: E731
+    box, disc = build("--policy", "SAC", "--env", "Pendulum-v1"), build("--policy", "SAC", "--env", "CartPole-v1")
+    assert set(box.algo) == {"policy_type", "gamma", "tau", "lr", "alpha", "automatic_entropy_tuning",
+                             "reward_scale", "hidden_size", "target_update_interval"}
+    assert set(disc.algo) == set(box.algo) - {"policy_type"} | {"target_entropy_scale"}
+    assert (box.algo["automatic_entropy_tuning"], box.algo["reward_scale"]) == (False, 5.0)
+    assert (disc.algo["automatic_entropy_tuning"], disc.algo["reward_scale"], disc.algo["target_entropy_scale"]) == \
+        (True, 1.0, 0.89)
+    assert build("--policy", "SAC", "--env", "Humanoid-v5").algo["reward_scale"] == 20.0
+    assert build("--policy", "SAC", "--env", "CartPole-v1", "--no_automatic_entropy_tuning").algo[
+        "automatic_entropy_tuning"] is False
+    with pytest.raises(UsageError, match="--target_entropy_scale applies to SAC \\(discrete actions\\)"):
+        build("--policy", "SAC", "--env", "Pendulum-v1", "--target_entropy_scale", "0.5")

@@ -279,9 +279,11 @@ def read_adjacency(text: str | None):
     return [[int(x) if float(x).is_integer() else float(x) for x in row] for row in array.tolist()]
 
 
-def shared_settings(args, policy: str, expl_noise: float | None = None) -> dict:
-    """The sharing settings both command lines build the same way (RunConfig.sharing); ``expl_noise``: the
-    algorithm's exploration noise where it has one (--kl_div_var matched needs it > 0)."""
+def shared_settings(args, policy: str, expl_noise: float | None = None,
+                    policy_type: str | None = "Deterministic") -> dict:
+    """The sharing settings the command lines build the same way (RunConfig.sharing); ``expl_noise``: the
+    algorithm's exploration noise where it has one (--kl_div_var matched needs it > 0); ``policy_type``: SAC's
+    (None for discrete SAC), whose Gaussian and categorical policies weigh per sample."""
     from .naming import method_of
 
     method = method_of(policy)
@@ -289,7 +291,7 @@ def shared_settings(args, policy: str, expl_noise: float | None = None) -> dict:
     if kl_div_var == "matched":
         if not method.experience:
             raise UsageError(f"--kl_div_var matched: {policy} gives no sharing weights; use it with a DASE_ policy")
-        if getattr(args, "policy_type", None) == "Gaussian":
+        if policy_type == "Gaussian":
             raise UsageError("--kl_div_var matched: a Gaussian SAC policy weighs samples per sample, with no reference "
                              "variance; use --policy_type Deterministic or a number")
         if (expl_noise if expl_noise is not None else 1.0) <= 0:
@@ -302,7 +304,7 @@ def shared_settings(args, policy: str, expl_noise: float | None = None) -> dict:
         if not method.experience or similarity == "none":
             raise UsageError(f"--kl_precision {precision}: {policy} with --similarity {similarity} computes no "
                              "sharing weights; use it with a DASE_ policy and --similarity js or kl")
-        if getattr(args, "policy_type", "Deterministic") != "Deterministic":
+        if policy_type != "Deterministic":
             raise UsageError(f"--kl_precision {precision}: only a deterministic actor's weights fit a Gaussian to the "
                              "action gaps (Gaussian and discrete SAC weigh per sample); use --policy_type "
                              "Deterministic on continuous actions")

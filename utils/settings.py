@@ -32,6 +32,7 @@ class Spec:
     high_open: bool = False
     flag: Optional[str] = None  # its flag when not --{name} (e.g. --no_trust_region for trust_region)
     negated: bool = False  # a switch that sets the setting False (--no_...)
+    off_flag: Optional[str] = None  # a switch's second flag, which sets it False (e.g. --no_automatic_entropy_tuning)
     default_text: Optional[str] = None  # how --help names a default computed at run time (e.g. "the cores here")
     recorded: str = "always"  # "given": kept in a run's record only when it differs from the default (a setting
     # that applies to one action space only, known once the environment is built)
@@ -168,9 +169,9 @@ def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: t
         spec = spec_of(cls, name)
         by_default: dict[str, list[str]] = {}
         for owner, c, f in owners:
-            own = spec_of(c, f.name)
-            shown = own.default_text or (("on" if f.default else "off") if isinstance(f.default, bool)
-                                         else _shown(f.default))
+            meta = f.metadata["spec"]  # a redefinition's default is shown as it is
+            shown = (None if meta.again else meta.default_text) or (
+                ("on" if f.default else "off") if isinstance(f.default, bool) else _shown(f.default))
             by_default.setdefault(shown, []).append(owner)
         default_text = "; ".join(f"{d} for {' and '.join(o)}" for d, o in by_default.items()) \
             if len(by_default) > 1 else next(iter(by_default))
@@ -179,6 +180,9 @@ def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: t
         text = f"{who}{spec.help}" + ("" if spec.negated else f" (default: {default_text})")
         if spec.parse is None:  # a switch: given or not
             parser.add_argument(flag, dest=flag[2:], action="store_const", const=True, default=None, help=text)
+            if spec.off_flag:  # and its opposite, into the same setting
+                parser.add_argument(spec.off_flag, dest=flag[2:], action="store_const", const=False,
+                                    help=f"{who}the opposite of {flag}")
             continue
         choices = [c for _, k, f in owners for c in (spec_of(k, f.name).choices or ())]
         extra = {"choices": list(dict.fromkeys(choices))} if choices else {}
