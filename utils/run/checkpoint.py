@@ -44,10 +44,8 @@ def algo_settings(policy, algo):
     from .onpolicy.settings import ALGORITHM_SETTINGS as ONPOLICY
     from .replay.settings import ALGORITHM_SETTINGS as REPLAY
 
-    try:
-        cls = {**ONPOLICY, **REPLAY}.get(algorithm_of(policy)) if isinstance(policy, str) else None
-    except Exception:  # a policy this program no longer knows: compared as recorded
-        cls = None
+    # a policy this program does not know names no typed algorithm: compared as recorded
+    cls = {**ONPOLICY, **REPLAY}.get(algorithm_of(policy)) if isinstance(policy, str) else None
     return filled(cls, algo) if cls is not None and isinstance(algo, dict) else algo
 
 
