@@ -14,16 +14,11 @@ from utils.run.onpolicy.settings import ALGORITHM_SETTINGS
 from utils.settings import add_flags, from_flags, given
 
 POLICIES = SCRIPT_POLICIES["ac_main.py"]
-# flags of the replay learners that mean nothing here (ACER's --buffer_size is its own setting)
-SKIP = ("--similarity", "--dpd_alpha", "--dpd_batch_size", "--kl_div_var", "--kl_precision", "--buffer_size", "--batch_size",
-        "--cuda_graphs", "--no_cuda_graphs", "--n_step", "--prioritized", "--per_alpha", "--per_beta",
-        "--per_beta_steps", "--per_eps")
-
 
 def parse(argv=None):
     p = Parser(prog="ac_main.py", description=__doc__)
     p.add_argument("--policy", type=str, default="A2C", help=f"one of {', '.join(POLICIES)} (default: A2C)")
-    add_common_flags(p, env_default="CartPole-v1", skip=SKIP)
+    add_common_flags(p, replay=False)
     p.add_argument("--max_time_steps", type=count, default=1_000_000,
                    help="environment steps per agent, over all of its environments (default: 1e6)")
     p.add_argument("--start_time_steps", type=count, default=0,

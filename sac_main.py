@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 from utils.cli import (Parser, add_common_flags, add_sequence_flags, check_policy, count, default_agents, main_guard,
-                       real, resolve_env, resolve_policy, run_flags, sequence_settings, shared_settings, train_checked)
+                       resolve_env, resolve_policy, run_flags, sequence_settings, shared_settings, train_checked)
 from utils.errors import UsageError
 from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
-from utils.run.replay.settings import SAC_SETTINGS
+from utils.run.replay.settings import SAC_SETTINGS, VtraceSettings
 from utils.settings import add_flags, from_flags
 
 POLICIES = SCRIPT_POLICIES["sac_main.py"]
@@ -23,12 +23,7 @@ def parse(argv=None):
                    help="initial steps with uniformly random actions and no updates (default: 25000)")
     p.add_argument("--num_steps", type=count, default=1_000_000, help="environment steps per agent (default: 1e6)")
     p.add_argument("--updates_per_step", type=count, default=1, help="gradient updates per environment step (default: 1)")
-    p.add_argument("--vtrace", action="store_true",
-                   help="V-trace corrections of the N-step targets (needs --n_step > 1 and --policy_type Gaussian: "
-                        "the stored behaviour Gaussian gives the importance ratios)")
-    p.add_argument("--vtrace_rho", type=real, default=1.0, help="--vtrace: rho_bar, the clip of rho (default: 1)")
-    p.add_argument("--vtrace_c", type=real, default=1.0, help="--vtrace: c_bar, the clip of the traces (default: 1)")
-    p.add_argument("--vtrace_lambda", type=real, default=1.0, help="--vtrace: lambda of the traces (default: 1)")
+    add_flags(p, {"V-trace": VtraceSettings}, parsed_defaults=True)
     add_flags(p, SAC_SETTINGS)  # SAC's own settings, by action space (utils/run/replay/settings.py)
     add_sequence_flags(p)
     return p.parse_args(argv)
@@ -50,10 +45,9 @@ def build_config(args):
         raise UsageError(f"--kl_div_var matched: {env} has discrete actions; their DASE weights compare action "
                          "probabilities per sample, with no reference variance (drop it)")
     settings.check()
-    vtrace = (args.vtrace_rho, args.vtrace_c, args.vtrace_lambda)
-    if not args.vtrace and vtrace != (1.0, 1.0, 1.0):
-        raise UsageError("--vtrace_rho/--vtrace_c/--vtrace_lambda apply with --vtrace; add it or drop them")
-    if args.vtrace:
+    vtrace = from_flags(args, VtraceSettings, {"V-trace": VtraceSettings}, "V-trace")
+    vtrace.check()
+    if vtrace.vtrace:
         if discrete:
             raise UsageError(f"--vtrace: {env} has discrete actions; V-trace is implemented for the Gaussian SAC on "
                              "continuous actions only (drop --vtrace)")
@@ -61,11 +55,7 @@ def build_config(args):
             raise UsageError("--vtrace corrects N-step targets: add --n_step N with N >= 2")
         if settings.policy_type != "Gaussian":
             raise UsageError("--vtrace needs action probabilities: use --policy_type Gaussian")
-        if min(vtrace) <= 0 or args.vtrace_lambda > 1:
-            raise UsageError("--vtrace_rho and --vtrace_c must be > 0, --vtrace_lambda in (0, 1]")
-    algo = settings.record()
-    if args.vtrace:  # only then: runs without it keep the settings (and checkpoints) they always had
-        algo["vtrace"] = list(vtrace)
+    algo = {**settings.record(), **vtrace.record()}
     algo.update(sequence_settings(args, env, policy, args.start_steps, "--start_steps"))
     sharing = shared_settings(args, policy, policy_type=getattr(settings, "policy_type", None))
     return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy), sharing=sharing,

@@ -27,7 +27,8 @@ import DASE_main
 import sac_main
 from benchmarks import evaluation, gpu_graphs_check, ops, peers, recurrent, throughput, twin_critic
 from utils import play, weight_map
-from utils.cli import Parser, count, kl_variance, main_guard, real
+from utils.cli import Parser, count, main_guard, real
+from utils.run.sharing import kl_variance
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
 from utils.plot import windows as plot_windows

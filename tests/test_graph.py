@@ -12,6 +12,7 @@ from algorithms.sharing.graph import (Diffusion, adjacency, check_adjacency, dis
                               second_eigenvalue_modulus)
 from algorithms.common.nets import AgentRNG
 from utils.cli import main_guard
+from utils.errors import UsageError
 from utils.naming import CURVE_NAME, variant_of
 from utils.run import RunConfig, Trainer, train
 from utils.run.replay.learner import Learner
@@ -154,7 +155,7 @@ def test_dpd_on_a_ring_distils_only_from_neighbours():
     learner = learner_after_warmup("DPD_TD3", 4, {"topology": "ring", "dpd_batch_size": 16})
     assert [p.tolist() for p in learner.scheme.peer_slots] == [[1, 2, 3, 0], [3, 0, 1, 2]]
     star = SharingSettings.of("DPD_TD3", 4, {"topology": "star"})
-    with pytest.raises(ValueError, match="DPD on this graph"):
+    with pytest.raises(UsageError, match="DPD on this graph"):
         star.check()
 
 

@@ -2,8 +2,10 @@
 import json
 
 import numpy as np
+import pytest
 
 import DASE_main
+from utils.errors import UsageError
 from algorithms.sharing import weights as sharing
 from utils.cli import main_guard
 from utils.naming import CURVE_NAME
@@ -31,9 +33,16 @@ def test_float32_run_is_named_recorded_and_weighs_in_float32(tmp_path, monkeypat
     assert len(calls) == 200  # one batch of weights per update: steps 200..399
 
 
-def test_default_runs_record_no_precision(tmp_path, monkeypatch):
-    """Runs at the default keep the sharing settings (and so the checkpoints) they always had, and the float64 rule."""
+def test_default_runs_record_float64_and_older_records_still_match(tmp_path, monkeypatch):
+    """A run at the default records float64 and never calls the float32 rule; a record written before the setting
+    existed (no kl_precision) is the same experiment."""
+    from utils.run.checkpoint import check_compatible
+
     monkeypatch.setattr(sharing, "_float32_weights", None)  # calling it would fail the run
     assert main_guard(DASE_main.run, [*RUN, "--results_dir", str(tmp_path)]) == 0
-    record = json.loads((tmp_path / "DASE_TD3_Pendulum-v1_0.json").read_text())
-    assert "kl_precision" not in record["config"]["sharing"]
+    config = json.loads((tmp_path / "DASE_TD3_Pendulum-v1_0.json").read_text())["config"]
+    assert config["sharing"]["kl_precision"] == "float64"
+    older = {**config, "sharing": {"similarity": "js", "kl_div_var": 0.1}}
+    check_compatible(older, config, tmp_path / "x.pt")  # no error
+    with pytest.raises(UsageError, match="kl_precision"):
+        check_compatible(older, {**config, "sharing": {**config["sharing"], "kl_precision": "float32"}}, tmp_path)

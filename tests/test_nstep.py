@@ -9,7 +9,7 @@ import DASE_main
 from algorithms.replay.base import Batch
 from algorithms.replay.td3 import TD3
 from utils.cli import main_guard
-from utils.run.replay.buffer import SharedReplayBuffer
+from utils.run.replay.buffer import SharedReplayBuffer, n_step_returns
 
 
 def hand_built() -> SharedReplayBuffer:
@@ -39,7 +39,7 @@ CASES = [
 def test_n_step_targets_by_hand(row, reward, next_obs, not_done, discount):
     buf = hand_built()
     g = torch.zeros((1, 1), dtype=torch.int64)
-    r, s, nd, d, _ = buf._n_step(g, torch.tensor([[row]]))
+    r, s, nd, d, _ = n_step_returns(buf, g, torch.tensor([[row]]))
     assert (float(r), float(s), float(nd), float(d)) == (reward, next_obs, not_done, discount)
 
 

@@ -20,7 +20,11 @@ from utils.run.replay.sequences import SequenceReplayBuffer
 
 
 def run_cli(*args: str) -> int:
-    return main_guard(sac_main.run, list(args))
+    """The script's exit code (argparse's own refusals exit from the parser)."""
+    try:
+        return main_guard(sac_main.run, list(args))
+    except SystemExit as e:
+        return e.code
 
 
 def test_gru_cell_is_torchs_gru_cell_per_member():
@@ -204,13 +208,13 @@ def test_attention_is_causal_attention_of_the_newest_over_the_episodes_last_k_ob
 
 
 @pytest.mark.parametrize("bad, says", [
-    (["--seq_encoder", "transformer"], "--seq_encoder 'transformer': one of gru, lstm, attn"),
+    (["--seq_encoder", "transformer"], "argument --seq_encoder: invalid choice: 'transformer'"),
     (["--burn_in", "6"], "--burn_in 6 must be in [0, --seq_len 6)"),
     (["--buffer_size", "10"], "cannot hold 6 steps of 2 agent(s)"),
     (["--start_steps", "5"], "give at least --seq_len 6"),
-    (["--seq_len", "0"], "--seq_len must be a positive integer"),
+    (["--seq_len", "0"], "--seq_len 0 must be >= 1"),
     (["--transition_kl", "0.5"], "--transition_kl applies with --use_prediction"),
-    (["--use_prediction", "--transition_kl", "-1"], "--transition_kl -1.0 must be >= 0"),
+    (["--use_prediction", "--transition_kl", "-1"], "--transition_kl -1 must be >= 0"),
     (["--n_step", "5"], "--n_step 5: N-step returns stay inside a window's 4 trained steps"),
     (["--vtrace", "--policy_type", "Gaussian", "--n_step", "2"], "not implemented for sequence replay"),
     (["--policy", "DPD_SAC"], "not implemented with sequence replay"),

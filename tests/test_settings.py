@@ -202,3 +202,83 @@ def test_sac_settings_follow_the_action_space_and_keep_the_records_they_always_h
         "automatic_entropy_tuning"] is False
     with pytest.raises(UsageError, match="--target_entropy_scale applies to SAC \\(discrete actions\\)"):
         build("--policy", "SAC", "--env", "Pendulum-v1", "--target_entropy_scale", "0.5")
+
+
+@pytest.mark.parametrize("name", ["DASE_main", "sac_main", "ac_main"])
+def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
+    """The flags each script declares by hand are only its own few (policy, step budgets, the tutorial's); every
+    other flag is generated from a settings class, with that class's default in the parsed flags or None (a flag
+    several algorithms share: each its own)."""
+    import importlib
+    from utils.run.replay.settings import ALGORITHM_SETTINGS as REPLAY, SAC_SETTINGS, SequenceSettings, VtraceSettings
+    from utils.run.settings import OnPolicyRunSettings, ReplaySettings, RunSettings
+    from utils.run.sharing import GraphSettings, SharingSettings
+    from utils.settings import flag_of, flagged, spec_of
+
+    own = {"DASE_main": {"--policy", "--start_time_steps", "--max_time_steps", "--warmup_actions",
+                         "--timelimit_as_terminal", "--episode_eval", "--solved_at", "--solved_window",
+                         "--max_episodes"},
+           "sac_main": {"--policy", "--start_steps", "--num_steps", "--updates_per_step"},
+           "ac_main": {"--policy", "--max_time_steps", "--start_time_steps", "--task_per_env"}}[name]
+    parsed = {"DASE_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings],
+              "sac_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings, VtraceSettings],
+              "ac_main": [OnPolicyRunSettings, GraphSettings]}[name]
+    algorithms = {"DASE_main": REPLAY, "sac_main": SAC_SETTINGS, "ac_main": ALGORITHM_SETTINGS}[name].values()
+    declared, by_class = {}, set()
+    for cls in [*parsed, *algorithms]:
+        for f in flagged(cls):
+            spec = spec_of(cls, f.name)
+            default = f.default if cls in parsed else None  # the algorithms' flags: None, each its own default
+            for flag in filter(None, (flag_of(cls, f.name), spec.off_flag)):
+                assert flag not in declared or (cls not in parsed and flag not in by_class), f"{flag} twice"
+                declared[flag] = default if flag != spec.off_flag else None
+                if cls in parsed:
+                    by_class.add(flag)
+    parser = parser_of(importlib.import_module(name))
+    flags = {o: a for a in parser._actions for o in a.option_strings}
+    assert set(flags) - {"-h", "--help"} == own | set(declared)
+    for flag, default in declared.items():
+        assert flags[flag].default == default, flag
+
+
+def test_the_sharing_flags_choices_are_the_library_s_own():
+    from algorithms.sharing.weights import PRECISIONS, SIMILARITIES
+    from utils.naming import DIFFUSION_WEIGHTS, TOPOLOGIES
+
+    import DASE_main
+
+    actions = {o: a for a in parser_of(DASE_main)._actions for o in a.option_strings}
+    assert tuple(actions["--similarity"].choices) == SIMILARITIES
+    assert tuple(actions["--kl_precision"].choices) == PRECISIONS
+    assert tuple(actions["--topology"].choices) == TOPOLOGIES
+    assert tuple(actions["--diffusion_weights"].choices) == DIFFUSION_WEIGHTS
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--policy", "DASE_TD3", "--dpd_alpha", "2"], "--dpd_alpha/--dpd_batch_size: DASE_TD3 distils nothing"),
+    (["--policy", "TD3", "--similarity", "kl"], "TD3 weighs no shared samples"),
+    (["--policy", "DIFF_TD3", "--link_drop", "1"], "--link_drop 1 must be in [0, 1)"),
+    (["--policy", "DIFF_TD3", "--message_delay", "2"], "give --sync_freq too"),
+    (["--policy", "DASE_TD3", "--per_alpha", "0.7"], "apply with --prioritized"),
+    (["--policy", "DASE_TD3", "--seq_len", "8"], "--seq_len apply with --seq_encoder"),
+    (["--policy", "DASE_TD3", "--seq_encoder", "gru", "--seq_hidden", "5000"], "--seq_hidden 5000 must be in [1, 4096]"),
+])
+def test_the_run_sharing_and_sequence_flags_are_checked_by_their_classes(argv, words):
+    import DASE_main
+    from utils.run import validate
+
+    with pytest.raises(UsageError, match=re_escape(words)):
+        validate(DASE_main.build_config(DASE_main.parse(["--env", "Pendulum-v1", *argv])))
+
+
+def test_sac_s_vtrace_flags_are_one_class_recorded_as_before():
+    import sac_main
+
+    args = ["--policy", "SAC", "--env", "Pendulum-v1", "--policy_type", "Gaussian", "--n_step", "3"]
+    cfg = sac_main.build_config(sac_main.parse([*args, "--vtrace", "--vtrace_c", "0.9"]))
+    assert cfg.algo["vtrace"] == [1.0, 0.9, 1.0]
+    assert "vtrace" not in sac_main.build_config(sac_main.parse(args)).algo
+    for bad, words in ((["--vtrace_lambda", "0.5"], "apply with --vtrace"),
+                       (["--vtrace", "--vtrace_lambda", "1.5"], "--vtrace_lambda 1.5 must be in (0, 1]")):
+        with pytest.raises(UsageError, match=re_escape(words)):
+            sac_main.build_config(sac_main.parse([*args, *bad]))

@@ -9,6 +9,7 @@ import ac_main
 from utils.cli import main_guard
 from utils.run import RunConfig, Trainer, train
 from utils.run.files import RunFiles
+from utils.run.plan import seed_plan
 
 ALGO = dict(lr=7e-4, gamma=0.99, gae_lambda=1.0, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, hidden_size=16,
             n_steps=5, envs_per_agent=6, rms_alpha=0.99, rms_eps=1e-5)
@@ -52,7 +53,7 @@ def test_files_carry_the_setting_and_score_every_task(tmp_path):
     # (it was started over from step 0, its curves replaced, when a sweep came back to it)
     before = {p.name: p.read_bytes() for p in tmp_path.glob(f"{stem}*")}
     again = replace(cfg, resume=True)
-    assert RunFiles(again).plan()[0] == "finished"
+    assert seed_plan(RunFiles(again))[0] == "finished"
     train(again)
     assert {p.name: p.read_bytes() for p in tmp_path.glob(f"{stem}*")} == before
 

@@ -140,7 +140,7 @@ def check_owner(paths: list[Path], source: Path) -> None:
     """The model files must be those of the run recorded in ``source``: a file another run saved (same policy,
     environment and seed, another results folder) is refused, never played in its place. Files older than run
     ids say nothing of their run and are played."""
-    from .run.files import model_owner
+    from .run.plan import model_owner
 
     if source.suffix != ".json":
         return

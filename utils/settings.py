@@ -39,6 +39,7 @@ class Spec:
     again: bool = False  # a redefinition in a subclass: only the default is new
     nargs: Optional[str] = None  # a list of values ("+"), each parsed, checked against the range
     metavar: Optional[str] = None
+    internal: bool = False  # known from elsewhere (the policy's method, its agents): no flag, not recorded
 
 
 def count(text: str) -> int:
@@ -72,6 +73,16 @@ def setting(default, help: str = "", **spec) -> Any:
     return field(default=default, metadata={"spec": Spec(help=help, **spec)})
 
 
+def internal(default) -> Any:
+    """A field the settings need that no flag of theirs sets (e.g. the policy's method): not checked, not recorded."""
+    return field(default=default, metadata={"spec": Spec(internal=True)})
+
+
+def flagged(cls) -> list:
+    """The fields of ``cls`` that are settings with a flag (not ``internal`` ones)."""
+    return [f for f in fields(cls) if not spec_of(cls, f.name).internal]
+
+
 def again(default) -> Any:
     """A subclass's new default for a setting its parent declares."""
     return field(default=default, metadata={"spec": Spec(again=True)})
@@ -91,7 +102,7 @@ def flag_of(cls, name: str) -> str:
 
 
 def defaults(cls) -> dict:
-    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    return {f.name: f.default for f in flagged(cls) if f.default is not MISSING}
 
 
 def _number(value) -> bool:
@@ -110,10 +121,10 @@ class Settings:
     ``check_together`` (settings that constrain each other)."""
 
     def check(self) -> None:
-        for f in fields(self):
+        for f in flagged(type(self)):
             value, spec = getattr(self, f.name), spec_of(type(self), f.name)
             flag = flag_of(type(self), f.name)
-            if spec.choices is not None and value not in spec.choices:
+            if spec.choices is not None and value not in spec.choices and not (value is None and f.default is None):
                 raise UsageError(f"{flag} {value!r}: one of {', '.join(map(str, spec.choices))}")
             for one in (value if isinstance(value, (list, tuple)) else [value]):
                 if not _number(one):
@@ -133,7 +144,7 @@ class Settings:
         """The settings as a run's record keeps them: every one, except the ``recorded="given"`` ones at their
         default."""
         out = {}
-        for f in fields(self):
+        for f in flagged(type(self)):
             value = getattr(self, f.name)
             if spec_of(type(self), f.name).recorded == "given" and value == f.default:
                 continue
@@ -154,13 +165,16 @@ def dest_of(cls, name: str) -> str:
     return flag_of(cls, name)[2:]
 
 
-def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: tuple[str, ...] = ()) -> None:
+def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: tuple[str, ...] = (),
+              parsed_defaults: bool = False) -> None:
     """One flag per setting of ``classes`` (name -> settings class), in declaration order; a flag several classes
     take appears once, default None (each class's own), its help naming each class's default and, when not every
-    class takes it, which do; its choices are all of theirs (each class checks its own)."""
+    class takes it, which do; its choices are all of theirs (each class checks its own). ``parsed_defaults`` (one
+    class): the parsed flags hold the class's defaults where a flag is not given, as plain argparse would."""
+    assert not parsed_defaults or len(classes) == 1
     seen: dict[str, list] = {}
     for owner, cls in classes.items():
-        for f in fields(cls):
+        for f in flagged(cls):
             seen.setdefault(flag_of(cls, f.name), []).append((owner, cls, f))
     for flag, owners in seen.items():
         if flag in skip:
@@ -178,8 +192,9 @@ def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: t
         takers = [o for o, _, _ in owners]
         who = "" if len(takers) == len(classes) else f"{', '.join(takers)}: "
         text = f"{who}{spec.help}" + ("" if spec.negated else f" (default: {default_text})")
+        default = owners[0][2].default if parsed_defaults else None
         if spec.parse is None:  # a switch: given or not
-            parser.add_argument(flag, dest=flag[2:], action="store_const", const=True, default=None, help=text)
+            parser.add_argument(flag, dest=flag[2:], action="store_const", const=True, default=default, help=text)
             if spec.off_flag:  # and its opposite, into the same setting
                 parser.add_argument(spec.off_flag, dest=flag[2:], action="store_const", const=False,
                                     help=f"{who}the opposite of {flag}")
@@ -187,23 +202,23 @@ def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: t
         choices = [c for _, k, f in owners for c in (spec_of(k, f.name).choices or ())]
         extra = {"choices": list(dict.fromkeys(choices))} if choices else {}
         extra.update({k: v for k, v in (("nargs", spec.nargs), ("metavar", spec.metavar)) if v is not None})
-        parser.add_argument(flag, dest=flag[2:], type=spec.parse, default=None, help=text, **extra)
+        parser.add_argument(flag, dest=flag[2:], type=spec.parse, default=default, help=text, **extra)
 
 
 def given(args: argparse.Namespace, classes: dict[str, type]) -> set[str]:
     """The flags of ``classes`` given on the command line."""
-    return {flag_of(c, f.name) for c in classes.values() for f in fields(c)
+    return {flag_of(c, f.name) for c in classes.values() for f in flagged(c)
             if getattr(args, dest_of(c, f.name), None) is not None}
 
 
 def from_flags(args: argparse.Namespace, cls: type, classes: dict[str, type], owner: str, **values) -> Settings:
     """The settings of ``cls`` (algorithm ``owner``) from parsed flags: ``values``, then the flags given, then the
     class's defaults; a flag given that ``cls`` does not take is a UsageError naming the classes that do."""
-    own = {flag_of(cls, f.name) for f in fields(cls)}
+    own = {flag_of(cls, f.name) for f in flagged(cls)}
     for flag in sorted(given(args, classes) - own):
-        takers = [o for o, c in classes.items() if flag in {flag_of(c, f.name) for f in fields(c)}]
+        takers = [o for o, c in classes.items() if flag in {flag_of(c, f.name) for f in flagged(c)}]
         raise UsageError(f"{flag} applies to {' and '.join(takers)}, not {owner}; drop it")
-    for f in fields(cls):
+    for f in flagged(cls):
         raw = getattr(args, dest_of(cls, f.name), None)
         if raw is not None and f.name not in values:
             values[f.name] = (not raw) if spec_of(cls, f.name).negated else raw

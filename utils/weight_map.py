@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import Parser, kl_variance
+from .cli import Parser
+from .run.sharing import kl_variance
 from .io import folder_problem
 
 # action dimensions and max_action of the paper's environments

@@ -56,6 +56,10 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
         before, now = saved.get(key, DEFAULTS.get(key)), current.get(key, DEFAULTS.get(key))
         if key == "algo":  # typed settings: what a record does not name is the setting's default
             before, now = algo_settings(saved.get("policy"), before), algo_settings(current.get("policy"), now)
+        if key == "sharing" and isinstance(before, dict) and isinstance(now, dict):  # likewise
+            from .sharing import SharingSettings
+
+            before, now = filled(SharingSettings, before), filled(SharingSettings, now)
         if plain(before) != plain(now):
             if isinstance(before, dict) and isinstance(now, dict):  # name the setting that differs, not the dict
                 b, n = plain(before), plain(now)

@@ -78,7 +78,7 @@ class RunConfig:
         if self.init is None:
             self.init = default_init(self.policy)
     algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
-    sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.DEFAULTS)
+    sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.SharingSettings.record)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
 
     @property
@@ -216,12 +216,7 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.method.diffuses and cfg.num_agents < 2:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} averages parameters over a graph; it needs "
                          "at least 2 agents")
-    if cfg.is_dpd and cfg.sharing.get("dpd_batch_size", 1) <= 0:
-        raise UsageError(f"--dpd_batch_size must be a positive integer, got {cfg.sharing['dpd_batch_size']}")
-    try:
-        cfg.sharing_settings().check()
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    cfg.sharing_settings().check()
     if cfg.n_step <= 0:
         raise UsageError(f"--n_step must be a positive integer, got {cfg.n_step}")
     if cfg.n_step > 1 and cfg.n_step * cfg.num_agents > cfg.buffer_size:

@@ -12,31 +12,21 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .checkpoint import RunLock, check_compatible, read_checkpoint
+from .checkpoint import RunLock
 from ..errors import UsageError
 from ..io import atomic_write, save_curve, save_json, save_torch
 from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX,
-                      WEIGHTS_SUFFIX, curve_length)
+                      WEIGHTS_SUFFIX)
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OWNER_KEY = "run"  # in a --save_model file: {"record": the run's JSON record (absolute path), "run_id": its id}
-
-
-def model_owner(path: Path) -> dict | None:
-    """The run a --save_model file says it belongs to; None when it does not say (older files) or cannot be read."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:
-        return None
-    owner = saved.get(OWNER_KEY) if isinstance(saved, dict) else None
-    return owner if isinstance(owner, dict) else None
 
 
 def cpu_capability() -> str:
@@ -108,63 +98,6 @@ class RunFiles:
             for tmp in folder.glob(f".{self.cfg.stem}*.tmp"):
                 tmp.unlink()
 
-    def finished_curves(self) -> list[list[float]] | None:
-        """The saved curves when this exact run already finished (all evaluations present), else None."""
-        cfg = self.cfg
-        if not self.record.exists() or not all(p.exists() for p in self.curves):
-            return None
-        try:
-            record = json.loads(self.record.read_text())
-            saved = record["config"]
-            curves = [np.load(p, allow_pickle=False) for p in self.curves]
-        except Exception:
-            return None
-        # a run that stopped before its budget (--solved_at, --max_episodes) finished where its record says
-        end = record.get("finished_at_step") if record.get("stopped") else cfg.max_time_steps
-        if not isinstance(end, int) or end > cfg.max_time_steps:
-            return None
-        expected = curve_length(end, cfg.eval_freq)
-        if any(c.shape != (expected,) for c in curves):
-            return None
-        if cfg.eval_tasks == "all":
-            try:
-                shapes = [np.load(p, allow_pickle=False).shape for p in self.task_curves]
-            except Exception:
-                return None
-            if any(s != (expected, cfg.task_count) for s in shapes):
-                return None
-        check_compatible(saved, asdict(cfg), self.record)
-        return [c.tolist() for c in curves]
-
-    def plan(self) -> tuple[str, object]:
-        """What to do with this seed, deciding without writing: ("checkpoint", state), ("finished", curves)
-        or ("fresh", None). Raises UsageError when the files forbid the run."""
-        cfg = self.cfg
-        foreign = self.foreign_model()
-        if foreign:  # never replace a model another run saved
-            raise UsageError(foreign)
-        if cfg.resume and self.checkpoint.exists():
-            state = read_checkpoint(self.checkpoint)
-            check_compatible(state["config"], asdict(cfg), self.checkpoint)
-            if state["t"] > cfg.max_time_steps:
-                raise UsageError(f"checkpoint {self.checkpoint} is at step {state['t']}, beyond the requested "
-                                 f"budget of {cfg.max_time_steps}; raise the budget or use --overwrite")
-            return "checkpoint", state
-        exists = self.existing()
-        if cfg.resume and exists and (done := self.finished_curves()) is not None:
-            return "finished", done
-        budget = self.finished_budget() if cfg.resume and exists else None
-        if budget is not None and budget != cfg.max_time_steps:
-            # its checkpoint went with its finish: it cannot go on, and starting over would replace it unasked
-            # (with the same budget and a curve file missing, starting over restores the same files)
-            raise UsageError(f"{self.record.with_suffix('').name} finished at {budget} steps and this run asks for "
-                             f"{cfg.max_time_steps}; a finished run cannot continue: --overwrite starts it over, "
-                             "or pick another --results_dir")
-        if exists and not (cfg.resume or cfg.overwrite):
-            raise UsageError(f"{exists[0]} already exists: add --resume to continue that run, --overwrite to "
-                             "start it over, or pick another --seed or --results_dir")
-        return "fresh", None
-
     def clear(self) -> None:
         """Start over: remove the old curves, record and checkpoint."""
         for p in self.existing():
@@ -177,9 +110,9 @@ class RunFiles:
         """The run's JSON record: every flag, versions, device, commit, command line, and each agent's task
         (``tasks``: its physical parameters, for task variants; None entries otherwise); a resumed run (``t`` > 0)
         adds itself to the list of every resume so far, ``resumes``: [{step, threads, at}, ...]."""
-        resumes = self.resumes() if t else []
+        resumes = self.recorded("resumes", list, []) if t else []
         # who this run is: kept over resumes, so that its --save_model files can be told from another run's
-        self.run_id = (self.recorded_id() if t else None) or uuid.uuid4().hex
+        self.run_id = (self.recorded("run_id", str) if t else None) or uuid.uuid4().hex
         if t:
             resumes.append({"step": t, "threads": torch.get_num_threads(), "cpu": cpu_capability(),
                             "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -194,43 +127,18 @@ class RunFiles:
                   "run_id": self.run_id}
         save_json(self.record, record)
 
-    def recorded_id(self) -> str | None:
-        """The run id the record holds (None for a record that is missing, damaged or older than run ids)."""
+    def recorded(self, key: str, kind: type, default=None):
+        """A field of the JSON record; ``default`` when the record is missing, damaged or older, or the field is not
+        a ``kind``."""
         try:
-            run_id = json.loads(self.record.read_text()).get("run_id")
+            value = json.loads(self.record.read_text()).get(key, default)
         except (OSError, ValueError, AttributeError):
-            return None
-        return run_id if isinstance(run_id, str) else None
+            return default
+        return value if isinstance(value, kind) else default
 
     def owner(self) -> dict:
         """What a model file of this run says of its run: the record's absolute path and the run's id."""
-        return {"record": str(self.record.resolve()), "run_id": getattr(self, "run_id", None) or self.recorded_id()}
-
-    def foreign_model(self) -> str | None:
-        """With --save_model: why a model file in the way belongs to another run (it would be replaced), or None.
-        A file is this run's when it names this run's record or the id that record holds."""
-        if not self.cfg.save_model:
-            return None
-        mine = {"record": str(self.record.resolve()), "run_id": self.recorded_id()}
-        for path in self.models:
-            if not path.exists():
-                continue
-            owner = model_owner(path)
-            if owner is not None and (owner.get("record") == mine["record"]
-                                      or (mine["run_id"] is not None and owner.get("run_id") == mine["run_id"])):
-                continue
-            whose = f"the run recorded in {owner['record']}" if owner and owner.get("record") else "another run"
-            return (f"--save_model: {path} holds the model of {whose}, which this run would replace; pick another "
-                    "--models_dir, or move that file away")
-        return None
-
-    def resumes(self) -> list[dict]:
-        """The resumes the record lists so far (none for a record that is missing, damaged or older)."""
-        try:
-            resumes = json.loads(self.record.read_text()).get("resumes", [])
-        except (OSError, ValueError, AttributeError):
-            return []
-        return resumes if isinstance(resumes, list) else []
+        return {"record": str(self.record.resolve()), "run_id": getattr(self, "run_id", None) or self.recorded("run_id", str)}
 
     def save_curves(self, curves: list[list[float]]) -> None:
         for path, curve in zip(self.curves, curves):
@@ -300,12 +208,6 @@ class RunFiles:
         if self.checkpoint.exists():
             self.checkpoint.unlink()
 
-    def finished_budget(self) -> int | None:
-        """The step budget this run's record says it finished, or None (still running, killed, or older)."""
-        try:
-            return json.loads(self.record.read_text()).get("finished_at_step")
-        except (OSError, ValueError):
-            return None
 
 
 def model_path(cfg: RunConfig, i: int, own: str) -> Path:
@@ -325,42 +227,6 @@ def load_error(e: Exception, path: Path, cfg: RunConfig) -> UsageError:
     why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
         else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})")
-
-
-def check_models(cfg: RunConfig) -> None:
-    """--save_model: refuse, before anything is created, a run that would replace a model file another run saved
-    (same policy, environment and seed, another results folder)."""
-    for seed in cfg.seed_list():
-        foreign = RunFiles(cfg.for_seed(seed)).foreign_model()
-        if foreign:
-            raise UsageError(foreign)
-
-
-@dataclass
-class ResumePlan:
-    """Every seed's fate, decided before anything is written: already finished (its curves), continued from its
-    checkpoint (its state; all at one step), or started from step 0."""
-
-    finished: dict[int, list[list[float]]]
-    states: dict[int, dict]
-    fresh: list[int]
-    active: list[int]  # the seeds to train, in the order given
-
-
-def plan_resume(seeds: list[int], files: list["RunFiles"]) -> ResumePlan:
-    """Each seed's plan (``RunFiles.plan``); a UsageError when the seeds to continue are at different steps."""
-    for f in files:
-        f.remove_stale_temps()
-    plans = dict(zip(seeds, (f.plan() for f in files)))
-    finished = {s: plan for s, (kind, plan) in plans.items() if kind == "finished"}
-    states = {s: plan for s, (kind, plan) in plans.items() if kind == "checkpoint"}
-    active = [s for s in seeds if s not in finished]
-    at = {s: int(states[s]["t"]) if s in states else 0 for s in active}
-    if len(set(at.values())) > 1:
-        where = ", ".join(f"seed {s} at step {t}" for s, t in at.items())
-        raise UsageError(f"--seeds: the runs to continue are at different steps ({where}); resume them in "
-                         "separate commands (--seed S --resume) or start them over with --overwrite")
-    return ResumePlan(finished, states, [s for s in active if s not in states], active)
 
 
 class Board:

@@ -4,8 +4,8 @@
 ``set_up`` (setup.py: each member's task, the environments, the memory checks and the learner), ``Outputs``
 (series.py: the curves and every other per-evaluation series, saved, checkpointed and resumed from one registry),
 the resume plan and checkpoints (resume.py), ``Evaluation`` (one evaluation of snapshots of the actors, beside
-training when environments run in workers), ``RunFiles`` and ``plan_resume`` (files.py: one seed's files, lock
-and resume policy), ``Progress``, ``StopSignals`` and the stop reports (progress.py).
+training when environments run in workers), ``RunFiles`` (files.py: one seed's files and lock), ``plan_resume``
+(plan.py: what to do with each seed's existing files), ``Progress``, ``StopSignals`` and the stop reports (progress.py).
 """
 from __future__ import annotations
 
@@ -14,18 +14,17 @@ from dataclasses import fields
 import numpy as np
 import torch
 
-from ..cores import default_cpu_threads
-from ..errors import Interrupted, NonFinite
+from ..errors import Interrupted
 from ..naming import ALGORITHM
 from . import resume, seed_files
 from .checks import validate
 from .config import RunConfig
 from .evaluation import Evaluation
-from .files import check_models
-from .progress import Progress, StopSignals, interrupted_message, non_finite_message, paused_message
+from .plan import check_models
+from .progress import Progress, StopSignals, interrupted_message, paused_message
 from .replay.buffer import SharedReplayBuffer
 from .series import Outputs
-from .setup import set_up
+from .setup import set_threads, set_up
 
 
 class Trainer:
@@ -37,14 +36,7 @@ class Trainer:
         check_models(cfg)
         self.cfg = cfg
         self.device = torch.device(cfg.device)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        elif self.device.type == "cuda":
-            # the GPU does the arithmetic; torch's CPU threads (one per core by default) would only spin against
-            # the environment workers on the same cores (measured on 16 cores: evaluation 6x slower)
-            torch.set_num_threads(1)
-        else:  # the cores nothing else keeps busy now (a run beside a busy core would otherwise wait for it)
-            torch.set_num_threads(default_cpu_threads())
+        set_threads(cfg, self.device)
         self.last_checkpoint: int | None = None
         self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
         self.envs = None
@@ -82,7 +74,6 @@ class Trainer:
         """The members of the k-th seed."""
         return slice(k * self.cfg.num_agents, (k + 1) * self.cfg.num_agents)
 
-    # ---- the loop ----------------------------------------------------------------------------
     def run(self, stop_at: int | None = None, stop_when=None) -> list[np.ndarray]:
         """Train to cfg.max_time_steps, evaluating at step 0 and every cfg.eval_freq steps.
 
@@ -96,10 +87,10 @@ class Trainer:
         stop_at = cfg.stop_at if stop_at is None else stop_at
         with seed_files.locked(self):
             if resume.prepare(self):
-                return self.curve_arrays()
+                return seed_files.curve_arrays(self)
             if stop_at is not None and stop_at <= self.t < cfg.max_time_steps:  # paused there already
                 self.progress.say(paused_message(cfg.name, self.t, stop_at, resume.checkpoint_where(self)))
-                return self.curve_arrays()
+                return seed_files.curve_arrays(self)
             seed_files.open_outputs(self)
             with StopSignals() as stop:
                 if self.t == 0:
@@ -125,16 +116,16 @@ class Trainer:
                         seed_files.save_curves(self)
                     if reached:
                         self.progress.say(f"{cfg.name} | stopped at step {self.t}: the stop condition holds")
-                        return self.curve_arrays()
+                        return seed_files.curve_arrays(self)
                     if paused:
                         self.progress.say(paused_message(cfg.name, self.t, stop_at, resume.checkpoint_where(self)))
-                        return self.curve_arrays()
+                        return seed_files.curve_arrays(self)
                     if stop.signum:  # named: the seeds this process was still training
                         running = [seed for seed in self.seeds if seed not in self.done_curves] or self.seeds
                         raise Interrupted(stop.signum, interrupted_message(stop.signum, cfg.name_for(running), self.t,
                                                                            resume.checkpoint_where(self)))
             seed_files.finish(self)
-        return self.curve_arrays()
+        return seed_files.curve_arrays(self)
 
     def step(self) -> None:
         """One environment step for every member (and of a pending evaluation), then the batched updates."""
@@ -167,11 +158,10 @@ class Trainer:
     def start_evaluation(self) -> None:
         """Evaluate snapshots of every member's actor taken now: at once, or beside training (``--env_workers``)."""
         self.finish_evaluation()
-        self.check_finite()
+        resume.check_finite(self)
         rate = self.progress.rate(self.t)
         if self.cfg.save_model:
-            for k, files in enumerate(self.files):
-                files.save_models([self.agents.agent_state(m) for m in range(self.rows(k).start, self.rows(k).stop)])
+            seed_files.save_models(self)
         period = self.learner.period_stats()
         if self.learner.scheme.writes_consensus:  # of the parameters evaluated now, one value per seed
             period["consensus"] = np.repeat(self.learner.scheme.consensus(), self.cfg.num_agents)
@@ -190,23 +180,6 @@ class Trainer:
         self.outputs.append(ev, scores)
         seed_files.save_curves(self)
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)
-
-    # ---- guards and messages ------------------------------------------------------------------
-    def check_finite(self) -> None:
-        """Stop naming seed, agent and step when a loss or a parameter went NaN/inf (one host sync)."""
-        n = self.cfg.num_agents
-        members = [f"agent {m % n} (seed {s}) of {self.seed_cfgs[m // n].stem}"
-                   for m, s in enumerate(self.member_seeds)]
-        where = resume.checkpoint_where(self) or str(self.files[0].checkpoint)
-        message = non_finite_message(self.learner.broken(), self.t, members, where, self.last_checkpoint)
-        if message is not None:
-            raise NonFinite(message)
-
-    def curve_arrays(self) -> list[np.ndarray]:
-        """Every member's curve, seed by seed (seeds that had already finished included)."""
-        by_seed = dict(self.done_curves)
-        by_seed.update({s: self.curves[self.rows(k)] for k, s in enumerate(self.seeds) if k not in self.stopped})
-        return [np.asarray(c, dtype=np.float64) for s in self.cfg.seed_list() for c in by_seed[s]]
 
     def close(self) -> None:
         self.progress.close()

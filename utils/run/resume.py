@@ -9,8 +9,11 @@ from dataclasses import asdict
 
 import torch
 
+from ..errors import NonFinite
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
-from .files import cpu_capability, plan_resume
+from .files import cpu_capability
+from .plan import plan_resume
+from .progress import non_finite_message
 from .seed_files import save_curves
 
 
@@ -88,7 +91,7 @@ def save_checkpoint(tr) -> None:
     tr.finish_evaluation()  # a checkpoint holds complete curves; a stop without one too
     if not tr.cfg.checkpoint_freq:
         return
-    tr.check_finite()
+    check_finite(tr)
     for k, files in enumerate(tr.files):
         if k not in tr.stopped:
             files.save_checkpoint(seed_state(tr, k))
@@ -106,3 +109,13 @@ def load_checkpoints(tr, states: list[dict]) -> None:
     if tr.episode_log is not None:
         tr.episode_log.load_state_dicts([s.get("episode_log") for s in states])
     tr.last_checkpoint = tr.t
+
+
+def check_finite(tr) -> None:
+    """Stop naming seed, agent and step when a loss or a parameter went NaN/inf (one host sync)."""
+    n = tr.cfg.num_agents
+    members = [f"agent {m % n} (seed {s}) of {tr.seed_cfgs[m // n].stem}" for m, s in enumerate(tr.member_seeds)]
+    where = checkpoint_where(tr) or str(tr.files[0].checkpoint)
+    message = non_finite_message(tr.learner.broken(), tr.t, members, where, tr.last_checkpoint)
+    if message is not None:
+        raise NonFinite(message)

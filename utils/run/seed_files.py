@@ -8,6 +8,8 @@ from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
+import numpy as np
+
 
 def note_done(tr) -> None:
     """Members became done (solved, or out of episodes): a seed whose agents are all done stops here (its files
@@ -95,3 +97,16 @@ def save_seed_files(tr, k: int) -> None:
         files.save_episode_evals(tr.episode_evals.arrays(tr.rows(k)))
     if tr.episode_log is not None:
         files.save_episode_logs([tr.episode_log.csv(m) for m in range(tr.rows(k).start, tr.rows(k).stop)])
+
+
+def save_models(tr) -> None:
+    """--save_model: each seed's agents, after an evaluation."""
+    for k, files in enumerate(tr.files):
+        files.save_models([tr.agents.agent_state(m) for m in range(tr.rows(k).start, tr.rows(k).stop)])
+
+
+def curve_arrays(tr) -> list[np.ndarray]:
+    """Every member's curve, seed by seed (seeds that had already finished included)."""
+    by_seed = dict(tr.done_curves)
+    by_seed.update({s: tr.curves[tr.rows(k)] for k, s in enumerate(tr.seeds) if k not in tr.stopped})
+    return [np.asarray(c, dtype=np.float64) for s in tr.cfg.seed_list() for c in by_seed[s]]

@@ -10,6 +10,7 @@ Members are numbered seed by seed: member m = s * N + i is agent i of the s-th s
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Optional
 
@@ -23,37 +24,73 @@ from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency, check_adj
 from algorithms.common.nets import AgentRNG
 from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
+from ..errors import UsageError
 from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, method_of
+from ..settings import Settings, count, defaults, internal, real, setting
 
-# the keys of RunConfig.sharing, with their defaults
-DEFAULTS = {"similarity": "js", "kl_div_var": 0.1, "kl_precision": "float64", "dpd_alpha": 1.0, "dpd_batch_size": 256, "topology": None,
-            "adjacency": None, "diffusion_weights": "uniform", "link_drop": 0.0, "sync_freq": 0, "message_delay": 1.0}
+KL_VAR_HELP = ("variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the variance "
+               "of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies with a "
+               "deterministic actor; files named {policy}_matched_...)")
 
 
-@dataclass(frozen=True)
-class SharingSettings:
-    """A run's sharing settings, typed; ``check`` says what is wrong with them (ValueError, one line)."""
+def kl_variance(text: str) -> float | str:
+    """--kl_div_var: a positive number, or "matched" (the variance of the exploration noise)."""
+    if text.strip().lower() == "matched":
+        return "matched"
+    try:
+        value = real(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number or 'matched'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive (or 'matched')")
+    return value
 
-    method: Method
-    num_agents: int = 1
-    similarity: str = "js"
-    kl_div_var: float | str = 0.1
-    kl_precision: str = "float64"
-    dpd_alpha: float = 1.0
-    dpd_batch_size: int = 256
-    topology: Optional[str] = None  # None: the method's default (complete; a ring for DIFF_)
-    adjacency: Optional[list] = None  # an explicit graph instead of a named topology
-    diffusion_weights: str = "uniform"
-    link_drop: float = 0.0
-    sync_freq: int = 0  # the reference's lazy gossip (algorithms.sharing.graph.LazyGossip); 0: synchronous combines
-    message_delay: float = 1.0  # its simulated mean message delay, in updates
 
-    @staticmethod
-    def of(policy: str, num_agents: int, sharing: dict) -> "SharingSettings":
-        unknown = set(sharing) - set(DEFAULTS)
+@dataclass
+class GraphSettings(Settings):
+    """How a seed's agents are linked (every multi-agent method; the on-policy family's only sharing flags). The
+    method and the agents come from the policy and --num_agents."""
+
+    method: Method = internal(None)
+    num_agents: int = internal(1)
+    policy: str = internal("")  # for the messages
+    topology: Optional[str] = setting(
+        None, "the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
+        "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters with neighbours; "
+        "star: agent 0 is the hub; files carry it unless complete", parse=str, choices=TOPOLOGIES,
+        default_text="complete; ring for DIFF_")
+    adjacency: Optional[list] = setting(
+        None, "an explicit graph instead of --topology: a 0/1 symmetric matrix with a zero diagonal, as JSON "
+        "(e.g. '[[0,1],[1,0]]') or a .npy or .txt file; files carry adj + a hash of it", parse=str,
+        metavar="MATRIX", default_text="none")
+    diffusion_weights: str = setting(
+        "uniform", "diffusion: uniform = 1 / (neighbours + 1) each, Diff-DAC's; metropolis = Metropolis-Hastings, "
+        "doubly stochastic", parse=str, choices=DIFFUSION_WEIGHTS)
+    link_drop: float = setting(
+        0.0, "diffusion: probability that a parameter message between neighbours is lost at an update, drawn from "
+        "each agent's own random stream", parse=real, low=0, high=1, high_open=True)
+    sync_freq: int = setting(
+        0, "diffusion: Diff-DAC's reference gossip with bounded asynchrony, simulated: a learner combines only when "
+        "every neighbour's unread message has arrived, skips at most K combines in a row, then waits; 0: every "
+        "combine waits (synchronous); files named sync{K}", parse=int, low=0, metavar="K")
+    message_delay: float = setting(
+        1.0, "with --sync_freq K > 0: mean delay of a message in updates (geometric on 0, 1, ...; drawn per message "
+        "and link from each agent's own stream); files named delay{d} unless 1", parse=real, low=0)
+
+    @classmethod
+    def of(cls, policy: str, num_agents: int, sharing: dict) -> "GraphSettings":
+        """The settings a run's record holds (what it does not name at its default)."""
+        unknown = set(sharing) - set(defaults(cls))
         if unknown:
-            raise ValueError(f"unknown sharing settings {sorted(unknown)}")
-        return SharingSettings(method_of(policy), int(num_agents), **{**DEFAULTS, **sharing})
+            raise UsageError(f"unknown sharing settings {sorted(unknown)}")
+        return cls(method=method_of(policy), num_agents=int(num_agents), policy=policy, **sharing)
+
+    def record(self) -> dict:
+        """Every setting; a diffusing method's graph by name (its default topology when none was given)."""
+        out = super().record()
+        if self.method.diffuses and self.topology is None and self.adjacency is None:
+            out["topology"] = self.method.default_topology
+        return out
 
     @property
     def graph_named(self) -> bool:
@@ -73,40 +110,66 @@ class SharingSettings:
             return check_adjacency(self.adjacency, self.num_agents)
         return adjacency(self.topology or self.method.default_topology, self.num_agents)
 
-    def check(self) -> None:
+    def check_together(self) -> None:
         m = self.method
-        if self.similarity not in SIMILARITIES:
-            raise ValueError(f"--similarity {self.similarity!r}: use one of {', '.join(SIMILARITIES)}")
-        if self.kl_precision not in PRECISIONS:
-            raise ValueError(f"--kl_precision {self.kl_precision!r}: use one of {', '.join(PRECISIONS)}")
-        if self.topology is not None and self.topology not in TOPOLOGIES:
-            raise ValueError(f"--topology {self.topology!r}: use one of {', '.join(TOPOLOGIES)}")
         if self.topology is not None and self.adjacency is not None:
-            raise ValueError("--topology and --adjacency both name the graph: give one of them")
-        if self.diffusion_weights not in DIFFUSION_WEIGHTS:
-            raise ValueError(f"--diffusion_weights {self.diffusion_weights!r}: use uniform or metropolis")
-        if self.sync_freq < 0 or not self.message_delay >= 0:
-            raise ValueError(f"--sync_freq {self.sync_freq} / --message_delay {self.message_delay}: both >= 0")
-        if self.sync_freq and (not m.diffuses or self.link_drop > 0):
-            raise ValueError("--sync_freq: a diffusing policy without --link_drop")
-        if not 0.0 <= self.link_drop < 1.0:
-            raise ValueError(f"--link_drop {self.link_drop}: a probability in [0, 1)")
+            raise UsageError("--topology and --adjacency both name the graph: give one of them")
+        if self.sync_freq == 0 and self.message_delay != 1.0:
+            raise UsageError("--message_delay delays the messages of --sync_freq K > 0; give --sync_freq too")
+        if self.sync_freq and not m.diffuses:
+            raise UsageError(f"--sync_freq: {self.policy or 'this policy'} combines no parameters; use a DIFF_ policy or "
+                             "--diffusion")
+        if self.sync_freq and self.link_drop > 0:
+            raise UsageError("--sync_freq with --link_drop: messages are delayed or dropped, not both; drop one")
         if self.graph_named and not m.multi_agent:
-            raise ValueError("--topology/--adjacency: a single-agent policy has no graph; use a DASE_, DPD_ or DIFF_ "
+            raise UsageError("--topology/--adjacency: a single-agent policy has no graph; use a DASE_, DPD_ or DIFF_ "
                              "policy")
         if self.graph_named and self.num_agents < 2:
-            raise ValueError(f"--topology/--adjacency: a graph of {self.num_agents} agent has no links; "
+            raise UsageError(f"--topology/--adjacency: a graph of {self.num_agents} agent has no links; "
                              "use --num_agents 2 or more")
         if not m.diffuses and (self.diffusion_weights != "uniform" or self.link_drop > 0):
-            raise ValueError("--diffusion_weights/--link_drop apply to diffusion (--diffusion or a DIFF_ policy)")
+            raise UsageError("--diffusion_weights/--link_drop apply to diffusion (--diffusion or a DIFF_ policy)")
         if m.multi_agent and self.num_agents >= 2:
             try:
                 graph = self.graph()  # raises on a malformed --adjacency
             except ValueError as e:
-                raise ValueError(f"--adjacency: {e}" if self.adjacency is not None else str(e)) from None
+                raise UsageError(f"--adjacency: {e}" if self.adjacency is not None else str(e)) from None
             if m.distils and not _slots_are_permutations(neighbours(graph)):
-                raise ValueError("DPD on this graph: every learner's k-th neighbour must be a different learner "
+                raise UsageError("DPD on this graph: every learner's k-th neighbour must be a different learner "
                                  "(true on complete graphs and rings); use --topology complete, ring or none")
+
+
+@dataclass
+class SharingSettings(GraphSettings):
+    """The replay family's sharing: DASE's weights of shared samples and DPD's distillation, on the graph."""
+
+    similarity: str = setting("js", "divergence for the sharing weights: js (paper), kl, or none = no correction",
+                              parse=str, choices=SIMILARITIES)
+    kl_div_var: float | str = setting(0.1, KL_VAR_HELP + " (0.1 is the paper's)", parse=kl_variance, low=0,
+                                      low_open=True)
+    kl_precision: str = setting(
+        "float64", "arithmetic of the sharing weights' Gaussian fit and divergence: float64 (ours), or float32 as the "
+        "paper's code (torch.distributions; weight 0 where float32 rejects the covariance); files named "
+        "{policy}_float32_...", parse=str, choices=PRECISIONS)
+    dpd_alpha: float = setting(1.0, "DPD_ policies: alpha of the distillation weights clip(exp(alpha * (Q_peer - "
+                               "Q_self)), 0.01, 100)", parse=real)
+    dpd_batch_size: int = setting(256, "DPD_ policies: states per distillation step, from the peer's buffer",
+                                  parse=count, low=1)
+
+    def check_together(self) -> None:
+        super().check_together()
+        m, name = self.method, self.policy or "this policy"
+        if self.kl_div_var == "matched" and not m.experience:
+            raise UsageError(f"--kl_div_var matched: {name} gives no sharing weights; use it with a DASE_ policy")
+        if not m.experience and (self.similarity != "js" or self.kl_div_var != 0.1):
+            raise UsageError(f"--similarity/--kl_div_var: {name} weighs no shared samples; drop these flags (they "
+                             "apply to DASE_ policies)")
+        if self.kl_precision != "float64" and (not m.experience or self.similarity == "none"):
+            raise UsageError(f"--kl_precision {self.kl_precision}: {name} with --similarity {self.similarity} "
+                             "computes no sharing weights; use it with a DASE_ policy and --similarity js or kl")
+        if not m.distils and (self.dpd_alpha, self.dpd_batch_size) != (1.0, 256):
+            raise UsageError(f"--dpd_alpha/--dpd_batch_size: {name} distils nothing; drop them (they apply to DPD_ "
+                             "policies)")
 
 
 def _slots_are_permutations(nbrs: list[list[int]]) -> bool:
@@ -238,4 +301,4 @@ class Scheme:
 
 def independent(num_agents: int = 1) -> SharingSettings:
     """Settings of agents that share nothing."""
-    return SharingSettings(METHOD[""], num_agents)
+    return SharingSettings(method=METHOD[""], num_agents=num_agents)

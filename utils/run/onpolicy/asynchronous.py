@@ -54,7 +54,8 @@ from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
 from ...memory import check_fits
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
-from ..files import RunFiles, check_models, load_error, model_path, plan_resume
+from ..files import RunFiles, load_error, model_path
+from ..plan import check_models, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from ..seed_files import lock_all
 from ...settings import defaults
@@ -366,8 +367,7 @@ class AsyncTrainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.spec = a3c_spec(cfg)  # how every seed's shared model is built
-        self.pool: WorkerPool | None = None  # the current seed's worker processes
-        self.last_checkpoint: int | None = None
+        self.seed: A3CSeed | None = None  # the seed training now
 
     def run(self, stop_at: int | None = None, stop_when=None) -> list[np.ndarray]:
         """Train every seed to cfg.max_time_steps; the curves, one per seed (seeds already finished included).
@@ -394,13 +394,34 @@ class AsyncTrainer:
                         print(paused_message(f.cfg.stem, int(state["t"]), stop_at, str(f.checkpoint)), flush=True)
                     curves.append(np.asarray(state["curves"][0], dtype=np.float64))
                     continue
-                curve = self.train_seed(f, state, stop_at, stop_when)
+                self.seed = A3CSeed(f, self.s, self.spec)
+                curve = self.seed.train(state, stop_at, stop_when)
                 curves.append(np.asarray(curve, dtype=np.float64))
         return curves
 
-    # ---- one seed ------------------------------------------------------------------------------------------------
-    def train_seed(self, files: RunFiles, state: dict | None, stop_at: int | None, stop_when) -> list[float]:
-        cfg, s = files.cfg, self.s
+    @property
+    def processes(self) -> list:
+        """The current seed's worker processes."""
+        return self.seed.pool.processes if self.seed is not None and self.seed.pool is not None else []
+
+    @property
+    def episode_log(self) -> EpisodeLog:
+        """The current seed's training episodes."""
+        return self.seed.episode_log
+
+
+class A3CSeed:
+    """One seed's A3C run: its shared model and optimizer, its worker pool, the gate opened limit by limit, its
+    evaluations, episodes and checkpoints (``AsyncTrainer`` runs the seeds one after another)."""
+
+    def __init__(self, files: RunFiles, settings: dict, spec: dict):
+        self.files, self.cfg, self.s, self.spec = files, files.cfg, settings, spec
+        self.pool: WorkerPool | None = None
+        self.last_checkpoint: int | None = None
+
+    def train(self, state: dict | None, stop_at: int | None, stop_when) -> list[float]:
+        """Train from ``state`` (a checkpoint) or step 0 to the budget, a pause or a stop; the seed's curve."""
+        cfg, s, files = self.cfg, self.s, self.files
         task = task_for(cfg.env, cfg.seed)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
@@ -440,11 +461,6 @@ class AsyncTrainer:
             evaluation.close()
             progress.close()
         return self.curve
-
-    @property
-    def processes(self) -> list:
-        """The current seed's worker processes."""
-        return self.pool.processes if self.pool is not None else []
 
     def loop(self, files, evaluation, progress, signals, stop_at, stop_when) -> bool:
         """Open the gate limit by limit, evaluating and checkpointing at each; True when the run finished."""

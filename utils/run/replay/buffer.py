@@ -70,7 +70,7 @@ class SharedReplayBuffer:
         # the first row of the newest step, on the device (N-step sampling reads it; no host value)
         self.newest = torch.zeros((), dtype=torch.int64, device=self.device)
         self.powers = torch.tensor([float(gamma) ** k for k in range(self.n_step + 1)], **f32)  # gamma^k
-        self._pinned: torch.Tensor | None = None  # GPU: the host side of the per-step copy
+        self.stager = Stager(self.device)  # the per-step copy to the device
         members = g * self.writers
         self.member_group = torch.arange(members, device=self.device) // self.writers  # [M]
         self.member_id = (torch.arange(members, device=self.device) % self.writers).to(torch.int16)  # [M]
@@ -106,7 +106,7 @@ class SharedReplayBuffer:
             fields.append(self.behaviour_probs)
             values += list(behaviour)
         columns = [np.asarray(v, dtype=np.float32).reshape(g * n, -1) for v in values]
-        staged = self._to_device(columns)
+        staged = self.stager(columns)
         col = 0
         for dst, c in zip(fields, columns):
             dst[:, rows] = staged[:, col:col + c.shape[1]].reshape((g, n) + tuple(dst.shape[2:]))
@@ -124,22 +124,6 @@ class SharedReplayBuffer:
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.filled.fill_(self.size)
-
-    def _to_device(self, columns: list[np.ndarray]) -> torch.Tensor:
-        """The step's fields side by side [M, F] on the device. On a GPU: one copy from pinned memory (a
-        pageable copy would stall the host), after the previous step's copy has finished reading it."""
-        width = sum(c.shape[1] for c in columns)
-        if self.device.type != "cuda":
-            return torch.from_numpy(np.concatenate(columns, axis=1))
-        if self._pinned is None or self._pinned.shape[1] != width:
-            self._pinned = torch.empty((columns[0].shape[0], width), dtype=torch.float32, pin_memory=True)
-            self._staged = torch.empty(self._pinned.shape, dtype=torch.float32, device=self.device)
-            self._copied = torch.cuda.Event()
-        self._copied.synchronize()
-        np.concatenate(columns, axis=1, out=self._pinned.numpy())
-        self._staged.copy_(self._pinned, non_blocking=True)
-        self._copied.record()
-        return self._staged
 
     def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None,
                step: Optional[torch.Tensor] = None) -> Batch:
@@ -194,37 +178,11 @@ class SharedReplayBuffer:
             else (None, None)
         probs = self.behaviour_probs[g, idx] if self.behaviour_probs is not None else None
         if self.n_step > 1:
-            reward, next_obs, not_done, discount, sequence = self._n_step(g, idx)
+            reward, next_obs, not_done, discount, sequence = n_step_returns(self, g, idx)
             return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh,
                          behaviour_probs=probs, discount=discount, sequence=sequence)
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
                      self.not_done[g, idx], own, *beh, behaviour_probs=probs)
-
-    def _n_step(self, g: torch.Tensor, idx: torch.Tensor) -> tuple:
-        """The N-step reward, next state, not_done and discount of rows ``idx`` [M, B] (see the module's
-        docstring), and the steps themselves when the buffer keeps sequences (else None); element-wise ops and
-        gathers of fixed shapes only (no host value: CUDA graphs)."""
-        n, w, c = self.n_step, self.writers, self.capacity
-        k = torch.arange(n, device=self.device)
-        rows = (idx.unsqueeze(-1) + k * w) % c  # [M, B, n]: the writer's next n rows
-        g3 = g.unsqueeze(-1)
-        # steps stored after the sampled one: the sequence may not run past the newest step
-        after = torch.remainder(self.newest - (idx - idx % w), c) // w  # [M, B]
-        stored = (k <= after.unsqueeze(-1)).to(torch.float32)
-        ended = self.ended[g3, rows].squeeze(-1)  # [M, B, n]
-        alive = torch.cumprod(torch.cat([torch.ones_like(ended[..., :1]), 1.0 - ended[..., :-1]], dim=-1), dim=-1)
-        used = alive * torch.cumprod(stored, dim=-1)  # 1 for the steps the return sums
-        reward = (used * self.powers[:n] * self.reward[g3, rows].squeeze(-1)).sum(-1, keepdim=True)
-        last = used.sum(-1).long() - 1  # j: the step whose next state bootstraps
-        end = rows.gather(-1, last.unsqueeze(-1)).squeeze(-1)
-        sequence = None
-        if self.sequences:
-            sequence = {"obs": self.obs[g3, rows], "action": self.action[g3, rows],
-                        "reward": self.reward[g3, rows].squeeze(-1), "next_obs": self.next_obs[g3, rows],
-                        "not_done": self.not_done[g3, rows].squeeze(-1), "used": used}
-            if self.behaviour_mean is not None:
-                sequence.update(behaviour_mean=self.behaviour_mean[g3, rows], behaviour_std=self.behaviour_std[g3, rows])
-        return reward, self.next_obs[g, end], self.not_done[g, end], self.powers[last + 1].unsqueeze(-1), sequence
 
     def state_dict(self, groups: slice = slice(None)) -> dict:
         """Some groups' stored rows (only the filled part, [G, size, ...]) and the write pointer, on the CPU."""
@@ -266,3 +224,52 @@ class SharedReplayBuffer:
         arrays = [getattr(self, k) for k in self.FIELDS]
         return sum(a.numel() * a.element_size() for a in arrays if a is not None)
 
+
+class Stager:
+    """A step's fields side by side [M, F] on the device. On a GPU: one copy from pinned memory (a pageable copy
+    would stall the host), after the previous step's copy has finished reading it."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.pinned: torch.Tensor | None = None  # the host side of the copy
+
+    def __call__(self, columns: list[np.ndarray]) -> torch.Tensor:
+        width = sum(c.shape[1] for c in columns)
+        if self.device.type != "cuda":
+            return torch.from_numpy(np.concatenate(columns, axis=1))
+        if self.pinned is None or self.pinned.shape[1] != width:
+            self.pinned = torch.empty((columns[0].shape[0], width), dtype=torch.float32, pin_memory=True)
+            self.staged = torch.empty(self.pinned.shape, dtype=torch.float32, device=self.device)
+            self.copied = torch.cuda.Event()
+        self.copied.synchronize()
+        np.concatenate(columns, axis=1, out=self.pinned.numpy())
+        self.staged.copy_(self.pinned, non_blocking=True)
+        self.copied.record()
+        return self.staged
+
+
+def n_step_returns(buffer: SharedReplayBuffer, g: torch.Tensor, idx: torch.Tensor) -> tuple:
+    """The N-step reward, next state, not_done and discount of rows ``idx`` [M, B] of ``buffer`` (see the module's
+    docstring), and the steps themselves when the buffer keeps sequences (else None); element-wise ops and
+    gathers of fixed shapes only (no host value: CUDA graphs)."""
+    n, w, c = buffer.n_step, buffer.writers, buffer.capacity
+    k = torch.arange(n, device=buffer.device)
+    rows = (idx.unsqueeze(-1) + k * w) % c  # [M, B, n]: the writer's next n rows
+    g3 = g.unsqueeze(-1)
+    # steps stored after the sampled one: the sequence may not run past the newest step
+    after = torch.remainder(buffer.newest - (idx - idx % w), c) // w  # [M, B]
+    stored = (k <= after.unsqueeze(-1)).to(torch.float32)
+    ended = buffer.ended[g3, rows].squeeze(-1)  # [M, B, n]
+    alive = torch.cumprod(torch.cat([torch.ones_like(ended[..., :1]), 1.0 - ended[..., :-1]], dim=-1), dim=-1)
+    used = alive * torch.cumprod(stored, dim=-1)  # 1 for the steps the return sums
+    reward = (used * buffer.powers[:n] * buffer.reward[g3, rows].squeeze(-1)).sum(-1, keepdim=True)
+    last = used.sum(-1).long() - 1  # j: the step whose next state bootstraps
+    end = rows.gather(-1, last.unsqueeze(-1)).squeeze(-1)
+    sequence = None
+    if buffer.sequences:
+        sequence = {"obs": buffer.obs[g3, rows], "action": buffer.action[g3, rows],
+                    "reward": buffer.reward[g3, rows].squeeze(-1), "next_obs": buffer.next_obs[g3, rows],
+                    "not_done": buffer.not_done[g3, rows].squeeze(-1), "used": used}
+        if buffer.behaviour_mean is not None:
+            sequence.update(behaviour_mean=buffer.behaviour_mean[g3, rows], behaviour_std=buffer.behaviour_std[g3, rows])
+    return reward, buffer.next_obs[g, end], buffer.not_done[g, end], buffer.powers[last + 1].unsqueeze(-1), sequence

@@ -9,6 +9,9 @@ A new setting is one field here (and its use in the algorithm's constructor, whi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+from algorithms.replay.sequence import ENCODERS
 
 from ...errors import UsageError
 from ...settings import Settings, again, count, real, setting
@@ -88,3 +91,73 @@ class DiscreteSACSettings(SoftSettings):
 
 
 SAC_SETTINGS = {"SAC (continuous actions)": SACSettings, "SAC (discrete actions)": DiscreteSACSettings}
+
+
+@dataclass
+class VtraceSettings(Settings):
+    """V-trace corrections of SAC's N-step targets (ASAC's), on a Gaussian policy whose stored behaviour gives the
+    importance ratios. Recorded in the algorithm's settings as ``vtrace: [rho_bar, c_bar, lambda]`` when on."""
+    vtrace: bool = setting(False, "V-trace corrections of the N-step targets (needs --n_step > 1 and --policy_type "
+                           "Gaussian: the stored behaviour Gaussian gives the importance ratios)")
+    vtrace_rho: float = setting(1.0, "--vtrace: rho_bar, the clip of rho", parse=real, low=0, low_open=True)
+    vtrace_c: float = setting(1.0, "--vtrace: c_bar, the clip of the traces", parse=real, low=0, low_open=True)
+    vtrace_lambda: float = setting(1.0, "--vtrace: lambda of the traces", parse=real, low=0, low_open=True, high=1)
+
+    def check_together(self) -> None:
+        if not self.vtrace and (self.vtrace_rho, self.vtrace_c, self.vtrace_lambda) != (1.0, 1.0, 1.0):
+            raise UsageError("--vtrace_rho/--vtrace_c/--vtrace_lambda apply with --vtrace; add it or drop them")
+
+    def record(self) -> dict:
+        return {"vtrace": [self.vtrace_rho, self.vtrace_c, self.vtrace_lambda]} if self.vtrace else {}
+
+
+MAX_SEQ_HIDDEN = 4096  # a GRU of 4096 already holds 100M parameters per agent
+
+
+@dataclass
+class SequenceSettings(Settings):
+    """A recurrent agent trained on replayed windows (R2D2's stored states and burn-in; ASAC's prediction model).
+    Recorded in the algorithm's settings only with --seq_encoder (a feed-forward run's record names none)."""
+    seq_encoder: Optional[str] = setting(
+        None, "a recurrent agent: a gru, lstm or attn (causal attention over the episode's last --seq_len "
+        "observations) encoder shared by actor and critics, trained on replayed windows of --seq_len steps with "
+        "stored states and --burn_in (R2D2); for partially observed tasks such as VelocityMaskedPendulum-v1. "
+        "--batch_size then counts windows; files named {policy}_{encoder}_...", parse=str, choices=ENCODERS,
+        metavar="{gru,lstm,attn}", default_text="none, feed-forward")
+    seq_len: int = setting(16, "--seq_encoder: steps per replayed window, burn-in included", parse=int, low=1)
+    burn_in: int = setting(0, "--seq_encoder: leading steps of a window that only refresh the stored state",
+                           parse=int, low=0)
+    seq_hidden: int = setting(64, "--seq_encoder: width of the recurrent state (attn: of the attention); a multiple "
+                              "of 32 keeps seeds batched bit-identical to seeds alone on the CPU", parse=int, low=1,
+                              high=MAX_SEQ_HIDDEN)
+    use_prediction: bool = setting(
+        False, "--seq_encoder: train ASAC's prediction model beside the agent (a Gaussian over the next memory and "
+        "the reward from the features and the action; its loss added to the critic's, so it shapes the encoder)")
+    prev_action: bool = setting(
+        False, "--seq_encoder: the encoder also reads the previous action (one-hot, or scaled to [-1, 1]; zeros at "
+        "an episode's start), as recurrent baselines for POMDPs do; files named {policy}_{encoder}_prev_...")
+    transition_kl: float = setting(0.8, "--use_prediction: weight of the KL of the predicted transition to N(0, I) "
+                                   "(ASAC's)", parse=real, low=0)
+
+    def check_together(self) -> None:
+        if self.transition_kl != 0.8 and not self.use_prediction:
+            raise UsageError("--transition_kl applies with --use_prediction; add it or drop --transition_kl")
+        if self.seq_encoder is None:
+            changed = [f"--{k}" for k, v in {"seq_len": 16, "burn_in": 0, "seq_hidden": 64, "use_prediction": False,
+                                              "prev_action": False}.items() if getattr(self, k) != v]
+            if changed:
+                raise UsageError(f"{'/'.join(changed)} apply with --seq_encoder; add it or drop them")
+            return
+        if not self.burn_in < self.seq_len:
+            raise UsageError(f"--burn_in {self.burn_in} must be in [0, --seq_len {self.seq_len}): a window needs a "
+                             "step to train on")
+
+    def record(self) -> dict:
+        if self.seq_encoder is None:
+            return {}
+        out = {k: getattr(self, k) for k in ("seq_encoder", "seq_len", "burn_in", "seq_hidden")}
+        if self.use_prediction:
+            out.update(use_prediction=True, transition_kl=self.transition_kl)
+        if self.prev_action:
+            out["prev_action"] = True
+        return out

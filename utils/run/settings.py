@@ -1,0 +1,112 @@
+"""The run's settings, typed, one dataclass per group of flags: what every entry script takes (``RunSettings``, the
+environment, seeds, device, evaluation, files, checkpoints) and what the replay scripts add (``ReplaySettings``, the
+buffer, its batches and prioritized replay). Their flags and --help are generated from the fields
+(utils/settings.py); the checks that need the whole run (its steps, its agents) stay with ``RunConfig``
+(utils/run/config.py). The sharing flags are ``utils.run.sharing``'s; each algorithm's its family's ``settings``.
+
+A new run flag is one field here, and its RunConfig field where the run needs it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import UsageError
+from ..settings import Settings, again, count, real, setting
+
+
+@dataclass
+class RunSettings(Settings):
+    """What every command line takes."""
+    env: str = setting("Hopper", "Gymnasium environment id; a name without its version is the newest (Hopper: "
+                       "Hopper-v5); the paper's MuJoCo -v2 ids map to -v5", parse=str)
+    seed: Optional[int] = setting(None, "run seed; agent i uses seed + 100 * i", parse=int, default_text="0")
+    seeds: Optional[list] = setting(None, "several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one "
+                                    "batched model, each seed's files exactly those of --seed S alone (overrides "
+                                    "--seed)", parse=str, nargs="+", metavar="SEED", default_text="none")
+    gpu: int = setting(0, "GPU ordinal, the paper's spelling; CPU when no GPU is present", parse=int)
+    device: Optional[str] = setting(None, "cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing",
+                                    parse=str, default_text="auto")
+    num_agents: Optional[int] = setting(
+        None, "agents sharing one buffer (DASE_), distilling from each other (DPD_) or averaging parameters (DIFF_)",
+        parse=count, default_text="2 for DASE_ and DPD_ policies, 4 for DIFF_, 1 otherwise")
+    diffusion: bool = setting(False, "after every update each agent averages its actor and critic with its graph "
+                              "neighbours (Diff-DAC's adapt-then-combine): TD3 becomes DIFF_TD3, DASE_TD3 "
+                              "DIFF_DASE_TD3")
+    init: Optional[str] = setting(
+        None, "initial parameters of a seed's agents: common = all start equal to agent 0's (drawn from the seed's "
+        "own stream, as Diff-DAC's reference starts its learners), separate = each from its own seed", parse=str,
+        choices=("common", "separate"), default_text="common for diffusion, DIFF_ policies and --diffusion; "
+        "separate otherwise")
+    eval_freq: int = setting(1000, "evaluate every this many steps", parse=count)
+    eval_episodes: int = setting(10, "episodes per evaluation", parse=count)
+    eval_seed_offset: int = setting(
+        100, "the evaluation episodes' reset seeds derive from the run's seed plus this, for every agent of the run; "
+        "e.g. 0 makes a one-agent run of seed s + 100 score on the episodes of a run of seed s", parse=int)
+    eval_tasks: str = setting(
+        "own", "task variants (e.g. --env RandomExtremePendulum-v1, one task per agent): 'all' also evaluates each "
+        "agent on every agent's task, with the same episode seeds, into {curve}_tasks.npy [evaluations x agents]; "
+        "the curve stays the own-task score", parse=str, choices=("own", "all"))
+    results_dir: str = setting("Learning Curves", "where curves (.npy) and the run's config (.json) go", parse=str)
+    save_model: bool = setting(False, "save each agent's networks after every evaluation")
+    load_model: str = setting("", "model to start from: NAME loads models/NAME[_Agent_i].pt, 'default' the run's "
+                              "own name", parse=str, default_text="none")
+    models_dir: str = setting("models", "folder of --save_model/--load_model files", parse=str)
+    quiet: bool = setting(False, "print nothing but errors")
+    threads: Optional[int] = setting(None, "torch CPU threads; 1 when several runs share a machine. On a GPU the "
+                                     "default is 1, so the environment workers get the cores", parse=int,
+                                     default_text="all cores on the CPU, 1 on a GPU")
+    compile: bool = setting(False, "torch.compile the networks (slow start: tens of seconds)")
+    checkpoint_freq: int = setting(50_000, "write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 "
+                                   "disables; a finished run deletes it", parse=count)
+    checkpoint_dir: Optional[str] = setting(None, "where checkpoints go", parse=str,
+                                            default_text="RESULTS_DIR/checkpoints")
+    stop_at: Optional[int] = setting(
+        None, "pause the run at this step (counted as its step budget): write its checkpoint and exit with code 0; "
+        "--resume continues it as if it had never stopped, e.g. every run of a sweep to 100k first (python -m "
+        "utils.sweep --until)", parse=count, metavar="STEP", default_text="run to the end")
+    resume: bool = setting(False, "continue this run from its checkpoint (does nothing if it finished, starts from "
+                           "step 0 if it has no checkpoint)")
+    overwrite: bool = setting(False, "start the run over, deleting its old curves, weights, JSON record and "
+                              "checkpoint")
+    env_workers: Optional[int] = setting(
+        None, "worker processes that step the environments and evaluation episodes, evaluation then running beside "
+        "training; 0: all in this process; results are the same for every value", parse=int,
+        default_text="the cores torch leaves free, 0 when fewer than 2")
+    tensorboard: bool = setting(False, "also log returns, losses, sharing weights and steps/s per agent for "
+                                "TensorBoard, under RESULTS_DIR/tensorboard/RUN (view: tensorboard --logdir "
+                                "RESULTS_DIR/tensorboard)")
+
+
+@dataclass
+class OnPolicyRunSettings(RunSettings):
+    """ac_main.py's: CartPole by default."""
+    env: str = again("CartPole-v1")
+
+
+@dataclass
+class ReplaySettings(Settings):
+    """What the replay scripts (DASE_main.py, sac_main.py) add: the buffer and its batches."""
+    buffer_size: int = setting(1_000_000, "replay capacity in transitions: the one buffer all agents share (DASE_, "
+                               "baselines), or each learner's own (DPD_); at least --batch_size", parse=count)
+    batch_size: int = setting(256, "minibatch size per agent", parse=count)
+    n_step: int = setting(1, "N-step returns: each target sums the rewards of up to N steps of the sample's writer "
+                          "and bootstraps with gamma^N, cut where an episode ended (a time limit still bootstraps)",
+                          parse=count)
+    prioritized: bool = setting(False, "prioritized replay (Schaul et al. 2016): each agent samples rows with "
+                                "probability p^alpha / sum, p = |TD error| + eps, new rows at the highest priority; "
+                                "importance weights multiply the sharing weights")
+    per_alpha: float = setting(0.6, "--prioritized: priority exponent alpha", parse=real)
+    per_beta: float = setting(0.4, "--prioritized: importance-weight exponent beta at the start, annealed linearly "
+                              "to 1", parse=real)
+    per_beta_steps: Optional[int] = setting(None, "--prioritized: steps over which beta reaches 1", parse=count,
+                                            default_text="the run's length")
+    per_eps: float = setting(1e-6, "--prioritized: eps added to |TD error|", parse=real)
+    cuda_graphs: Optional[bool] = setting(None, "replay each batched update from a CUDA graph (GPU only)",
+                                          off_flag="--no_cuda_graphs", default_text="on a GPU unless --compile")
+
+    def check_together(self) -> None:
+        per = (self.per_alpha, self.per_beta, self.per_beta_steps, self.per_eps)
+        if not self.prioritized and per != (0.6, 0.4, None, 1e-6):
+            raise UsageError("--per_alpha/--per_beta/--per_beta_steps/--per_eps apply with --prioritized; add it or "
+                             "drop them")
