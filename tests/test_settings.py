@@ -35,8 +35,8 @@ def test_every_setting_is_one_flag_on_ac_main_with_its_defaults_in_the_help():
                  else f"--{f.name}") for c in ALGORITHM_SETTINGS.values() for f in fields(c)}
     assert flags == declared
     help_text = " ".join(parser.format_help().split())
-    assert "(default: 0.0007 for A2C and ACER; 0.0001 for A3C)" in help_text
-    assert "(default: 5 for A2C; 20 for A3C and ACER)" in help_text
+    assert "(default: 0.0007 for A2C and ACER; 0.0001 for A3C; 0.0003 for SEAC)" in help_text
+    assert "(default: 5 for A2C and SEAC; 20 for A3C and ACER)" in help_text
     assert "ACER: replay capacity per agent in transitions" in help_text  # the algorithms that take it, named
 
 

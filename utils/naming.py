@@ -10,7 +10,8 @@ agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}
 variant names settings that change what a method is rather than how it is tuned, so runs of both never share
 files: ``matched`` (``--kl_div_var matched``), ``float32`` (``--kl_precision float32``), the graph when it is not complete (``ring``, ``star``, ``none``,
 or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops,
-``sync{K}`` (and ``delay{d}``) lazy gossip, and
+``sync{K}`` (and ``delay{d}``) lazy gossip, ``lambda{x}`` for SEAC's ``--seac_lambda`` other than 1 and
+``snac`` for its shared network (``--shared_network``), and
 ``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``,
 ``lstm`` for a recurrent network (``--recurrent``), ``gru``/``lstm``/``attn`` for a replay learner's sequence encoder
 (``--seq_encoder``), ``prev`` when it also reads the previous action (``--prev_action``) and ``pred`` for its
@@ -67,6 +68,7 @@ class Algorithm:
     # members; "async": asynchronous worker processes (A3C)
     methods: tuple[str, ...] = tuple(m.prefix for m in METHODS)  # the method prefixes it combines with
     actions: tuple[str, ...] = ("box",)  # action spaces: "box" (bounded continuous) and/or "discrete"
+    agents: int = 1  # > 1: agents that learn from each other by the algorithm's own rule (SEAC), its default number
 
 
 ALGORITHM_SPECS = (
@@ -76,6 +78,7 @@ ALGORITHM_SPECS = (
     Algorithm("A2C", "ac_main.py", "rollout", methods=("", "DIFF"), actions=("discrete", "box")),
     Algorithm("A3C", "ac_main.py", "async", methods=("",), actions=("discrete", "box")),
     Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box")),
+    Algorithm("SEAC", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box"), agents=2),
 )
 ALGORITHM = {a.name: a for a in ALGORITHM_SPECS}
 ALGORITHMS = {a.name: a.script for a in ALGORITHM_SPECS}  # algorithm -> command line
@@ -97,7 +100,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lstm|gru|attn|prev|pred)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|snac|lstm|gru|attn|prev|pred)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -157,12 +160,15 @@ def other_spellings(script: str) -> dict[str, str]:
 
 
 def is_multi_agent(policy: str) -> bool:
-    return method_of(policy).multi_agent
+    """Several agents per seed: a sharing method's, or an algorithm whose agents learn from each other (SEAC)."""
+    algorithm = ALGORITHM.get(algorithm_of(policy))
+    return method_of(policy).multi_agent or (algorithm is not None and algorithm.agents > 1)
 
 
 def default_num_agents(policy: str) -> int:
-    """2 for DASE_ and DPD_ policies, 4 for DIFF_ (a ring), 1 for the baselines."""
-    return method_of(policy).default_agents
+    """2 for DASE_ and DPD_ policies and SEAC, 4 for DIFF_ (a ring), 1 for the baselines."""
+    algorithm = ALGORITHM.get(algorithm_of(policy))
+    return max(method_of(policy).default_agents, algorithm.agents if algorithm is not None else 1)
 
 
 def adjacency_token(matrix) -> str:
@@ -199,6 +205,10 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
             tokens.append(f"delay{float(settings['message_delay']):g}")
     if int(settings.get("task_per_env") or 0) > 0:
         tokens.append(f"tasks{int(settings['task_per_env'])}")
+    if settings.get("seac_lambda") is not None and float(settings["seac_lambda"]) != 1.0:
+        tokens.append(f"lambda{float(settings['seac_lambda']):g}")
+    if settings.get("shared_network"):
+        tokens.append("snac")
     if settings.get("recurrent"):
         tokens.append("lstm")
     if settings.get("seq_encoder"):

@@ -160,7 +160,8 @@ def _uniform_pair(b: torch.Tensor, lead: int = 2) -> tuple[torch.Tensor, torch.T
 class BatchedLinear(nn.Module):
     """N independent linear layers applied at once: [N, B, in] -> [N, B, out]."""
 
-    def __init__(self, fan_in: int, fan_out: int, gens: Sequence[torch.Generator], init: str = "torch"):
+    def __init__(self, fan_in: int, fan_out: int, gens: Sequence[torch.Generator], init: str = "torch",
+                 gain: float = 1.0):
         super().__init__()
         n = len(gens)
         self.weight = nn.Parameter(torch.empty(n, fan_in, fan_out))
@@ -171,6 +172,11 @@ class BatchedLinear(nn.Module):
                     bound = 1.0 / math.sqrt(fan_in)
                     self.weight[i].uniform_(-bound, bound, generator=g)
                     self.bias[i].uniform_(-bound, bound, generator=g)
+                elif init == "orthogonal":  # an orthogonal [out, in] matrix times ``gain``, zero bias (SEAC's)
+                    w = torch.empty(fan_out, fan_in)
+                    torch.nn.init.orthogonal_(w, gain=gain, generator=g)
+                    self.weight[i].copy_(w.t())
+                    self.bias[i].zero_()
                 elif init == "xavier":  # Glorot uniform weights, zero bias
                     bound = math.sqrt(6.0 / (fan_in + fan_out))
                     self.weight[i].uniform_(-bound, bound, generator=g)
@@ -200,10 +206,13 @@ class MLP(nn.Module):
     activation."""
 
     def __init__(self, sizes: Sequence[int], gens: Sequence[torch.Generator], init: str = "torch",
-                 activation: str = "relu"):
-        super().__init__()
+                 activation: str = "relu", out_gain: float = 1.0):
+        super().__init__()  # init "orthogonal": hidden layers with the activation's gain, the last with ``out_gain``
+        hidden_gain = nn.init.calculate_gain(activation)
+        last = len(sizes) - 2
         self.layers = nn.ModuleList(
-            BatchedLinear(a, b, gens, init) for a, b in zip(sizes[:-1], sizes[1:])
+            BatchedLinear(a, b, gens, init, gain=out_gain if j == last else hidden_gain)
+            for j, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))
         )
         if activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {activation!r}")

@@ -24,7 +24,7 @@ from torch import nn
 
 from ..common.members import Members
 from ..common.distributions import Categorical, DiagGaussian
-from ..common.nets import MLP, BatchedLinear, init_generators, rmsprop
+from ..common.nets import MLP, BatchedLinear, adam, init_generators, rmsprop
 from .recurrent import RecurrentActorCritic, masked
 
 
@@ -33,12 +33,12 @@ class ActorCritic(nn.Module):
     shared Nature CNN with two linear heads for stacked image frames (DQN's and the ACER reference's network)."""
 
     def __init__(self, obs_shape: Sequence[int], act_dim: int, hidden: Sequence[int], gens, discrete: bool,
-                 value_outputs: int = 1):
+                 value_outputs: int = 1, activation: str = "tanh", init: str = "torch"):
         super().__init__()  # value_outputs: 1 for V(s); the number of actions for ACER's Q(s, .)
-        if len(obs_shape) == 1:
+        if len(obs_shape) == 1:  # init "orthogonal" (SEAC's): the policy's last layer with gain 0.01
             self.encoder = None
-            self.pi = MLP([obs_shape[0], *hidden, act_dim], gens, activation="tanh")
-            self.v = MLP([obs_shape[0], *hidden, value_outputs], gens, activation="tanh")
+            self.pi = MLP([obs_shape[0], *hidden, act_dim], gens, init, activation, out_gain=0.01)
+            self.v = MLP([obs_shape[0], *hidden, value_outputs], gens, init, activation)
         else:
             from .cnn import BatchedNatureCNN
 
@@ -151,7 +151,8 @@ class A2C(ActorCriticMembers):
     def __init__(self, obs_shape, act_dim: int, low, high, seeds, device, discrete: bool, lr: float = 7e-4,
                  gamma: float = 0.99, gae_lambda: float = 1.0, ent_coef: float = 0.01, vf_coef: float = 0.5,
                  max_grad_norm: float = 0.5, hidden_size: int = 64, rms_alpha: float = 0.99, rms_eps: float = 1e-5,
-                 recurrent: bool = False, optimizer: str = "rmsprop"):
+                 recurrent: bool = False, optimizer: str = "rmsprop", activation: str = "tanh", init: str = "torch",
+                 adam_eps: float = 1e-8):
         super().__init__(seeds, low, high, device)
         self.discrete = discrete
         self.gamma, self.gae_lambda = float(gamma), float(gae_lambda)
@@ -161,13 +162,17 @@ class A2C(ActorCriticMembers):
         if self.recurrent:  # --recurrent: an LSTM between the encoder and the heads (onpolicy/recurrent.py)
             self.model = RecurrentActorCritic(obs_shape, act_dim, hidden_size, gens, discrete).to(self.device)
         else:
-            self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete).to(self.device)
+            self.model = ActorCritic(obs_shape, act_dim, (hidden_size, hidden_size), gens, discrete,
+                                     activation=activation, init=init).to(self.device)
         self.state = None  # --recurrent: the acting state (h, c) [N, K, H] of every member's environments
         self.actor = self.model  # evaluation plays a copy of it
-        if optimizer not in ("rmsprop", "rmsprop_tf"):  # rmsprop_tf: baselines' (TensorFlow's) RMSprop
-            raise ValueError(f"A2C: optimizer {optimizer!r} is not rmsprop or rmsprop_tf")
-        self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps,
-                           tf_like=optimizer == "rmsprop_tf")
+        if optimizer not in ("rmsprop", "rmsprop_tf", "adam"):  # rmsprop_tf: baselines' (TensorFlow's) RMSprop
+            raise ValueError(f"A2C: optimizer {optimizer!r} is not rmsprop, rmsprop_tf or adam")
+        if optimizer == "adam":  # SEAC's; every member steps at every update, so one step count serves all
+            self.opt = adam(self.model.parameters(), lr=lr, eps=adam_eps)
+        else:
+            self.opt = rmsprop(self.model.parameters(), lr=lr, alpha=rms_alpha, eps=rms_eps,
+                               tf_like=optimizer == "rmsprop_tf")
         self.networks = {"model": self.model}
 
     @torch.no_grad()
@@ -185,13 +190,17 @@ class A2C(ActorCriticMembers):
         [N]."""
         out = self.losses(rollout)
         params = [p for group in self.opt.param_groups for p in group["params"]]
-        for p, g in zip(params, torch.autograd.grad(out["loss"].sum(), params)):
+        for p, g in zip(params, self.gradients(out["loss"], params)):
             p.grad = g.contiguous()
         if self.max_grad_norm > 0:  # 0: no clipping (Diff-DAC's reference leaves it unset)
             clip_per_member(params, self.max_grad_norm)
         self.opt.step()
         self.updates += 1
         return {key: v.detach() for key, v in out.items()}
+
+    def gradients(self, loss: torch.Tensor, params: list) -> list[torch.Tensor]:
+        """Every member's gradient of its own loss ``loss`` [N] (one backward pass)."""
+        return list(torch.autograd.grad(loss.sum(), params))
 
     def losses(self, rollout: dict) -> dict[str, torch.Tensor]:
         """Per member, the A2C loss of its rollout and its parts [N] (``loss`` with the graph to the parameters)."""

@@ -11,8 +11,8 @@ from ..cores import available_cores
 from ..errors import UsageError
 from ..memory import check_fits
 from ..io import bad_name, file_in_the_way, unwritable
-from ..naming import (Method, algorithm_of, curve_names, default_init, method_of, parse_policy, run_stem,
-                      variant_of)
+from ..naming import (ALGORITHM, Method, algorithm_of, curve_names, default_init, is_multi_agent, method_of,
+                      parse_policy, run_stem, variant_of)
 
 
 EVAL_TASKS = ("own", "all")  # --eval_tasks
@@ -105,7 +105,8 @@ class RunConfig:
     @property
     def variant(self) -> str:
         return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env,
-                           "recurrent": self.algo.get("recurrent"),
+                           "recurrent": self.algo.get("recurrent"), "seac_lambda": self.algo.get("seac_lambda"),
+                           "shared_network": self.algo.get("shared_network"),
                            "seq_encoder": self.algo.get("seq_encoder"), "use_prediction": self.algo.get("use_prediction"),
                            "prev_action": self.algo.get("prev_action")}, self.policy)
 
@@ -208,9 +209,12 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.eval_episodes > MAX_EVAL_EPISODES:
         raise UsageError(f"--eval_episodes {cfg.eval_episodes}: at most {MAX_EVAL_EPISODES} episodes per evaluation "
                          "(each is an environment per learner)")
-    if not cfg.method.multi_agent and cfg.num_agents != 1:
+    if not is_multi_agent(cfg.policy) and cfg.num_agents != 1:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy}, "
                          f"DPD_{cfg.policy} or DIFF_{cfg.policy} for several")
+    if ALGORITHM[cfg.algorithm].agents > 1 and cfg.num_agents < 2:
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy}'s agents learn from each other's rollouts; it "
+                         "needs at least 2 (A2C is the single learner)")
     if cfg.is_dpd and cfg.num_agents < 2:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} distils between learners; it needs at least 2")
     if cfg.method.diffuses and cfg.num_agents < 2:
@@ -258,7 +262,7 @@ def _check_tasks(cfg: RunConfig) -> None:
     if cfg.task_per_env:
         if cfg.task_per_env < 2:
             raise UsageError(f"--task_per_env {cfg.task_per_env}: the tasks of at least 2 agents (0: off)")
-        if cfg.num_agents != 1 or cfg.method.multi_agent:
+        if cfg.num_agents != 1 or is_multi_agent(cfg.policy):
             raise UsageError(f"--task_per_env: one learner plays the tasks of {cfg.task_per_env} agents; use a "
                              f"single-agent policy (A2C, ACER), not {cfg.policy} with {cfg.num_agents} agents")
         if not has_variants(cfg.env) or redraws(cfg.env):

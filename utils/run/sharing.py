@@ -25,7 +25,7 @@ from algorithms.common.nets import AgentRNG
 from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
 from ..errors import UsageError
-from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, method_of
+from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, is_multi_agent, method_of
 from ..settings import Settings, count, defaults, internal, real, setting
 
 KL_VAR_HELP = ("variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the variance "
@@ -93,6 +93,11 @@ class GraphSettings(Settings):
         return out
 
     @property
+    def multi_agent(self) -> bool:
+        """Several agents per seed that share: the method's, or the algorithm's own (SEAC)."""
+        return is_multi_agent(self.policy) if self.policy else self.method.multi_agent
+
+    @property
     def graph_named(self) -> bool:
         """A topology or matrix was given (not the method's default)."""
         return self.topology is not None or self.adjacency is not None
@@ -121,7 +126,7 @@ class GraphSettings(Settings):
                              "--diffusion")
         if self.sync_freq and self.link_drop > 0:
             raise UsageError("--sync_freq with --link_drop: messages are delayed or dropped, not both; drop one")
-        if self.graph_named and not m.multi_agent:
+        if self.graph_named and not self.multi_agent:
             raise UsageError("--topology/--adjacency: a single-agent policy has no graph; use a DASE_, DPD_ or DIFF_ "
                              "policy")
         if self.graph_named and self.num_agents < 2:
@@ -129,7 +134,7 @@ class GraphSettings(Settings):
                              "use --num_agents 2 or more")
         if not m.diffuses and (self.diffusion_weights != "uniform" or self.link_drop > 0):
             raise UsageError("--diffusion_weights/--link_drop apply to diffusion (--diffusion or a DIFF_ policy)")
-        if m.multi_agent and self.num_agents >= 2:
+        if self.multi_agent and self.num_agents >= 2:
             try:
                 graph = self.graph()  # raises on a malformed --adjacency
             except ValueError as e:

@@ -17,12 +17,13 @@ import torch
 from algorithms.onpolicy.a2c import A2C
 from algorithms.onpolicy.acer import ACER
 from algorithms.onpolicy.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
+from algorithms.onpolicy.seac import SEAC
 
 from ...errors import UsageError
 from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
 
-AGENTS = {"A2C": A2C, "ACER": ACER}  # naming.ALGORITHM (family "rollout") -> class
+AGENTS = {"A2C": A2C, "ACER": ACER, "SEAC": SEAC}  # naming.ALGORITHM (family "rollout") -> class
 
 
 def check_action_flags(algorithm: str, algo: dict, discrete: bool) -> None:
@@ -61,7 +62,10 @@ class RolloutLearner:
                           **algo)
         if common_init:  # before anything (the sharing scheme, the evaluation copy) reads the parameters
             self.agents.start_equal(num_agents)
-        self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
+        sharing = sharing or independent(num_agents)
+        self.scheme = Scheme(sharing, self.agents, member_seeds, device)
+        if isinstance(self.agents, SEAC):  # who learns from whose rollouts: the seed's graph (complete by default)
+            self.agents.share(num_agents, sharing.graph())
         self.eval_model = copy.deepcopy(self.agents.model).requires_grad_(False)
         m, t, k = self.members, self.n_steps, self.per_member
         obs_dtype = torch.uint8 if len(self.obs_shape) > 1 else torch.float32

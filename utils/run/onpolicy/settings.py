@@ -1,5 +1,6 @@
 """The on-policy family's settings, one typed dataclass per algorithm with the reference codes' defaults: A2C (SB3's
-and Diff-DAC's), A3C (A3C-ACER-PyTorch's, ikostrikov/pytorch-a3c's), ACER (OpenAI baselines'). ac_main.py's flags,
+and Diff-DAC's), A3C (A3C-ACER-PyTorch's, ikostrikov/pytorch-a3c's), ACER (OpenAI baselines'), SEAC (Christianos et
+al.'s). ac_main.py's flags,
 their --help, their checks and which algorithm takes which flag are generated from them (utils/settings.py); a run's
 record keeps every setting, and an older record is read with the settings it lacks at their defaults.
 
@@ -16,7 +17,7 @@ from ...settings import Settings, again, count, real, setting
 @dataclass
 class ActorCriticSettings(Settings):
     """What every on-policy algorithm takes."""
-    lr: float = setting(7e-4, "learning rate: RMSprop for A2C and ACER, shared Adam for A3C", parse=real,
+    lr: float = setting(7e-4, "learning rate: RMSprop for A2C and ACER, shared Adam for A3C, Adam for SEAC", parse=real,
                         low=0, low_open=True)
     gamma: float = setting(0.99, "discount factor", parse=real, low=0, high=1)
     ent_coef: float = setting(0.01, "entropy bonus coefficient", parse=real, low=0)
@@ -36,11 +37,16 @@ OPTIMIZER_HELP = ("rmsprop (torch's; --rms_alpha, --rms_eps), rmsprop_tf (Tensor
 
 
 @dataclass
-class AdvantageSettings(ActorCriticSettings):
+class ValueSettings(ActorCriticSettings):
+    """What A2C, A3C and SEAC take: a V head, its loss weighted."""
+    vf_coef: float = setting(0.5, "value loss coefficient (ACER: of its Q loss)", parse=real, low=0)
+
+
+@dataclass
+class AdvantageSettings(ValueSettings):
     """What A2C and A3C take (their targets are n-step or GAE returns, the value a V head's)."""
     gae_lambda: float = setting(1.0, "GAE lambda; 1.0 = plain n-step returns R = r + gamma R, as A3C (SB3-zoo often "
                                      "0.95)", parse=real, low=0, high=1)
-    vf_coef: float = setting(0.5, "value loss coefficient (ACER: of its Q loss)", parse=real, low=0)
     recurrent: bool = setting(False, "an LSTM between the encoder and the policy and value heads (flat observations: "
                                      "linear --hidden_size + tanh, LSTM of --hidden_size; Atari: Nature CNN, LSTM of "
                                      "256), its state carried across the n steps and zeroed at episode ends, as the "
@@ -49,15 +55,20 @@ class AdvantageSettings(ActorCriticSettings):
 
 @dataclass
 class LockstepSettings(Settings):
-    """What A2C and ACER take (K environments per member in lockstep, RMSprop)."""
+    """What A2C, ACER and SEAC take: K environments per member in lockstep."""
     envs_per_agent: int = setting(8, "environments each agent steps in lockstep; --eval_freq and --max_time_steps "
                                      "count all of them and must be multiples", parse=count, low=1)
+
+
+@dataclass
+class RMSpropSettings(Settings):
+    """What A2C and ACER take: RMSprop's constants."""
     rms_alpha: float = setting(0.99, "RMSprop smoothing", parse=real, low=0, high=1, low_open=True, high_open=True)
     rms_eps: float = setting(1e-5, "RMSprop epsilon", parse=real, low=0, low_open=True)
 
 
 @dataclass
-class A2CSettings(LockstepSettings, AdvantageSettings):
+class A2CSettings(LockstepSettings, RMSpropSettings, AdvantageSettings):
     optimizer: str = setting("rmsprop", OPTIMIZER_HELP, parse=str, choices=("rmsprop", "rmsprop_tf"))
 
 
@@ -75,7 +86,7 @@ class A3CSettings(AdvantageSettings):
 
 
 @dataclass
-class ACERSettings(LockstepSettings, ActorCriticSettings):
+class ACERSettings(LockstepSettings, RMSpropSettings, ActorCriticSettings):
     n_steps: int = again(20)
     max_grad_norm: float = again(10.0)
     q_coef: float = setting(0.5, "value loss coefficient (ACER: of its Q loss)", parse=real, low=0, flag="--vf_coef")
@@ -121,4 +132,24 @@ class ACERSettings(LockstepSettings, ActorCriticSettings):
                              "or --no_trust_region")
 
 
-ALGORITHM_SETTINGS = {"A2C": A2CSettings, "A3C": A3CSettings, "ACER": ACERSettings}
+@dataclass
+class SEACSettings(LockstepSettings, ValueSettings):
+    """Christianos et al.'s SEAC (their code's defaults): A2C agents with separate 2 x 64 ReLU actor and critic,
+    orthogonal initialisation, Adam, plain 5-step returns, each also learning from its peers' rollouts."""
+    lr: float = again(3e-4)
+    envs_per_agent: int = again(4)
+    adam_eps: float = setting(1e-3, "SEAC: Adam's epsilon", parse=real, low=0, low_open=True)
+    seac_lambda: float = setting(1.0, "SEAC: lambda, the weight of the loss on the peers' rollouts (importance-weighted "
+                                      "policy gradient and value loss; 0: independent A2C learners with SEAC's "
+                                      "settings)", parse=real, low=0)
+    shared_network: bool = setting(False, "SEAC: the SNAC baseline, every agent of a seed the same network, trained "
+                                          "on all of their rollouts (the mean of their A2C gradients); needs "
+                                          "--seac_lambda 0")
+
+    def check_together(self) -> None:
+        if self.shared_network and self.seac_lambda != 0:
+            raise UsageError("--shared_network trains one network on every agent's rollout as its own (SNAC); "
+                             "give --seac_lambda 0 with it")
+
+
+ALGORITHM_SETTINGS = {"A2C": A2CSettings, "A3C": A3CSettings, "ACER": ACERSettings, "SEAC": SEACSettings}
