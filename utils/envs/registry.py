@@ -67,6 +67,9 @@ def resolve_env_id(env: str) -> tuple[str, str | None]:
     mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest. Atari
     games (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) are taken as given, once ale-py has registered them.
     """
+    from .joint import register
+
+    register(env)  # a multi-agent id (Foraging-..., rware-...): its package registers it on import
     if _atari_name(env):
         from . import atari
 
@@ -111,6 +114,10 @@ def _create(env_id: str, task: dict | None = None, training: bool = True,
             render_mode: str | None = None) -> gym.Env:
     """Make one environment, unchecked; a failure to make it is a UsageError (see ``make_env``)."""
     extra = {} if render_mode is None else {"render_mode": render_mode}
+    from .joint import package_of
+
+    if package_of(env_id):  # Gymnasium's checker warns about the multi-agent tasks' list of rewards at every start
+        extra["disable_env_checker"] = True
     atari = _atari_name(env_id)
     if not atari and _uses_mujoco(env_id):
         _quiet_mujoco()
@@ -128,11 +135,22 @@ def _create(env_id: str, task: dict | None = None, training: bool = True,
         raise UsageError(f"--env {env_id}: cannot create it ({type(e).__name__}: {e})") from None
 
 
-def check_spaces(env_id: str, env, actions: tuple[str, ...] = ("box",), who: str = "DASE") -> str:
+def check_spaces(env_id: str, env, actions: tuple[str, ...] = ("box",), who: str = "DASE",
+                 joint: bool = False) -> str:
     """A UsageError unless ``env``'s action space is of a kind in ``actions`` (a Box with finite bounds, or
     Discrete) and its observations are flat vectors (Atari's images excepted); the kind, "box" or "discrete".
-    ``env``: an environment, or anything with its ``action_space`` and ``observation_space`` (``env_spaces``)."""
+    ``env``: an environment, or anything with its ``action_space`` and ``observation_space`` (``env_spaces``).
+    A multi-agent environment (one action space per player, ``joint.py``) passes only with ``joint`` (the
+    synchronous on-policy learners), as "discrete"."""
     space = env.action_space
+    if isinstance(space, gym.spaces.Tuple):
+        from .joint import check_joint
+
+        if not joint:
+            raise UsageError(f"--env {env_id}: a multi-agent task ({len(space.spaces)} players acting together); "
+                             f"{who} cannot play one (A2C, SEAC and ACER on ac_main.py can)")
+        check_joint(env_id, env, None, who)
+        return "discrete"
     kind = "box" if isinstance(space, gym.spaces.Box) else "discrete" if isinstance(space, gym.spaces.Discrete) \
         else None
     if kind not in actions:
@@ -192,10 +210,10 @@ def env_spaces(env_id: str):
     return known
 
 
-def check_env(env_id: str, actions: tuple[str, ...] = ("box",), who: str = "DASE"):
+def check_env(env_id: str, actions: tuple[str, ...] = ("box",), who: str = "DASE", joint: bool = False):
     """``make_env``'s checks of ``env_id`` on its cached spaces (``env_spaces``); the spaces."""
     spaces = env_spaces(env_id)
-    check_spaces(env_id, spaces, actions, who)
+    check_spaces(env_id, spaces, actions, who, joint)
     return spaces
 
 

@@ -53,26 +53,38 @@ class EpisodeLog:
                 **({"emulator": self.emulator} if self.emulator is not None else {})}
 
 
+def start_episode(env, log: dict, base_seed: int, env_id: str = "the environment"):
+    """Begin ``env``'s episode the way the checkpoint's ``log`` says it began (a seeded reset, or a reset from the
+    generator's saved state, and for Atari the emulator as it was); its first observation."""
+    if log["seed"] is not None:
+        return env.reset(seed=int(log["seed"]))[0]
+    env.reset(seed=base_seed)  # creates the generator, whose state is then replaced
+    env.unwrapped.np_random.bit_generator.state = log["rng_state"]
+    if log.get("emulator") is not None:  # Atari: the emulator as it was at the game over, its generator too
+        import ale_py
+        try:
+            env.unwrapped.ale.restoreState(ale_py.ALEState(log["emulator"].numpy().tobytes()))
+        except Exception:  # noqa: BLE001  another ale-py's state, or a damaged one: nanobind raises SystemError
+            raise UsageError(f"cannot restore {env_id}'s emulator from the checkpoint (written by another ale-py?); "
+                             "start over with --overwrite") from None
+    if (life := episodic_life(env)) is not None:  # the run's reset began a new game; the seeded reset above
+        life.game_over = True  # left the wrapper "in a game", whose reset would take a no-op step instead
+    return env.reset()[0]
+
+
+def check_restored(env_id: str, obs, expected_obs: np.ndarray) -> None:
+    """A UsageError unless replaying reached the observation the checkpoint holds."""
+    if not np.array_equal(np.asarray(obs, dtype=expected_obs.dtype), expected_obs):
+        raise UsageError(f"cannot restore {env_id} exactly from the checkpoint (is the environment deterministic, "
+                         "and the same version?); start over with --overwrite")
+
+
 def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict, expected_obs: np.ndarray,
                 task: dict | None = None, **kinds):
     """Re-create an environment (playing ``task``, see ``variants.task_for``; ``kinds``: ``make_env``'s) in the
     state a checkpoint describes; returns (env, obs, EpisodeLog)."""
     env = make_env(env_id, task, **kinds)
-    if log["seed"] is not None:
-        obs, _ = env.reset(seed=int(log["seed"]))
-    else:
-        env.reset(seed=base_seed)  # creates the generator, whose state is then replaced
-        env.unwrapped.np_random.bit_generator.state = log["rng_state"]
-        if log.get("emulator") is not None:  # Atari: the emulator as it was at the game over, its generator too
-            import ale_py
-            try:
-                env.unwrapped.ale.restoreState(ale_py.ALEState(log["emulator"].numpy().tobytes()))
-            except Exception:  # noqa: BLE001  another ale-py's state, or a damaged one: nanobind raises SystemError
-                raise UsageError(f"cannot restore {env_id}'s emulator from the checkpoint (written by another ale-py?); "
-                                 "start over with --overwrite") from None
-        if (life := episodic_life(env)) is not None:  # the run's reset began a new game; the seeded reset above
-            life.game_over = True  # left the wrapper "in a game", whose reset would take a no-op step instead
-        obs, _ = env.reset()
+    obs = start_episode(env, log, base_seed, env_id)
     discrete = isinstance(env.action_space, gym.spaces.Discrete)  # the log holds its actions as floats
     actions = [int(a) if discrete else a.numpy() for a in log["actions"]]
     for a in actions:
@@ -81,7 +93,5 @@ def restore_env(env_id: str, log: dict, base_seed: int, action_space_state: dict
         else:
             obs, *_ = env.step(a)
     env.action_space.np_random.bit_generator.state = action_space_state
-    if not np.array_equal(np.asarray(obs, dtype=expected_obs.dtype), expected_obs):
-        raise UsageError(f"cannot restore {env_id} exactly from the checkpoint (is the environment deterministic, "
-                         "and the same version?); start over with --overwrite")
+    check_restored(env_id, obs, expected_obs)
     return env, obs, EpisodeLog(log["seed"], log["rng_state"], actions, log.get("emulator"))

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 
 from ..cores import available_cores, default_cpu_threads
+from ..envs.joint import package_of
+from ..envs.registry import check_env
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import UsageError
@@ -138,12 +140,14 @@ def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
     member_seeds = [m for c in seed_cfgs for m in c.agent_seeds()]
     workers = default_workers(device, len(member_seeds)) if cfg.env_workers is None else cfg.env_workers
     tasks, env_tasks, eval_tasks, own_task, recorded = member_tasks(cfg, member_seeds)
+    if package_of(cfg.env):  # a multi-agent task: the synchronous on-policy learners only (one line for the others)
+        check_env(cfg.env, spec.actions, cfg.algorithm, joint=spec.family == "rollout")
     # K environments per member (on-policy learners): environment j > 0 of a member has a seed derived from
     # the member's seed and j, and plays the member's task
     env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
                  for s in member_seeds for j in range(k)]
     envs = make_envs(cfg.env, env_seeds, [s + cfg.eval_seed_offset for s in seeds for _ in range(n)],
-                     cfg.eval_episodes, workers, env_tasks, eval_tasks, spec.actions, cfg.algorithm)
+                     cfg.eval_episodes, workers, env_tasks, eval_tasks, spec.actions, cfg.algorithm, n)
     try:
         learner = make_learner(cfg, device, seeds, member_seeds, envs)
     except UsageError:
