@@ -112,7 +112,7 @@ def test_a_reset_does_not_depend_on_where_the_last_episode_left_the_players():
 
 
 ARGS = ["--env", LBF, "--max_time_steps", "4000", "--eval_freq", "1000", "--eval_episodes", "2", "--threads", "1",
-        "--quiet", "--seeds", "0-1"]
+        "--quiet", "--seeds", "0-1", "--eval_policy", "sample"]
 
 
 def test_a_multi_agent_seac_run_resumes_exactly(tmp_path):

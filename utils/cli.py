@@ -101,7 +101,7 @@ def run_flags(args) -> dict:
             getattr(args, "max_time_steps", getattr(args, "num_steps", 1))
         replay["per"] = dict(alpha=args.per_alpha, beta=args.per_beta, beta_steps=steps, eps=args.per_eps)
     return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-                eval_seed_offset=args.eval_seed_offset,
+                eval_seed_offset=args.eval_seed_offset, eval_policy=getattr(args, "eval_policy", "greedy"),
                 **replay, results_dir=args.results_dir,
                 save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
                 checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,

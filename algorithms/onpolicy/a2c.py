@@ -128,14 +128,16 @@ class ActorCriticMembers(Members):
             self.state = masked(self.state, ended)
 
     @torch.no_grad()
-    def greedy(self, model: ActorCritic, obs: torch.Tensor, state=None):
-        """Evaluation actions of ``model`` (this model or a snapshot of it): the mode, clipped to the bounds.
-        Recurrent: from ``state`` (h, c) [N, B, H], and returns (actions, the next state)."""
+    def greedy(self, model: ActorCritic, obs: torch.Tensor, state=None, rng=None):
+        """Evaluation actions of ``model`` (this model or a snapshot of it): the mode, or with ``rng`` (an
+        ``AgentRNG``, --eval_policy sample) a draw from the policy; clipped to the bounds. Recurrent: from ``state``
+        (h, c) [N, B, H], and returns (actions, the next state)."""
+        pick = (lambda dist: dist.mode()) if rng is None else (lambda dist: dist.sample(rng))  # noqa: E731
         if self.recurrent:
             dist, _, state = model.step(obs, state)
-            a = dist.mode()
+            a = pick(dist)
             return (a if self.discrete else torch.clamp(a, self.low, self.high)), state
-        a = model.policy(obs).mode()
+        a = pick(model.policy(obs))
         return a if self.discrete else torch.clamp(a, self.low, self.high)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:

@@ -100,8 +100,12 @@ class ContinuousACER(ACER):
         return mean + self.sigma * self.explore_rng.normal(*mean.shape[1:]), mean
 
     @torch.no_grad()
-    def greedy(self, model, obs: torch.Tensor):
-        return torch.clamp(model.mean(obs), self.low, self.high)
+    def greedy(self, model, obs: torch.Tensor, rng=None):
+        """The mean action, or with ``rng`` (--eval_policy sample) a draw of the Gaussian policy, clipped."""
+        mean = model.mean(obs)
+        if rng is not None:
+            mean = mean + self.sigma * rng.normal(*mean.shape[1:])
+        return torch.clamp(mean, self.low, self.high)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return torch.clamp(actions, self.low, self.high)

@@ -34,6 +34,7 @@ class RunConfig:
     eval_freq: int = 1000
     eval_episodes: int = 10
     eval_seed_offset: int = 100  # the evaluation episodes' seeds: episode_seeds(run seed + this)
+    eval_policy: str = "greedy"  # the actor-critic family: "sample" draws evaluation actions from the policy
     batch_size: int = 256
     buffer_size: int = 1_000_000
     updates_per_step: int = 1
@@ -209,6 +210,10 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.eval_episodes > MAX_EVAL_EPISODES:
         raise UsageError(f"--eval_episodes {cfg.eval_episodes}: at most {MAX_EVAL_EPISODES} episodes per evaluation "
                          "(each is an environment per learner)")
+    if cfg.eval_policy not in ("greedy", "sample"):
+        raise UsageError(f"--eval_policy {cfg.eval_policy!r}: use greedy or sample")
+    if cfg.eval_policy == "sample" and ALGORITHM[cfg.algorithm].family != "rollout":
+        raise UsageError(f"--eval_policy sample: {cfg.algorithm} evaluates greedily; A2C, SEAC and ACER can sample")
     if not is_multi_agent(cfg.policy) and cfg.num_agents != 1:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy}, "
                          f"DPD_{cfg.policy} or DIFF_{cfg.policy} for several")

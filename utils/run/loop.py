@@ -167,7 +167,7 @@ class Trainer:
             period["consensus"] = np.repeat(self.learner.scheme.consensus(), self.cfg.num_agents)
         if self.learner.scheme.writes_gossip:  # skipped combines and message ages since the last evaluation
             period["gossip"] = self.learner.scheme.gossip_stats()
-        self.pending = Evaluation(self.envs, self.learner.snapshot(), self.t, period, rate, self.own_task)
+        self.pending = Evaluation(self.envs, self.learner.snapshot(self.t), self.t, period, rate, self.own_task)
         if self.eval_pace is None:
             self.finish_evaluation()
 

@@ -27,8 +27,9 @@ class LearnerProtocol(Protocol):
     def train(self, t: int) -> None:
         """Called after every step (not in the warm-up); the learner decides whether and how much to update."""
 
-    def snapshot(self) -> Callable[[np.ndarray], np.ndarray]:
-        """The greedy policies now, for an evaluation that may run beside training."""
+    def snapshot(self, t: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+        """The policies now, for an evaluation at step ``t`` that may run beside training (greedy, or for the
+        actor-critic family with --eval_policy sample drawing from a stream of each member's seed and ``t``)."""
 
     def period_stats(self) -> dict[str, np.ndarray]:
         """Per member, the statistics the algorithm declares, averaged since the last call ('weight' included)."""

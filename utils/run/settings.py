@@ -80,8 +80,12 @@ class RunSettings(Settings):
 
 @dataclass
 class OnPolicyRunSettings(RunSettings):
-    """ac_main.py's: CartPole by default."""
+    """ac_main.py's: CartPole by default, and how evaluation picks actions."""
     env: str = again("CartPole-v1")
+    eval_policy: str = setting(
+        "greedy", "evaluation actions: greedy = the policy's most likely action (its mean when continuous), sample = "
+        "drawn from the policy as in training, from a stream of each agent's seed and the step (the SEAC authors' "
+        "scores on Level-Based Foraging, where a greedy policy can stall)", parse=str, choices=("greedy", "sample"))
 
 
 @dataclass

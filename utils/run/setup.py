@@ -124,7 +124,7 @@ def make_learner(cfg: RunConfig, device: torch.device, seeds: list[int], member_
         what, need, hint = rollout_memory(cfg, len(member_seeds), c)
         check_fits(what, need, device, hint)
         return RolloutLearner(cfg.algorithm, cfg.algo, member_seeds, n, c, device, cfg.sharing_settings(),
-                              common_init=cfg.init == "common")
+                              common_init=cfg.init == "common", eval_sample=cfg.eval_policy == "sample")
     kind = RecurrentLearner if cfg.algo.get("seq_encoder") else Learner
     return kind(cfg.algorithm, cfg.algo, member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high, cfg.buffer_size,
                 cfg.batch_size, cfg.updates_per_step, device, cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step,

@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from algorithms.common.nets import AgentRNG
 from algorithms.onpolicy.a2c import A2C
 from algorithms.onpolicy.acer import ACER
 from algorithms.onpolicy.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
@@ -45,8 +46,10 @@ class RolloutLearner:
     """S seeds x N agents of an on-policy algorithm, K environments each, updated every n steps."""
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, envs,
-                 device: torch.device, sharing: SharingSettings | None = None, common_init: bool = False):
+                 device: torch.device, sharing: SharingSettings | None = None, common_init: bool = False,
+                 eval_sample: bool = False):
         algo = dict(algo)
+        self.member_seeds, self.eval_sample = list(member_seeds), eval_sample  # --eval_policy sample
         self.n_steps, self.per_member = int(algo.pop("n_steps")), int(algo.pop("envs_per_agent"))
         self.reward_scale = float(algo.pop("reward_scale", 1.0))  # what learning sees: r * scale (curves: raw r)
         self.steps_per_iteration = self.per_member  # environment steps per member and loop step
@@ -142,15 +145,18 @@ class RolloutLearner:
                                          self.first_bad))
 
     @torch.no_grad()
-    def snapshot(self):
-        """The policies as they are now, for evaluation: obs [M, E, ...] -> greedy actions [M, E(, A)]."""
+    def snapshot(self, t: int = 0):
+        """The policies as they are now, for the evaluation at step ``t``: obs [M, E, ...] -> actions [M, E(, A)],
+        greedy, or with --eval_policy sample drawn from each member's stream of its seed and ``t`` (the same
+        draws whether its seed runs alone or batched, paused or not)."""
         torch._foreach_copy_(list(self.eval_model.parameters()), list(self.agents.model.parameters()))
         model, agents = self.eval_model, self.agents
+        rng = AgentRNG([eval_stream(s, t) for s in self.member_seeds], self.device) if self.eval_sample else None
         if agents.recurrent:
-            return recurrent_policy(agents, model)
+            return recurrent_policy(agents, model, rng)
 
         def policy(obs: np.ndarray) -> np.ndarray:
-            return agents.greedy(model, agents._obs(obs)).cpu().numpy()
+            return agents.greedy(model, agents._obs(obs), rng=rng).cpu().numpy()
         return policy
 
     def period_stats(self) -> dict[str, np.ndarray]:
@@ -191,8 +197,17 @@ class RolloutLearner:
         self.scheme.load_state_dicts(states)
 
 
-def recurrent_policy(agents, model):
-    """A recurrent model's greedy policy for one evaluation: obs [M, E, ...] -> actions [M, E(, A)], each call
+def eval_stream(seed: int, t: int) -> int:
+    """The seed of member ``seed``'s evaluation actions at step ``t`` (--eval_policy sample)."""
+    return int(np.random.SeedSequence([int(seed), int(t), EVAL_STREAM]).generate_state(1)[0])
+
+
+EVAL_STREAM = 0x6576616C  # "eval": keeps the evaluation streams apart from every other stream of a seed
+
+
+def recurrent_policy(agents, model, rng=None):
+    """A recurrent model's evaluation policy (greedy, or drawing from ``rng``): obs [M, E, ...] -> actions
+    [M, E(, A)], each call
     one step of the episodes of ``part`` (an evaluation on several tasks calls it once per task and step), every
     part's state starting at zero (an evaluation's episodes all start together and each column holds one)."""
     states: dict[int, tuple] = {}
@@ -202,7 +217,7 @@ def recurrent_policy(agents, model):
         state = states.get(part)
         if state is None:
             state = model.initial_state(obs_t.shape[1])
-        actions, states[part] = agents.greedy(model, obs_t, state)
+        actions, states[part] = agents.greedy(model, obs_t, state, rng)
         return actions.cpu().numpy()
     policy.stateful = True
     return policy

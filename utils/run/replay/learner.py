@@ -83,7 +83,7 @@ class Learner:
             self.memory_check(row_bytes, self.scheme.groups, capacity, self.scheme.writers)
 
     @torch.no_grad()
-    def snapshot(self):
+    def snapshot(self, t: int = 0):
         """The actors as they are now, as a policy for evaluation ([M, E, obs_dim] -> [M, E, act_dim]; discrete:
         the greedy actions, int64 [M, E])."""
         torch._foreach_copy_(list(self.eval_actor.parameters()), list(self.agents.actor.parameters()))

@@ -110,7 +110,7 @@ class RecurrentLearner(Learner):
         self.agents.episodes_ended(torch.as_tensor(ended, device=self.device))
 
     @torch.no_grad()
-    def snapshot(self):
+    def snapshot(self, t: int = 0):
         """The encoders and actors as they are now, as a stateful policy: an evaluation's episodes all start
         together from a zero state (one state per block of episodes, ``part``, for evaluations on several tasks)."""
         agents = copy.deepcopy(self.agents.encoder), copy.deepcopy(self.agents.actor)
