@@ -136,6 +136,18 @@ def test_a_multi_agent_seac_run_resumes_exactly(tmp_path):
     assert returns > 0  # some food was eaten: the rewards reached the curves' episodes
 
 
+def test_utils_play_says_in_one_line_that_it_does_not_play_a_multi_agent_task(tmp_path, capsys):
+    from utils import play
+
+    assert run(ac_main, "--policy", "SEAC", "--env", LBF, "--max_time_steps", "1000", "--eval_freq", "1000",
+               "--eval_episodes", "1", "--threads", "1", "--quiet", "--save_model",
+               "--results_dir", str(tmp_path), "--models_dir", str(tmp_path / "models")) == 0
+    capsys.readouterr()
+    assert play.main([str(tmp_path / f"SEAC_{LBF}_0.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a multi-agent task, whose agents act together" in err and len(err.splitlines()) == 1, err
+
+
 def tensors(state):
     """Every tensor of a saved model, depth first."""
     if isinstance(state, torch.Tensor):

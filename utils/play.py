@@ -301,6 +301,11 @@ def watch(args) -> dict:
     film = bool(args.gif or args.mp4)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = build_config(settings, tmp, args.episodes, args.models_dir, source)
+        from .envs.joint import package_of
+
+        if package_of(cfg.env):
+            raise UsageError(f"{cfg.env} is a multi-agent task, whose agents act together; utils.play does not play "
+                             "one yet (the run's curves hold its evaluations)")
         if args.agent >= cfg.num_agents:
             raise UsageError(f"--agent {args.agent}: the run has {cfg.num_agents} agent(s), 0 to {cfg.num_agents - 1}")
         torch.set_num_threads(1)
@@ -314,7 +319,10 @@ def watch(args) -> dict:
             try:
                 loaded = load_weights(trainer, cfg, state, source)
                 # the agent's own task (task variants; None otherwise), as its curve is evaluated
-                returns, lengths, frames = play(trainer.learner.snapshot(), cfg, len(trainer.member_seeds),
+                # --eval_policy sample: the draws of the evaluation at the model's step (a checkpoint's, else the
+                # run's last)
+                step = int(state["t"]) if state is not None else cfg.max_time_steps
+                returns, lengths, frames = play(trainer.learner.snapshot(step), cfg, len(trainer.member_seeds),
                                                 args.agent, trainer.tasks[args.agent], film)
             finally:
                 trainer.close()
