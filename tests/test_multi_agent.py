@@ -111,6 +111,27 @@ def test_a_reset_does_not_depend_on_where_the_last_episode_left_the_players():
     envs.close()
 
 
+@pytest.mark.parametrize("env_id, actions", [(LBF, 6), ("rware-tiny-2ag-v2", 5)])
+def test_environments_rebuilt_from_a_checkpoint_go_on_exactly_as_the_originals(env_id, actions):
+    """Past an episode's end (LBF 50 steps, RWARE 500), a copy rebuilt from the state of each seed steps exactly as
+    the environments it was saved from."""
+    pytest.importorskip("rware")
+    seeds, evals = list(range(8)), [7, 7, 8, 8]  # 2 seeds x 2 agents x K = 2
+    a, b = JointEnvs(env_id, seeds, evals, 1, agents=2), JointEnvs(env_id, seeds, evals, 1, agents=2)
+    g = np.random.default_rng(3)
+    for _ in range(530):
+        a.step(g.integers(0, actions, size=8))
+    b.load_state_dicts([a.state_dict(slice(0, 2)), a.state_dict(slice(2, 4))])
+    np.testing.assert_array_equal(b.obs, a.obs)
+    for _ in range(600):
+        act = g.integers(0, actions, size=8)
+        for x, y in zip(a.step(act), b.step(act)):
+            np.testing.assert_array_equal(x, y)
+    assert a.episode_count == b.episode_count and min(a.episode_count) >= 2
+    a.close()
+    b.close()
+
+
 ARGS = ["--env", LBF, "--max_time_steps", "4000", "--eval_freq", "1000", "--eval_episodes", "2", "--threads", "1",
         "--quiet", "--seeds", "0-1", "--eval_policy", "sample"]
 
