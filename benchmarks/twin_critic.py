@@ -6,7 +6,7 @@ Times one critic step (forward of Q1 and Q2 on a batch, the two squared errors, 
 alternated ``--rounds`` times (30 steps per round), and prints each side's minimum and median per step. The stacked
 way concatenates each layer's Q1 and Q2 weights into one [2N, in, out] tensor and runs the layer once on the input
 repeated twice; it first checks that both ways give the same Q values and weight gradients bit for bit, so the
-timing compares the same arithmetic. The stacked network lives only here (the library keeps ``TwinQ``): this is
+timing compares the same arithmetic. The stacked network lives only here (the library keeps ``EnsembleQ``): this is
 the measurement behind docs/performance.md's "one product for both Q networks".
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from algorithms.common.nets import TwinQ, init_generators
+from algorithms.common.nets import EnsembleQ, init_generators
 from utils.cli import Parser, tool_guard
 
 PROG = "python -m benchmarks.twin_critic"
@@ -25,7 +25,7 @@ OBS, ACT = 3, 1  # Pendulum-v1, the peers job's environment
 STEPS_PER_ROUND = 30
 
 
-def stacked_copy(twin: TwinQ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def stacked_copy(twin: EnsembleQ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's (weight, bias) with Q1's members first, then Q2's: [2N, in, out], [2N, 1, out]."""
     pairs = zip(twin.q1.net.layers, twin.q2.net.layers)
     return [(torch.cat([a.weight, b.weight]).detach().requires_grad_(),
@@ -44,7 +44,7 @@ def stacked_forward(layers, obs: torch.Tensor, action: torch.Tensor) -> tuple[to
 
 
 def measure(seeds: int, hidden: list[int], batch: int, rounds: int) -> dict:
-    twin = TwinQ(OBS, ACT, tuple(hidden), init_generators(list(range(seeds))))
+    twin = EnsembleQ(OBS, ACT, tuple(hidden), init_generators(list(range(seeds))))
     layers = stacked_copy(twin)
     g = torch.Generator().manual_seed(0)
     obs, action = torch.randn(seeds, batch, OBS, generator=g), torch.randn(seeds, batch, ACT, generator=g)

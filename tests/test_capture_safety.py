@@ -52,6 +52,10 @@ POLICIES = {
                                      2, {"prioritized": dict(alpha=0.6, beta=0.4, beta_steps=100, eps=1e-6)}),
     "DASE_SAC gaussian n_step 3 vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16,
                                                        "vtrace": [1.0, 1.0, 0.9]}, {}, 2, {"n_step": 3}),
+    "DASE_TD3 REDQ 5 of 2": ("DASE_TD3", {"hidden": (16, 16), "ensemble_q": 5, "ensemble_q_sample": 2}, {}, 2),
+    "SAC gaussian REDQ 4 of 2, vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16, "ensemble_q": 4,
+                                                       "ensemble_q_sample": 2, "vtrace": [1.0, 1.0, 0.9]}, {}, 2,
+                                         {"n_step": 3}),
 }
 # discrete SAC (a discrete action space of DISCRETE_ACTIONS actions): its sampling, categorical weights, distillation
 DISCRETE_ACTIONS = 3

@@ -100,7 +100,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|snac|lstm|gru|attn|prev|pred)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|snac|lstm|gru|attn|prev|pred)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -205,6 +205,9 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
             tokens.append(f"delay{float(settings['message_delay']):g}")
     if int(settings.get("task_per_env") or 0) > 0:
         tokens.append(f"tasks{int(settings['task_per_env'])}")
+    n, m = int(settings.get("ensemble_q") or 2), int(settings.get("ensemble_q_sample") or 2)
+    if (n, m) != (2, 2):
+        tokens.append(f"q{n}" + (f"m{m}" if m < n else ""))
     if settings.get("seac_lambda") is not None and float(settings["seac_lambda"]) != 1.0:
         tokens.append(f"lambda{float(settings['seac_lambda']):g}")
     if settings.get("shared_network"):

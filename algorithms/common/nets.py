@@ -254,16 +254,48 @@ class QNetwork(nn.Module):
         return self.net(torch.cat([obs, action], dim=-1))
 
 
-class TwinQ(nn.Module):
-    """Two independent Q networks; TD3 and SAC take the minimum for their targets."""
+class EnsembleQ(nn.Module):
+    """``n`` independent Q networks ``q1`` .. ``qn``, built in that order; 2 are TD3's and SAC's twin critics, whose
+    targets take their minimum (``ensemble_min``)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden, gens, init: str = "torch"):
+    def __init__(self, obs_dim: int, act_dim: int, hidden, gens, init: str = "torch", n: int = 2):
         super().__init__()
-        self.q1 = QNetwork(obs_dim, act_dim, hidden, gens, init)
-        self.q2 = QNetwork(obs_dim, act_dim, hidden, gens, init)
+        self.n = int(n)
+        for j in range(self.n):
+            setattr(self, f"q{j + 1}", QNetwork(obs_dim, act_dim, hidden, gens, init))
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.q1(obs, action), self.q2(obs, action)
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(getattr(self, f"q{j + 1}")(obs, action) for j in range(self.n))
+
+
+def ensemble_min(qs: Sequence[torch.Tensor], pick: torch.Tensor | None = None) -> torch.Tensor:
+    """The minimum over critics' values ([N, B, 1] each): over all of them (``pick`` None), or per agent over the
+    ones ``pick`` [N, n] (bool) marks, REDQ's subset."""
+    if pick is None:
+        out = qs[0]
+        for q in qs[1:]:
+            out = torch.min(out, q)
+        return out
+    stacked = torch.stack(tuple(qs))  # [n, N, B, 1]
+    keep = pick.t().reshape(len(qs), -1, 1, 1)
+    return torch.where(keep, stacked, torch.full_like(stacked, float("inf"))).amin(0)
+
+
+def ensemble_subset(rng: "AgentRNG", n: int, m: int) -> torch.Tensor | None:
+    """Per agent, ``m`` of the ``n`` critics drawn uniformly without replacement from its stream ([N, n] bool); None
+    (and nothing drawn) when ``m`` is ``n``."""
+    if m >= n:
+        return None
+    ranks = rng.uniform(n).argsort(-1).argsort(-1)
+    return ranks < m
+
+
+def squared_errors(qs: Sequence[torch.Tensor], target: torch.Tensor) -> torch.Tensor:
+    """sum_j (Q_j - target)^2, [N, B, 1]."""
+    out = (qs[0] - target).pow(2)
+    for q in qs[1:]:
+        out = out + (q - target).pow(2)
+    return out
 
 
 def weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
-from ..common.nets import adam, MLP, BatchedLinear, DeterministicActor, TwinQ, freeze, init_generators, minimise, soft_update, weighted_mean
+from ..common.nets import (adam, MLP, BatchedLinear, DeterministicActor, EnsembleQ, ensemble_min, ensemble_subset,
+                           freeze, init_generators, minimise, soft_update, squared_errors, weighted_mean)
 from ..sharing.weights import clipped_normal_variance
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -80,11 +81,13 @@ class Temperature(nn.Module):
 
 
 class SAC(StackedAgents):
-    """Twin soft Q critics; the policy is Gaussian or deterministic (``policy_type``)."""
+    """Twin soft Q critics; the policy is Gaussian or deterministic (``policy_type``). ``ensemble_q`` critics instead
+    of two: the target's minimum over ``ensemble_q_sample`` of them drawn per update and agent; the actor maximises
+    the minimum over all of them, or, when fewer are drawn (REDQ, Chen et al. 2021), their mean."""
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, policy_type="Deterministic",
                  gamma=0.99, tau=0.005, lr=3e-4, alpha=0.2, automatic_entropy_tuning=False, reward_scale=5.0,
-                 hidden_size=256, target_update_interval=1, vtrace=None):
+                 hidden_size=256, target_update_interval=1, vtrace=None, ensemble_q=2, ensemble_q_sample=2):
         super().__init__(seeds, low, high, device, expl_noise=DETERMINISTIC_NOISE)
         gens = init_generators(self.seeds)
         self.gaussian = policy_type == "Gaussian"
@@ -94,8 +97,9 @@ class SAC(StackedAgents):
         else:
             self.actor = DeterministicActor(obs_dim, act_dim, (hidden_size, hidden_size), gens, low, high, init="xavier")
         # entropy tuning is meaningless without action probabilities
-        soft_actor_critic(self, self.actor, TwinQ(obs_dim, act_dim, (hidden_size, hidden_size), gens, init="xavier"),
-                          alpha, automatic_entropy_tuning and self.gaussian, lr)
+        critic = EnsembleQ(obs_dim, act_dim, (hidden_size, hidden_size), gens, init="xavier", n=ensemble_q)
+        soft_actor_critic(self, self.actor, critic, alpha, automatic_entropy_tuning and self.gaussian, lr)
+        self.ensemble = (int(ensemble_q), int(ensemble_q_sample))
         self.target_entropy = -float(act_dim)
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
@@ -131,23 +135,23 @@ class SAC(StackedAgents):
     @torch.no_grad()
     def target(self, batch: Batch) -> torch.Tensor:
         """scale * r + gamma * not_done * (min_j Q'_j(s', a') - alpha * log pi(a'|s')), a' ~ pi(s')."""
+        pick = ensemble_subset(self.update_rng, *self.ensemble)  # the critics of this update's target
         if self.vtrace is not None and batch.sequence is not None:
-            return self.vtrace_target(batch)
+            return self.vtrace_target(batch, pick)
         next_action, next_log_prob = self.sample(batch.next_obs, self.update_rng.normal(*batch.action.shape[1:]))
-        q1, q2 = self.critic_target(batch.target_input, next_action)
-        soft_q = torch.min(q1, q2) - self.temperature() * next_log_prob
+        soft_q = ensemble_min(self.critic_target(batch.target_input, next_action), pick) \
+            - self.temperature() * next_log_prob
         return self.reward_scale * batch.reward + batch.not_done * batch.gamma(self.gamma) * soft_q
 
     @torch.no_grad()
-    def soft_values(self, states: torch.Tensor) -> torch.Tensor:
+    def soft_values(self, states: torch.Tensor, pick: torch.Tensor | None = None) -> torch.Tensor:
         """V(s) = min_j Q'_j(s, a) - alpha log pi(a|s), one a ~ pi(s) each: states [N, B, n, obs] -> [N, B, n].
         The noise is drawn as n draws of a batch's shape (the random stream's blocks serve them all)."""
         m, b, n = states.shape[:3]
         eps = torch.stack([self.update_rng.normal(b, int(self.low.shape[-1])) for _ in range(n)], dim=2)
         states = states.reshape(m, b * n, -1)
         action, log_prob = self.sample(states, eps.view(m, b * n, -1))
-        q1, q2 = self.critic_target(states, action)
-        return (torch.min(q1, q2) - self.temperature() * log_prob).view(m, b, n)
+        return (ensemble_min(self.critic_target(states, action), pick) - self.temperature() * log_prob).view(m, b, n)
 
     def log_prob_of(self, mean: torch.Tensor, std: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """log density of a stored (squashed) action under the Gaussian (mean, std) before tanh, without the tanh
@@ -157,7 +161,7 @@ class SAC(StackedAgents):
         return (-0.5 * z.pow(2) - torch.log(std)).sum(-1)
 
     @torch.no_grad()
-    def vtrace_target(self, batch: Batch) -> torch.Tensor:
+    def vtrace_target(self, batch: Batch, pick: torch.Tensor | None = None) -> torch.Tensor:
         """The N-step target with V-trace corrections (Espeholt et al. 2018, as Advanced-Soft-Actor-Critic's
         n-step importance sampling), for the sample's first action a_0 (taken, so not corrected):
 
@@ -171,7 +175,7 @@ class SAC(StackedAgents):
         rho_bar, c_bar, lam = self.vtrace
         seq = batch.sequence
         m, b, n = seq["reward"].shape
-        v_next = self.soft_values(seq["next_obs"])  # V(s'_t) = V(s_{t+1}) [M, B, n]
+        v_next = self.soft_values(seq["next_obs"], pick)  # V(s'_t) = V(s_{t+1}) [M, B, n]
         mean, std = self.actor.gaussian(seq["obs"][:, :, 1:].reshape(m, b * (n - 1), -1))
         act = seq["action"][:, :, 1:]
         log_pi = self.log_prob_of(mean.view(act.shape), std.view(act.shape), act)
@@ -195,17 +199,18 @@ class SAC(StackedAgents):
         lw = batch.loss_weights(w)
         target = self.target(batch)
 
-        q1, q2 = self.critic(batch.critic_input, batch.action)
-        critic_loss = weighted_mean((q1 - target).pow(2) + (q2 - target).pow(2), lw)
+        qs = self.critic(batch.critic_input, batch.action)
+        critic_loss = weighted_mean(squared_errors(qs, target), lw)
         minimise(self.critic_opt, batch.critic_objective(critic_loss))
 
         action, log_prob = self.sample(batch.obs, self.update_rng.normal(*batch.action.shape[1:]))
-        q1_pi, q2_pi = self.critic(batch.obs, action)
+        qs_pi = self.critic(batch.obs, action)
+        q_pi = ensemble_min(qs_pi) if self.ensemble[1] >= self.ensemble[0] else torch.stack(qs_pi).mean(0)
         alpha = self.temperature().detach()
-        actor_loss = weighted_mean(alpha * log_prob - torch.min(q1_pi, q2_pi), lw)
+        actor_loss = weighted_mean(alpha * log_prob - q_pi, lw)
         minimise(self.actor_opt, actor_loss.sum())
         info = {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "weights": w.detach(),
-                "td_error": batch.td_error(q1 - target, q2 - target)}
+                "td_error": batch.td_error(*(q - target for q in qs))}
 
         if self.auto_alpha:
             log_alpha = self.temperature.log_alpha.view(-1, 1, 1)

@@ -109,7 +109,8 @@ class RunConfig:
                            "recurrent": self.algo.get("recurrent"), "seac_lambda": self.algo.get("seac_lambda"),
                            "shared_network": self.algo.get("shared_network"),
                            "seq_encoder": self.algo.get("seq_encoder"), "use_prediction": self.algo.get("use_prediction"),
-                           "prev_action": self.algo.get("prev_action")}, self.policy)
+                           "prev_action": self.algo.get("prev_action"), "ensemble_q": self.algo.get("ensemble_q"),
+                           "ensemble_q_sample": self.algo.get("ensemble_q_sample")}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""

@@ -30,10 +30,30 @@ class DeterministicSettings(Settings):
 
 
 @dataclass
-class TD3Settings(DeterministicSettings):
+class EnsembleSettings(Settings):
+    """A Q ensemble in place of the twin critics (TD3, SAC; Advanced-Soft-Actor-Critic's ensemble_q_num and
+    ensemble_q_sample)."""
+    ensemble_q: int = setting(2, "critics per agent, N; 2 with --ensemble_q_sample 2 are the twin critics; files "
+                              "named {policy}_q{N}[m{M}]_...", parse=count, low=2, recorded="given")
+    ensemble_q_sample: int = setting(2, "M: the target is the minimum over M of the N critics, drawn per update and "
+                                     "agent from its own stream (REDQ when M < N: SAC's policy then maximises the "
+                                     "mean of all N)", parse=count, low=1, recorded="given")
+
+    def check_together(self) -> None:
+        if self.ensemble_q_sample > self.ensemble_q:
+            raise UsageError(f"--ensemble_q_sample {self.ensemble_q_sample}: at most --ensemble_q ({self.ensemble_q}) "
+                             "critics can be drawn")
+
+
+@dataclass
+class TD3Settings(DeterministicSettings, EnsembleSettings):
     policy_noise: float = setting(0.2, "target policy noise, times max action", parse=real, low=0)
     noise_clip: float = setting(0.5, "target noise clip, times max action", parse=real, low=0)
     policy_freq: int = setting(2, "update actor and targets every this many critic updates", parse=count, low=1)
+
+    def check_together(self) -> None:
+        DeterministicSettings.check_together(self)
+        EnsembleSettings.check_together(self)
 
 
 @dataclass
@@ -75,9 +95,13 @@ class SoftSettings(Settings):
 
 
 @dataclass
-class SACSettings(SoftSettings):
+class SACSettings(SoftSettings, EnsembleSettings):
     policy_type: str = setting("Deterministic", "policy family on a continuous action space", parse=str,
                                choices=("Deterministic", "Gaussian"))
+
+    def check_together(self) -> None:
+        SoftSettings.check_together(self)
+        EnsembleSettings.check_together(self)
 
 
 @dataclass
