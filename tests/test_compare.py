@@ -511,3 +511,16 @@ def test_a_failed_run_means_exit_1_and_no_report(tmp_path, monkeypatch, no_proce
     assert code == 1 and "failed (exit 1, log: somewhere.log)" in out
     assert err == "python -m utils.compare: a run failed (its log is named above); no report written\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_returns_are_shown_to_the_precision_of_the_task_s_range():
+    """One decimal for returns of tens and more (the committed reports' tables), three for Level-Based Foraging's
+    per-agent range of 0.055 to 0.5, whose differences one decimal would round to 0.1 or 0.0."""
+    from utils.compare.report import _final_cell, digits_for
+    from utils.compare.suite import Task
+
+    task = lambda random, target: Task(name="t", env="t", random=random, target=target, budget=1)  # noqa: E731
+    assert [digits_for(task(r, t)) for r, t in ((24, 500), (-500, -100), (-1228, -150), (0, 50), (0, 5),
+                                                (0.055, 0.5), (0, 0.01))] == [1, 1, 1, 1, 2, 3, 4]
+    cell = {"final_mean": 0.4712, "final_ci": (0.3851, 0.4999), "normalised_mean": 0.9353}
+    assert _final_cell(cell, digits_for(task(0.055, 0.5))) == "0.471 [0.385, 0.500] (0.935)"

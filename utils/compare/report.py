@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -185,10 +186,18 @@ def per_task(suite: Suite, entries: list[Entry]):
     return report, {**curves, **references}, normalised, at_fractions
 
 
-def _final_cell(v: dict | None) -> str:
+def digits_for(task) -> int:
+    """Decimals of a task's returns in the tables: one for returns of tens and more (CartPole, LunarLander), more for
+    a task whose random-to-target range is small (Level-Based Foraging's 0.055 to 0.5: three)."""
+    scale = abs(task.target - task.random)
+    return max(1, 2 - math.floor(math.log10(scale))) if scale > 0 else 1
+
+
+def _final_cell(v: dict | None, digits: int = 1) -> str:
     if v is None:
         return "—"
-    return f"{v['final_mean']:.1f} [{v['final_ci'][0]:.1f}, {v['final_ci'][1]:.1f}] ({v['normalised_mean']:.3f})"
+    d = digits
+    return f"{v['final_mean']:.{d}f} [{v['final_ci'][0]:.{d}f}, {v['final_ci'][1]:.{d}f}] ({v['normalised_mean']:.3f})"
 
 
 def _pair_cell(d: dict | None, digits: int) -> str:
@@ -256,17 +265,18 @@ def steps_table(suite: Suite, r: dict) -> str:
     for t in suite.tasks:
         task = r["tasks"][t.name]
         prefix = f"{t.name} " if several else ""
+        d = digits_for(t)
         for m, row in task["methods"].items():
-            lines.append(f"| {prefix}{m} | " + " | ".join(_at(row["at_steps"][c]) for c in labels) + " |")
+            lines.append(f"| {prefix}{m} | " + " | ".join(_at(row["at_steps"][c], d) for c in labels) + " |")
         for name, ref in task["references"].items():
-            lines.append(f"| {prefix}{name} | " + " | ".join(_at(ref["at_steps"][c]) for c in labels) + " |")
+            lines.append(f"| {prefix}{name} | " + " | ".join(_at(ref["at_steps"][c], d) for c in labels) + " |")
     for p in r["paired_differences"]:
         for t in suite.tasks:
             if t.name not in p["tasks"]:
                 continue
             prefix = f"{t.name} " if several else ""
             lines.append(f"| {prefix}{p['a']} − {p['b']}, paired by seed | "
-                         + " | ".join(_difference(p["tasks"][t.name][c]) for c in labels) + " |")
+                         + " | ".join(_difference(p["tasks"][t.name][c], digits_for(t)) for c in labels) + " |")
     return "\n".join(lines)
 
 
@@ -293,7 +303,8 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
               "Mean final return over seeds [95 % CI], and the normalised mean. Reference scores: "
               + "; ".join(f"{t.name} random {t.random:g}, target {t.target:g}" for t in suite.tasks) + ".", ""]
     head = ["task"] + methods
-    rows = [[t.name] + [_final_cell(r["tasks"][t.name]["methods"].get(m)) for m in methods] for t in suite.tasks]
+    rows = [[t.name] + [_final_cell(r["tasks"][t.name]["methods"].get(m), digits_for(t)) for m in methods]
+            for t in suite.tasks]
     lines += [markdown(head, rows)]
     lines += [f"![{t.name}]({names[t.name]})" for t in suite.tasks] + [""]
     lines += ["## At each step", "",
@@ -331,7 +342,8 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     head = ["A - B"] + [t.name for t in suite.tasks] + ["all tasks (normalised)"]
     rows = []
     for p in r["paired_differences"]:
-        cells = [_pair_cell(p["tasks"][t.name]["final"], 1) if t.name in p["tasks"] else "" for t in suite.tasks]
+        cells = [_pair_cell(p["tasks"][t.name]["final"], digits_for(t)) if t.name in p["tasks"] else ""
+                 for t in suite.tasks]
         rows.append([f"{p['a']} - {p['b']}"] + cells + [_pair_cell(p["all_tasks_normalised"], 3)])
     lines += [markdown(head, rows)]
     lines += ["## The suite", "", f"`{suite.path}`:", "", "```yaml", suite.text.rstrip(), "```", "",
