@@ -584,3 +584,17 @@ def test_write_between_markers_replaces_only_the_block(tmp_path):
         with pytest.raises(ValueError, match="no <!--"):
             write_between_markers(doc, mark, "x")
     assert doc.read_text() == before
+
+
+def test_small_returns_keep_their_digits_in_tables_and_progress_lines(capsys):
+    """Level-Based Foraging's per-agent returns (0 to about 1) would all read 0.0, 0.1 or 0.5 with one decimal: returns
+    within +-2 get three, returns of tens and more keep one (every committed table and README's first run)."""
+    from utils.formats import decimals
+    from utils.run.progress import Progress
+
+    assert decimals(0.471, 0.05) == 3 and decimals(-1219.9, -111.2) == 1 and decimals(1.99, 2.0) == 1
+    assert decimals(float("nan"), 0.4) == 3 and decimals(float("nan")) == 1
+    progress = Progress("SEAC_Foraging", 1000, [0], None, quiet=False)
+    progress.start(0)
+    progress.evaluation(500, np.array([0.4712, 0.05]), {}, 10.0)
+    assert "return     0.471     0.050 |" in capsys.readouterr().out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..formats import decimals
 from .curves import Group, env_key
 from .stats import BOOTSTRAP, bootstrap_ci, iqm
 
@@ -108,14 +109,17 @@ def write_tables(rows: list[dict], at: list[int], out: Path) -> str:
            [f"return at {s:,}" for s in at] + ["AUC", "IQM final [95% CI]"]
     table = []
     for r in rows:
-        final = f"{r['final_mean']:.1f} ± {r['final_std']:.1f}" + ("" if same else f" (last {r['final_evaluations']})")
+        d = decimals(r["final_mean"], r["iqm_final"], *(r[f"at_{s}_mean"] for s in at))
+        final = f"{r['final_mean']:.{d}f} ± {r['final_std']:.{d}f}" + \
+            ("" if same else f" (last {r['final_evaluations']})")
         runs = str(r["seeds"]) + (f" ({r['runs']} agents)" if r["runs"] != r["seeds"] else "")  # a run: a seed
         cells = [r["environment"], r["method"], runs, final]
         for s in at:
             mean = r[f"at_{s}_mean"]
-            cells.append("n/a" if math.isnan(mean) else f"{mean:.1f} ± {r[f'at_{s}_std']:.1f}")
-        cells += [f"{r['auc_mean']:.1f} ± {r['auc_std']:.1f}",
-                  f"{r['iqm_final']:.1f} [{r['iqm_ci_low']:.1f}, {r['iqm_ci_high']:.1f}]"]
+            cells.append("n/a" if math.isnan(mean) else f"{mean:.{d}f} ± {r[f'at_{s}_std']:.{d}f}")
+        a = decimals(r["auc_mean"])
+        cells += [f"{r['auc_mean']:.{a}f} ± {r['auc_std']:.{a}f}",
+                  f"{r['iqm_final']:.{d}f} [{r['iqm_ci_low']:.{d}f}, {r['iqm_ci_high']:.{d}f}]"]
         table.append(cells)
     md = markdown(head, table)
     (out / "summary.md").write_text(md)

@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 
+from ..formats import decimals
+
 
 class Progress:
     """One line per evaluation on stdout (unless quiet) and, with --tensorboard, each seed's board.
@@ -36,10 +38,11 @@ class Progress:
         """Step, throughput, returns (every agent's, or their spread over seeds), elapsed time; and the boards."""
         rate = rate if t > self.started[1] else 0.0
         elapsed = time.strftime("%H:%M:%S", time.gmtime(time.time() - self.started[0]))
+        d = decimals(*np.asarray(scores, dtype=float).ravel())  # 3 for returns within +-2 (LBF's), else 1
         if len(self.seeds) == 1:
-            returns = "return " + " ".join(f"{s:9.1f}" for s in scores)
+            returns = "return " + " ".join(f"{s:9.{d}f}" for s in scores)
         else:
-            returns = f"return mean {np.mean(scores):9.1f} min {np.min(scores):9.1f} max {np.max(scores):9.1f}"
+            returns = f"return mean {np.mean(scores):9.{d}f} min {np.min(scores):9.{d}f} max {np.max(scores):9.{d}f}"
         self.say(f"{self.name} | step {t:>8d}/{self.max_time_steps} | {rate:7.1f} steps/s | {returns} | {elapsed}")
         for k, board in enumerate(self.boards):
             rows = self.rows(k)
