@@ -301,7 +301,7 @@ def watch(args) -> dict:
     film = bool(args.gif or args.mp4)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = build_config(settings, tmp, args.episodes, args.models_dir, source)
-        from .envs.joint import package_of
+        from .envs.registry import package_of
 
         if package_of(cfg.env):
             raise UsageError(f"{cfg.env} is a multi-agent task, whose agents act together; utils.play does not play "

@@ -1,7 +1,7 @@
 """Multi-agent environments: N players acting together in one environment (Level-Based Foraging, the multi-robot
 warehouse), agent k of a seed controlling player k.
 
-``lbforaging`` and ``rware`` (maintained Gymnasium packages) register ids such as ``Foraging-8x8-2p-2f-coop-v3`` and
+``lbforaging`` and ``rware`` (maintained Gymnasium packages; ``registry.register`` imports them) register ids such as ``Foraging-8x8-2p-2f-coop-v3`` and
 ``rware-tiny-2ag-v2`` with Tuple observation and action spaces (one entry per player), a list of rewards (one per
 player) and one ``terminated`` for the whole team; both end an episode at their own step limit (50 for LBF, 500 for
 RWARE) by ``terminated``, which is kept as they report it (as the SEAC authors' code did).
@@ -14,7 +14,6 @@ how its episode began and the joint actions since (``replay.EpisodeLog``), so a 
 """
 from __future__ import annotations
 
-import importlib
 from typing import Sequence
 
 import gymnasium as gym
@@ -22,28 +21,9 @@ import numpy as np
 import torch
 
 from ..errors import UsageError
+from .registry import _create, check_joint, register
 from .replay import EpisodeLog, check_restored, start_episode
 from .workers import episode_seeds, join_states, train_rows
-
-PACKAGES = {"Foraging": "lbforaging", "rware": "rware"}  # id prefix -> the package that registers it
-
-
-def package_of(env: str) -> str | None:
-    """The package that registers ``env`` (None: not a multi-agent id of a known package)."""
-    name = env.split(":", 1)[-1]
-    return next((pkg for prefix, pkg in PACKAGES.items() if name.startswith(prefix)), None)
-
-
-def register(env: str) -> None:
-    """Import the package whose import registers ``env``'s id (a UsageError naming it when it is not installed)."""
-    pkg = package_of(env)
-    if pkg is None:
-        return
-    try:
-        importlib.import_module(pkg)
-    except ImportError:
-        raise UsageError(f"--env {env}: multi-agent tasks need the {pkg} package; run: pip install -r requirements.txt") \
-            from None
 
 
 def is_joint(spaces) -> bool:
@@ -53,22 +33,6 @@ def is_joint(spaces) -> bool:
 
 def players(spaces) -> int:
     return len(spaces.action_space.spaces)
-
-
-def check_joint(env_id: str, spaces, agents: int | None, who: str) -> None:
-    """A UsageError unless every player has the same discrete actions and flat observations of one shape, and
-    (``agents`` given) the run has one agent per player."""
-    acts, obs = spaces.action_space.spaces, spaces.observation_space
-    if not all(isinstance(a, gym.spaces.Discrete) and a.n == acts[0].n for a in acts):
-        raise UsageError(f"--env {env_id}: the players' action spaces differ or are not discrete; {who} needs every "
-                         "player to have the same discrete actions")
-    shapes = {tuple(o.shape or ()) for o in getattr(obs, "spaces", [obs])}
-    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
-        raise UsageError(f"--env {env_id}: the players' observations must be flat vectors of one shape, got "
-                         f"{sorted(shapes)}")
-    if agents is not None and agents != len(acts):
-        raise UsageError(f"--num_agents {agents}: {env_id} has {len(acts)} players and each agent plays one; "
-                         f"use --num_agents {len(acts)}")
 
 
 class FreshStart(gym.Wrapper):
@@ -86,8 +50,6 @@ class FreshStart(gym.Wrapper):
 
 def make_joint(env_id: str, agents: int | None, who: str) -> gym.Env:
     """One multi-agent environment (``FreshStart``), checked (``check_joint``)."""
-    from .registry import _create
-
     register(env_id)
     env = _create(env_id)
     try:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import re
 import sys
 import warnings
@@ -55,6 +56,44 @@ def _quiet_mujoco() -> None:
 _mujoco_hooked = False
 
 
+# ---- multi-agent tasks (joint.py plays them) ------------------------------------------------------------------
+MULTI_AGENT_PACKAGES = {"Foraging": "lbforaging", "rware": "rware"}  # id prefix -> the package that registers it
+
+
+def package_of(env: str) -> str | None:
+    """The package that registers ``env`` (None: not a multi-agent id of a known package)."""
+    name = env.split(":", 1)[-1]
+    return next((pkg for prefix, pkg in MULTI_AGENT_PACKAGES.items() if name.startswith(prefix)), None)
+
+
+def register(env: str) -> None:
+    """Import the package whose import registers ``env``'s id (a UsageError naming it when it is not installed)."""
+    pkg = package_of(env)
+    if pkg is None:
+        return
+    try:
+        importlib.import_module(pkg)
+    except ImportError:
+        raise UsageError(f"--env {env}: multi-agent tasks need the {pkg} package; run: pip install -r requirements.txt") \
+            from None
+
+
+def check_joint(env_id: str, spaces, agents: int | None, who: str) -> None:
+    """A UsageError unless every player has the same discrete actions and flat observations of one shape, and
+    (``agents`` given) the run has one agent per player."""
+    acts, obs = spaces.action_space.spaces, spaces.observation_space
+    if not all(isinstance(a, gym.spaces.Discrete) and a.n == acts[0].n for a in acts):
+        raise UsageError(f"--env {env_id}: the players' action spaces differ or are not discrete; {who} needs every "
+                         "player to have the same discrete actions")
+    shapes = {tuple(o.shape or ()) for o in getattr(obs, "spaces", [obs])}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+        raise UsageError(f"--env {env_id}: the players' observations must be flat vectors of one shape, got "
+                         f"{sorted(shapes)}")
+    if agents is not None and agents != len(acts):
+        raise UsageError(f"--num_agents {agents}: {env_id} has {len(acts)} players and each agent plays one; "
+                         f"use --num_agents {len(acts)}")
+
+
 def _latest(name: str) -> str | None:
     versions = [s.version for s in gym.registry.values() if s.name == name and s.namespace is None and s.version is not None]
     return f"{name}-v{max(versions)}" if versions else None
@@ -67,8 +106,6 @@ def resolve_env_id(env: str) -> tuple[str, str | None]:
     mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest. Atari
     games (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) are taken as given, once ale-py has registered them.
     """
-    from .joint import register
-
     register(env)  # a multi-agent id (Foraging-..., rware-...): its package registers it on import
     if _atari_name(env):
         from . import atari
@@ -114,8 +151,6 @@ def _create(env_id: str, task: dict | None = None, training: bool = True,
             render_mode: str | None = None) -> gym.Env:
     """Make one environment, unchecked; a failure to make it is a UsageError (see ``make_env``)."""
     extra = {} if render_mode is None else {"render_mode": render_mode}
-    from .joint import package_of
-
     if package_of(env_id):  # Gymnasium's checker warns about the multi-agent tasks' list of rewards at every start
         extra["disable_env_checker"] = True
     atari = _atari_name(env_id)
@@ -144,8 +179,6 @@ def check_spaces(env_id: str, env, actions: tuple[str, ...] = ("box",), who: str
     synchronous on-policy learners), as "discrete"."""
     space = env.action_space
     if isinstance(space, gym.spaces.Tuple):
-        from .joint import check_joint
-
         if not joint:
             raise UsageError(f"--env {env_id}: a multi-agent task ({len(space.spaces)} players acting together); "
                              f"{who} cannot play one (A2C, SEAC and ACER on ac_main.py can)")

@@ -404,16 +404,9 @@ class EnvWorkers:
 def make_envs(env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int = 0,
               tasks: Sequence[dict | None] | None = None,
               eval_tasks: Sequence[Sequence[dict | None]] | None = None, actions: tuple[str, ...] = ("box",),
-              who: str = "DASE", agents: int = 1):
+              who: str = "DASE") -> LocalEnvs | EnvWorkers:
     """The run's environments: in this process (``workers`` 0) or in a pool of worker processes; the arguments as
-    in ``LocalEnvs``. A multi-agent task (``joint.py``) is one ``JointEnvs`` in this process, ``agents`` per seed."""
-    from .joint import JointEnvs, package_of
-
-    if package_of(env_id):
-        if workers > 0:
-            raise UsageError(f"--env_workers {workers}: a multi-agent task steps in the trainer's process; drop "
-                             "--env_workers")
-        return JointEnvs(env_id, seeds, eval_seeds, episodes, agents, who)
+    in ``LocalEnvs``. (A multi-agent task's are a ``joint.JointEnvs``, which ``run.setup`` makes.)"""
     if workers <= 0:
         return LocalEnvs(env_id, seeds, eval_seeds, episodes, tasks, eval_tasks, actions, who)
     return EnvWorkers(env_id, seeds, eval_seeds, episodes, workers, tasks, eval_tasks, actions, who)

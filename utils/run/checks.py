@@ -34,7 +34,8 @@ def check_environment(cfg: RunConfig) -> None:
         a3c_spec(cfg)
         return
     spaces = check_env(cfg.env, spec.actions, cfg.algorithm, joint=spec.family == "rollout")
-    from ..envs.joint import check_joint, is_joint
+    from ..envs.joint import is_joint
+    from ..envs.registry import check_joint
 
     if is_joint(spaces):
         check_joint(cfg.env, spaces, cfg.num_agents, cfg.algorithm)

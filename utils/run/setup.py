@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from ..cores import available_cores, default_cpu_threads
-from ..envs.joint import package_of
-from ..envs.registry import check_env
+from ..envs.joint import JointEnvs
+from ..envs.registry import check_env, package_of
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import UsageError
@@ -146,8 +146,15 @@ def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
     # the member's seed and j, and plays the member's task
     env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
                  for s in member_seeds for j in range(k)]
-    envs = make_envs(cfg.env, env_seeds, [s + cfg.eval_seed_offset for s in seeds for _ in range(n)],
-                     cfg.eval_episodes, workers, env_tasks, eval_tasks, spec.actions, cfg.algorithm, n)
+    eval_seeds = [s + cfg.eval_seed_offset for s in seeds for _ in range(n)]
+    if package_of(cfg.env):  # agent k of a seed plays player k of one environment (in this process)
+        if workers > 0:
+            raise UsageError(f"--env_workers {workers}: a multi-agent task steps in the trainer's process; drop "
+                             "--env_workers")
+        envs = JointEnvs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, n, cfg.algorithm)
+    else:
+        envs = make_envs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, workers, env_tasks, eval_tasks,
+                         spec.actions, cfg.algorithm)
     try:
         learner = make_learner(cfg, device, seeds, member_seeds, envs)
     except UsageError:
