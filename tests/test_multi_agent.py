@@ -157,6 +157,18 @@ def test_a_multi_agent_seac_run_resumes_exactly(tmp_path):
     assert returns > 0  # some food was eaten: the rewards reached the curves' episodes
 
 
+def test_a_multi_agent_run_on_many_cores_steps_in_process_without_being_asked(tmp_path, monkeypatch):
+    """--env_workers defaults to the free cores; a multi-agent task takes none (it would otherwise refuse a flag the
+    user never gave on any machine of more than 2 cores)."""
+    import utils.run.setup as setup
+
+    monkeypatch.setattr(setup, "available_cores", lambda: 16)
+    assert setup.default_workers(torch.device("cpu"), 4) > 0  # what an environment of one player would get
+    assert run(ac_main, "--policy", "SEAC", "--env", LBF, "--max_time_steps", "1000", "--eval_freq", "1000",
+               "--eval_episodes", "1", "--threads", "1", "--quiet", "--results_dir", str(tmp_path)) == 0
+    assert (tmp_path / f"SEAC_{LBF}_0_Agent_1.npy").exists()
+
+
 def test_utils_play_says_in_one_line_that_it_does_not_play_a_multi_agent_task(tmp_path, capsys):
     from utils import play
 

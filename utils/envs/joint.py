@@ -31,10 +31,6 @@ def is_joint(spaces) -> bool:
     return isinstance(spaces.action_space, gym.spaces.Tuple)
 
 
-def players(spaces) -> int:
-    return len(spaces.action_space.spaces)
-
-
 class FreshStart(gym.Wrapper):
     """Every reset starts from nothing of the last episode. LBF's reset places each player on a cell no other
     player occupies, counting the other players' cells of the episode that just ended (lbforaging 2.0.0,
@@ -60,6 +56,13 @@ def make_joint(env_id: str, agents: int | None, who: str) -> gym.Env:
         env.close()
         raise
     return FreshStart(env)
+
+
+def check_in_process(workers: int | None) -> None:
+    """A multi-agent task steps in the trainer's process: a UsageError for --env_workers > 0."""
+    if workers:
+        raise UsageError(f"--env_workers {workers}: a multi-agent task steps in the trainer's process; drop "
+                         "--env_workers")
 
 
 def episode_limit(env: gym.Env) -> int | None:

@@ -34,14 +34,12 @@ def check_environment(cfg: RunConfig) -> None:
         a3c_spec(cfg)
         return
     spaces = check_env(cfg.env, spec.actions, cfg.algorithm, joint=spec.family == "rollout")
-    from ..envs.joint import is_joint
+    from ..envs.joint import check_in_process, is_joint
     from ..envs.registry import check_joint
 
     if is_joint(spaces):
         check_joint(cfg.env, spaces, cfg.num_agents, cfg.algorithm)
-        if cfg.env_workers:
-            raise UsageError(f"--env_workers {cfg.env_workers}: a multi-agent task steps in the trainer's process; "
-                             "drop --env_workers")
+        check_in_process(cfg.env_workers)
     shape = tuple(spaces.observation_space.shape or ())
     if spec.family == "replay" and len(shape) != 1:  # as Trainer.build: make_env lets Atari's images through
         raise UsageError(f"--env {cfg.env}: observations of shape {shape}; {cfg.algorithm} needs flat ones")

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..cores import available_cores, default_cpu_threads
-from ..envs.joint import JointEnvs
+from ..envs.joint import JointEnvs, check_in_process
 from ..envs.registry import check_env, package_of
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
@@ -138,19 +138,19 @@ def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
     set_global_seeds(seeds[0])
     seed_cfgs = [cfg.for_seed(s) for s in seeds]
     member_seeds = [m for c in seed_cfgs for m in c.agent_seeds()]
-    workers = default_workers(device, len(member_seeds)) if cfg.env_workers is None else cfg.env_workers
-    tasks, env_tasks, eval_tasks, own_task, recorded = member_tasks(cfg, member_seeds)
-    if package_of(cfg.env):  # a multi-agent task: the synchronous on-policy learners only (one line for the others)
+    joint = package_of(cfg.env) is not None  # a multi-agent task: agent k of a seed plays player k of one game
+    if joint:  # the synchronous on-policy learners only (one line for the others), in this process
         check_env(cfg.env, spec.actions, cfg.algorithm, joint=spec.family == "rollout")
+        check_in_process(cfg.env_workers)
+    workers = 0 if joint else default_workers(device, len(member_seeds)) if cfg.env_workers is None \
+        else cfg.env_workers
+    tasks, env_tasks, eval_tasks, own_task, recorded = member_tasks(cfg, member_seeds)
     # K environments per member (on-policy learners): environment j > 0 of a member has a seed derived from
     # the member's seed and j, and plays the member's task
     env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
                  for s in member_seeds for j in range(k)]
     eval_seeds = [s + cfg.eval_seed_offset for s in seeds for _ in range(n)]
-    if package_of(cfg.env):  # agent k of a seed plays player k of one environment (in this process)
-        if workers > 0:
-            raise UsageError(f"--env_workers {workers}: a multi-agent task steps in the trainer's process; drop "
-                             "--env_workers")
+    if joint:
         envs = JointEnvs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, n, cfg.algorithm)
     else:
         envs = make_envs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, workers, env_tasks, eval_tasks,
