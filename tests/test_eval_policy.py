@@ -28,11 +28,11 @@ def test_sampled_evaluation_actions_follow_the_policy_and_greedy_ones_are_its_mo
             p.mul_(4)
     probs = torch.distributions.Categorical(logits=agents.model.policy(obs[:, :1]).log_p.squeeze(1)).probs
     rng = AgentRNG([eval_stream(s, 1000) for s in (0, 1)])
-    drawn = agents.greedy(agents.model, obs, rng=rng)
+    drawn = agents.eval_actions(agents.model, obs, rng=rng)
     for m in range(2):
         freq = torch.bincount(drawn[m], minlength=4).double() / drawn.shape[1]
         assert torch.allclose(freq, probs[m].double(), atol=0.01), (freq, probs[m])
-    greedy = agents.greedy(agents.model, obs)
+    greedy = agents.eval_actions(agents.model, obs)
     assert torch.equal(greedy, probs.argmax(-1, keepdim=True).expand_as(greedy))
 
 
@@ -41,11 +41,11 @@ def test_sampled_continuous_actions_have_the_policy_s_mean_and_spread():
     with torch.no_grad():
         agents.model.log_std.fill_(np.log(0.5))
     obs = torch.randn(1, 1, 3).expand(1, 50_000, 3)
-    drawn = agents.greedy(agents.model, obs, rng=AgentRNG([eval_stream(5, 0)]))
+    drawn = agents.eval_actions(agents.model, obs, rng=AgentRNG([eval_stream(5, 0)]))
     mean = agents.model.policy(obs[:, :1]).mean
     assert torch.allclose(drawn.mean(1), mean.squeeze(1), atol=0.01)
     assert torch.allclose(drawn.std(1), torch.full((1, 2), 0.5), atol=0.01)
-    assert torch.equal(agents.greedy(agents.model, obs[:, :1]), mean)
+    assert torch.equal(agents.eval_actions(agents.model, obs[:, :1]), mean)
 
 
 CARTPOLE = ["--policy", "A2C", "--env", "CartPole-v1", "--max_time_steps", "4000", "--eval_freq", "2000",

@@ -128,7 +128,7 @@ class ActorCriticMembers(Members):
             self.state = masked(self.state, ended)
 
     @torch.no_grad()
-    def greedy(self, model: ActorCritic, obs: torch.Tensor, state=None, rng=None):
+    def eval_actions(self, model: ActorCritic, obs: torch.Tensor, state=None, rng=None):
         """Evaluation actions of ``model`` (this model or a snapshot of it): the mode, or with ``rng`` (an
         ``AgentRNG``, --eval_policy sample) a draw from the policy; clipped to the bounds. Recurrent: from ``state``
         (h, c) [N, B, H], and returns (actions, the next state)."""

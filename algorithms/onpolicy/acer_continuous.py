@@ -100,7 +100,7 @@ class ContinuousACER(ACER):
         return mean + self.sigma * self.explore_rng.normal(*mean.shape[1:]), mean
 
     @torch.no_grad()
-    def greedy(self, model, obs: torch.Tensor, rng=None):
+    def eval_actions(self, model, obs: torch.Tensor, rng=None):
         """The mean action, or with ``rng`` (--eval_policy sample) a draw of the Gaussian policy, clipped."""
         mean = model.mean(obs)
         if rng is not None:

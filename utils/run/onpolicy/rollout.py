@@ -156,7 +156,7 @@ class RolloutLearner:
             return recurrent_policy(agents, model, rng)
 
         def policy(obs: np.ndarray) -> np.ndarray:
-            return agents.greedy(model, agents._obs(obs), rng=rng).cpu().numpy()
+            return agents.eval_actions(model, agents._obs(obs), rng=rng).cpu().numpy()
         return policy
 
     def period_stats(self) -> dict[str, np.ndarray]:
@@ -197,12 +197,12 @@ class RolloutLearner:
         self.scheme.load_state_dicts(states)
 
 
+EVAL_STREAM = 0x6576616C  # "eval": keeps the evaluation streams apart from every other stream of a seed
+
+
 def eval_stream(seed: int, t: int) -> int:
     """The seed of member ``seed``'s evaluation actions at step ``t`` (--eval_policy sample)."""
     return int(np.random.SeedSequence([int(seed), int(t), EVAL_STREAM]).generate_state(1)[0])
-
-
-EVAL_STREAM = 0x6576616C  # "eval": keeps the evaluation streams apart from every other stream of a seed
 
 
 def recurrent_policy(agents, model, rng=None):
@@ -217,7 +217,7 @@ def recurrent_policy(agents, model, rng=None):
         state = states.get(part)
         if state is None:
             state = model.initial_state(obs_t.shape[1])
-        actions, states[part] = agents.greedy(model, obs_t, state, rng)
+        actions, states[part] = agents.eval_actions(model, obs_t, state, rng)
         return actions.cpu().numpy()
     policy.stateful = True
     return policy
