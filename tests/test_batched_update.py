@@ -19,6 +19,9 @@ CASES = {
     "TD3": (TD3, {"hidden": (32, 32)}),
     "SAC-Gaussian": (SAC, {"policy_type": "Gaussian", "hidden_size": 32, "automatic_entropy_tuning": True}),
     "SAC-Deterministic": (SAC, {"policy_type": "Deterministic", "hidden_size": 32}),
+    # noisy networks: each member's noise comes from its own stream, so stacked members still equal separate ones
+    "TD3-noisy": (TD3, {"hidden": (32, 32), "noisy": True}),
+    "SAC-Gaussian-noisy": (SAC, {"policy_type": "Gaussian", "hidden_size": 32, "noisy": True}),
 }
 
 
@@ -73,6 +76,12 @@ def assert_params_match(ours: torch.Tensor, expected: torch.Tensor, dtype: torch
     assert float(close.float().mean()) >= 0.99, f"{name}: only {float(close.float().mean()):.1%} of elements agree"
 
 
+def update(agents, batch: Batch) -> None:
+    """One update as the learner runs it (noisy networks draw their noise first)."""
+    with agents.update_noise():
+        agents.update(batch)
+
+
 def dase(agents):
     """The agents with DASE's weights (the paper's rule, v = 0.1), as a DASE run's sharing scheme gives them."""
     agents.weighting = dase_weighting(agents, "js", 0.1)
@@ -93,9 +102,9 @@ def test_stacked_agents_equal_separate_agents(case, default_dtype):
     gaussian = kw.get("policy_type") == "Gaussian"
     for _ in range(UPDATES):
         batch = random_batch(n, gen, gaussian)
-        stacked.update(batch)
+        update(stacked, batch)
         for i, single in enumerate(singles):
-            single.update(agent_slice(batch, i))
+            update(single, agent_slice(batch, i))
     moved = False
     for i, single in enumerate(singles):
         for k, p in params(single).items():
@@ -115,11 +124,12 @@ def random_discrete_batch(n: int, gen: torch.Generator, actions: int) -> Batch:
 
 
 @pytest.mark.parametrize("default_dtype", [torch.float64, torch.float32], indirect=True, ids=["float64", "float32"])
-@pytest.mark.parametrize("tuning", [True, False], ids=["tuned", "fixed alpha"])
-def test_discrete_sac_stacked_agents_equal_separate_agents(tuning, default_dtype):
+@pytest.mark.parametrize("tuning, noisy", [(True, False), (False, False), (True, True)],
+                         ids=["tuned", "fixed alpha", "tuned noisy"])
+def test_discrete_sac_stacked_agents_equal_separate_agents(tuning, noisy, default_dtype):
     """Discrete SAC with DASE's per-sample categorical weights: members stacked == members built alone."""
     n, seeds, actions = 3, [4, 104, 204], 4
-    kw = {"hidden_size": 32, "automatic_entropy_tuning": tuning, "target_entropy_scale": 0.7}
+    kw = {"hidden_size": 32, "automatic_entropy_tuning": tuning, "target_entropy_scale": 0.7, "noisy": noisy}
     stacked = dase(DiscreteSAC(OBS, actions, None, None, seeds, "cpu", **kw))
     singles = [dase(DiscreteSAC(OBS, actions, None, None, [s], "cpu", **kw)) for s in seeds]
     for i, single in enumerate(singles):
@@ -128,9 +138,9 @@ def test_discrete_sac_stacked_agents_equal_separate_agents(tuning, default_dtype
     gen = torch.Generator().manual_seed(0)
     for _ in range(UPDATES):
         batch = random_discrete_batch(n, gen, actions)
-        stacked.update(batch)
+        update(stacked, batch)
         for i, single in enumerate(singles):
-            single.update(agent_slice(batch, i))
+            update(single, agent_slice(batch, i))
     for i, single in enumerate(singles):
         for k, p in params(single).items():
             assert_params_match(params(stacked)[k][i : i + 1], p, default_dtype, f"agent {i} {k}")

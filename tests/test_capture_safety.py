@@ -52,6 +52,13 @@ POLICIES = {
                                      2, {"prioritized": dict(alpha=0.6, beta=0.4, beta_steps=100, eps=1e-6)}),
     "DASE_SAC gaussian n_step 3 vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16,
                                                        "vtrace": [1.0, 1.0, 0.9]}, {}, 2, {"n_step": 3}),
+    "DASE_TD3 normalised, n_step 3": ("DASE_TD3", {"hidden": (16, 16), "normalize_obs": True}, {}, 2, {"n_step": 3}),
+    "DASE_SAC gaussian normalised, vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16,
+                                                          "normalize_obs": True, "vtrace": [1.0, 1.0, 0.9]}, {}, 2,
+                                             {"n_step": 3}),
+    "DASE_TD3 curiosity and rnd": ("DASE_TD3", {"hidden": (16, 16), "curiosity": "forward", "rnd": True}, {}, 2),
+    "DASE_TD3 noisy": ("DASE_TD3", {"hidden": (16, 16), "noisy": True}, {}, 2),
+    "DASE_SAC gaussian noisy": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16, "noisy": True}, {}, 2),
     "DASE_TD3 REDQ 5 of 2": ("DASE_TD3", {"hidden": (16, 16), "ensemble_q": 5, "ensemble_q_sample": 2}, {}, 2),
     "SAC gaussian REDQ 4 of 2, vtrace": ("DASE_SAC", {"policy_type": "Gaussian", "hidden_size": 16, "ensemble_q": 4,
                                                        "ensemble_q_sample": 2, "vtrace": [1.0, 1.0, 0.9]}, {}, 2,
@@ -61,6 +68,9 @@ POLICIES = {
 DISCRETE_ACTIONS = 3
 DISCRETE = {
     "DASE_SAC discrete": ("DASE_SAC", {"hidden_size": 16}, {}, 2),
+    "DASE_SAC discrete curiosity inverse": ("DASE_SAC", {"hidden_size": 16, "curiosity": "inverse", "rnd": True},
+                                            {}, 2),
+    "DASE_SAC discrete noisy": ("DASE_SAC", {"hidden_size": 16, "noisy": True}, {}, 2),
     "DASE_SAC discrete kl, fixed alpha": ("DASE_SAC", {"hidden_size": 16, "automatic_entropy_tuning": False},
                                           {"similarity": "kl"}, 2),
     "DPD_SAC discrete": ("DPD_SAC", {"hidden_size": 16}, {"dpd_batch_size": 16}, 2),
@@ -89,6 +99,12 @@ def filled_learner(policy, algo, sharing, seeds=(0, 1), n=2, discrete=False, **k
     return learner
 
 
+def explore(agents, obs):
+    """An exploration step as ``explore`` takes it, noisy networks' draw included."""
+    with agents.acting_noise():
+        return agents.explore_device(obs)
+
+
 @pytest.mark.parametrize("policy", list(POLICIES) + list(DISCRETE))
 def test_update_and_exploration_hold_no_capture_unsafe_op(policy):
     discrete = policy in DISCRETE
@@ -99,7 +115,7 @@ def test_update_and_exploration_hold_no_capture_unsafe_op(policy):
         learner.update_once()
     records = [count_ops(learner.update_once) for _ in range(2)]  # TD3: both branches of its schedule
     obs = np.zeros((learner.members, OBS), dtype=np.float32)
-    records.append(count_ops(learner.agents.explore_device, torch.as_tensor(obs)))
+    records.append(count_ops(explore, learner.agents, torch.as_tensor(obs)))
     unsafe = [op for r in records for op in r.unsafe]
     assert not unsafe, f"{policy}: {unsafe}"
     assert all(r.total > 10 for r in records)  # the recorder saw the update's ops

@@ -129,7 +129,8 @@ ERRORS = [
     (sac_main, ["--env", "CartPole-v1", "--target_entropy_scale", "nan"], "--target_entropy_scale"),
     (sac_main, ["--target_entropy_scale", "0.5"], "applies to SAC (discrete actions)"),
     (sac_main, ["--env", "CartPole-v1", "--kl_div_var", "matched"], "--kl_div_var matched: CartPole-v1 has discrete"),
-    (sac_main, ["--env", "CartPole-v1", "--alpha", "0"], "--automatic_entropy_tuning needs --alpha > 0"),
+    (sac_main, ["--env", "CartPole-v1", "--alpha", "0"], "--alpha 0 must be > 0"),
+    (sac_main, ["--alpha", "0"], "--alpha 0 must be > 0"),  # kept as log(alpha): a crash before 2026-11-29
     (sac_main, ["--env", "CarRacing-v3"], "observations must be flat vectors"),
     # the other command line's spelling of a flag points to this one's
     (sac_main, ["--max_time_steps", "100"], "sac_main.py calls it --num_steps"),

@@ -16,6 +16,11 @@ from utils.run import Trainer
 RUNS = {  # script, policy, environment, the script's step flags
     "DASE_main": (DASE_main, "DASE_TD3", "Pendulum-v1", ["--max_time_steps", "600", "--start_time_steps", "300"]),
     "sac_main": (sac_main, "SAC", "Pendulum-v1", ["--num_steps", "600", "--start_steps", "300"]),
+    # noisy networks play their means; normalised observations the statistics saved with the model
+    "DASE_main_noisy_norm": (DASE_main, "DASE_TD3", "Pendulum-v1", ["--max_time_steps", "600", "--start_time_steps",
+                                                                    "300", "--noisy", "--normalize_obs"]),
+    "sac_main_discrete_norm": (sac_main, "SAC", "CartPole-v1", ["--num_steps", "600", "--start_steps", "300",
+                                                                "--normalize_obs"]),
     "ac_main": (ac_main, "ACER", "CartPole-v1", ["--max_time_steps", "1600", "--envs_per_agent", "2",
                                                  "--replay_start", "100"]),
     "ac_main_lstm": (ac_main, "A2C", "Pendulum-v1", ["--max_time_steps", "1600", "--envs_per_agent", "2",
@@ -42,6 +47,8 @@ def train(name, tmp_path, *more):
     assert main_guard(module.run, args) == 0
     variant = "_lstm" if "--recurrent" in steps else "_gru" if "--seq_encoder" in steps else ""
     variant += "_prev" if "--prev_action" in steps else ""
+    variant += "_noisy" if "--noisy" in steps else ""
+    variant += "_norm" if "--normalize_obs" in steps else ""
     stem = f"{policy}{variant}_{env}_4"
     return tmp_path / "r" / f"{stem}.json", stem
 
@@ -51,7 +58,7 @@ def test_a_saved_model_plays_its_runs_evaluation_exactly(name, tmp_path):
     """--save_model is enough: the record plays the run's evaluation episodes of the last model, so the mean of
     the returns is the curve's last value, bit for bit (same environment, reset seeds and batch shapes)."""
     record, stem = train(name, tmp_path, "--save_model")
-    agents = 2 if name == "DASE_main" else 1
+    agents = 2 if name.startswith("DASE_main") else 1
     agent = agents - 1
     curve = np.load(tmp_path / "r" / (f"{stem}_Agent_{agent}.npy" if agents > 1 else f"{stem}.npy"))
     out = play.watch(play.parse([str(record), "--episodes", "3", "--agent", str(agent)]))

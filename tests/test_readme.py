@@ -39,7 +39,7 @@ def table_flags(name: str) -> set[str]:
     flags = set()
     for row in rows[2:]:
         first = row.split("|")[1]
-        flags.update(re.findall(r"`(--[a-z_]+)`", first))
+        flags.update(re.findall(r"`(--[a-z_0-9]+)`", first))
     return flags
 
 
@@ -107,7 +107,7 @@ def table_meanings(name: str) -> dict[str, str]:
         if not row.startswith("|"):
             break
         cells = [c.strip() for c in row.strip("|").split("|")]
-        for flag in re.findall(r"`(--[a-z_]+)`", cells[0]):
+        for flag in re.findall(r"`(--[a-z_0-9]+)`", cells[0]):
             out[flag] = cells[2].replace("`", "")
     return out
 

@@ -143,7 +143,12 @@ def test_each_script_takes_the_flags_it_took_before_the_settings_were_typed(name
     import importlib
 
     added = {"ac_main": ["--eval_policy"],  # 2026-11-29, issue 65
-             "DASE_main": ["--ensemble_q", "--ensemble_q_sample"], "sac_main": ["--ensemble_q", "--ensemble_q_sample"]}
+             "DASE_main": ["--ensemble_q", "--ensemble_q_sample", "--noisy", "--noisy_sigma0", "--normalize_obs",
+                           "--action_noise", "--curiosity", "--curiosity_strength", "--rnd", "--rnd_strength",
+                           "--rnd_n_sample"],
+             "sac_main": ["--ensemble_q", "--ensemble_q_sample", "--noisy", "--noisy_sigma0", "--normalize_obs",
+                          "--action_noise", "--curiosity", "--curiosity_strength", "--rnd", "--rnd_strength",
+                          "--rnd_n_sample"]}
     parser = parser_of(importlib.import_module(name))
     flags = sorted(o for a in parser._actions for o in a.option_strings)
     assert flags == sorted(json.loads((ROOT / "tests" / "script_flags.json").read_text())[name] + added.get(name, []))

@@ -165,6 +165,9 @@ def shared_settings(args, policy: str, expl_noise: float | None = None,
         if policy_type == "Gaussian":
             raise UsageError("--kl_div_var matched: a Gaussian SAC policy weighs samples per sample, with no reference "
                              "variance; use --policy_type Deterministic or a number")
+        if getattr(args, "action_noise", None) is not None:
+            raise UsageError("--kl_div_var matched: --action_noise gives every agent its own exploration noise, so "
+                             "there is no one variance to match; give --kl_div_var a number")
         if (expl_noise if expl_noise is not None else 1.0) <= 0:
             raise UsageError("--kl_div_var matched needs --expl_noise > 0 (the reference variance is its square)")
     if getattr(settings, "kl_precision", "float64") != "float64" and policy_type != "Deterministic":
@@ -379,6 +382,10 @@ def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag:
         (getattr(args, "episode_eval", False) or getattr(args, "max_episodes", None) is not None,
          "--seq_encoder: --episode_eval and --max_episodes play the greedy policy without memory here; drop them"),
         (getattr(args, "vtrace", False), "--seq_encoder: --vtrace is not implemented for sequence replay; drop it"),
+        (getattr(args, "normalize_obs", False), "--seq_encoder: --normalize_obs is not implemented for sequence "
+         "replay; drop it"),
+        (getattr(args, "curiosity", None) is not None or getattr(args, "rnd", False),
+         "--seq_encoder: intrinsic rewards (--curiosity, --rnd) are not implemented for sequence replay; drop them"),
         (getattr(args, "topology", None) not in (None, "complete") or getattr(args, "adjacency", None) is not None,
          "--seq_encoder: sequence replay samples the whole shared buffer; drop --topology/--adjacency"),
         (length * writers > args.buffer_size, f"--seq_len {length}: the buffer (--buffer_size {args.buffer_size}) "

@@ -88,6 +88,7 @@ WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weight
 CONSENSUS_SUFFIX = "_consensus"  # {stem}_consensus.npy: the agents' parameter disagreement per evaluation
 TASKS_SUFFIX = "_tasks"  # {curve stem}_tasks.npy: --eval_tasks all, that agent's score on every agent's task
 GOSSIP_SUFFIX = "_gossip"  # {curve stem}_gossip.npy: --sync_freq, [skipped fraction, mean message age] per evaluation
+INTRINSIC_SUFFIX = "_intrinsic"  # {curve stem}_intrinsic.npy: --curiosity/--rnd, [mean bonus, model loss] per evaluation
 EPISODES_SUFFIX = "_episodes"  # {curve stem}_episodes.csv: the actor-critic family's training episodes
 EPISODE_EVAL_SUFFIX = "_episode_eval"  # {curve stem}_episode_eval.npy: --episode_eval, [episode, step, return] rows
 
@@ -100,7 +101,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|snac|lstm|gru|attn|prev|pred)"
+_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|noisy(?:[0-9.e-]+)?|norm|noise[0-9.e]+-[0-9.e]+|icm(?:forward|inverse)[0-9.e]*|rnd[0-9.e]*(?:k\d+)?|snac|lstm|gru|attn|prev|pred)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -208,6 +209,20 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
     n, m = int(settings.get("ensemble_q") or 2), int(settings.get("ensemble_q_sample") or 2)
     if (n, m) != (2, 2):
         tokens.append(f"q{n}" + (f"m{m}" if m < n else ""))
+    if settings.get("noisy"):
+        sigma0 = float(settings.get("noisy_sigma0") or 0.5)
+        tokens.append("noisy" + (f"{sigma0:g}" if sigma0 != 0.5 else ""))
+    if settings.get("normalize_obs"):
+        tokens.append("norm")
+    if settings.get("action_noise"):
+        low, high = map(float, settings["action_noise"])
+        tokens.append(f"noise{low:g}-{high:g}")
+    if settings.get("curiosity"):
+        strength = float(settings.get("curiosity_strength") or 1.0)
+        tokens.append(f"icm{settings['curiosity']}" + (f"{strength:g}" if strength != 1.0 else ""))
+    if settings.get("rnd"):
+        strength, k = float(settings.get("rnd_strength") or 1.0), int(settings.get("rnd_n_sample") or 1)
+        tokens.append("rnd" + (f"{strength:g}" if strength != 1.0 else "") + (f"k{k}" if k > 1 else ""))
     if settings.get("seac_lambda") is not None and float(settings["seac_lambda"]) != 1.0:
         tokens.append(f"lambda{float(settings['seac_lambda']):g}")
     if settings.get("shared_network"):

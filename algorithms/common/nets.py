@@ -185,20 +185,88 @@ class BatchedLinear(nn.Module):
                     raise ValueError(f"unknown init {init!r}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.weight.shape[-1]
-        # batched matrix-vector products are slow through bmm on CPU (measured: 2.5x for a Q head)
-        if out == 1:
-            return (x * self.weight.transpose(1, 2)).sum(-1, keepdim=True) + self.bias
-        if out <= 16:  # narrow outputs (action heads) run faster as W^T x^T
-            bias, weight, xt = self.bias.transpose(1, 2), self.weight.transpose(1, 2), x.transpose(1, 2)
-            if x.shape[0] == 1 and x.shape[1] == 1:
-                # one member, one row (a lone agent's exploration step): torch computes a batch of one matrix-vector
-                # product otherwise than a batch of several, in the last bits; a batch of two views of it gives the
-                # bits every member gets in a batched model, so a seed alone equals the seed batched with others
-                two = lambda t: t.expand(2, -1, -1)  # noqa: E731
-                return torch.baddbmm(two(bias), two(weight), two(xt))[:1].transpose(1, 2)
-            return torch.baddbmm(bias, weight, xt).transpose(1, 2)
-        return torch.baddbmm(self.bias, x, self.weight)
+        return affine(x, self.weight, self.bias)
+
+
+def affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x [N, B, in] @ weight [N, in, out] + bias [N, 1, out], each member's rows computed as if it were alone."""
+    out = weight.shape[-1]
+    # batched matrix-vector products are slow through bmm on CPU (measured: 2.5x for a Q head)
+    if out == 1:
+        return (x * weight.transpose(1, 2)).sum(-1, keepdim=True) + bias
+    if out <= 16:  # narrow outputs (action heads) run faster as W^T x^T
+        bias, weight, xt = bias.transpose(1, 2), weight.transpose(1, 2), x.transpose(1, 2)
+        if x.shape[0] == 1 and x.shape[1] == 1:
+            # one member, one row (a lone agent's exploration step): torch computes a batch of one matrix-vector
+            # product otherwise than a batch of several, in the last bits; a batch of two views of it gives the
+            # bits every member gets in a batched model, so a seed alone equals the seed batched with others
+            two = lambda t: t.expand(2, -1, -1)  # noqa: E731
+            return torch.baddbmm(two(bias), two(weight), two(xt))[:1].transpose(1, 2)
+        return torch.baddbmm(bias, weight, xt).transpose(1, 2)
+    return torch.baddbmm(bias, x, weight)
+
+
+class NoisyBatchedLinear(BatchedLinear):
+    """A factorised-Gaussian noisy linear layer (Fortunato et al. 2018, "Noisy Networks for Exploration") for N
+    members: y = x (mu_W + sigma_W * f(e_in) f(e_out)^T) + mu_b + sigma_b * f(e_out), f(e) = sign(e) sqrt(|e|),
+    e_in ~ N(0, I_in), e_out ~ N(0, I_out) per member. mu is the plain layer's ``weight`` and ``bias`` (initialised
+    as it would be); sigma starts at sigma0 / sqrt(in) for weights and biases alike (the paper's factorised choice,
+    sigma0 = 0.5). The noise is set by ``draw_noise`` before a use and removed by ``clear_noise`` after it; without
+    noise (evaluation, or anything that drew none) the layer is its mean. The noisy part is computed as
+    ((x * f(e_in)) sigma_W + sigma_b) * f(e_out), which equals the formula without forming an [N, in, out] noise."""
+
+    def __init__(self, layer: BatchedLinear, sigma0: float):
+        nn.Module.__init__(self)
+        n, fan_in, fan_out = layer.weight.shape
+        self.weight, self.bias = layer.weight, layer.bias
+        self.weight_sigma = nn.Parameter(torch.full((n, fan_in, fan_out), sigma0 / math.sqrt(fan_in),
+                                                    dtype=layer.weight.dtype, device=layer.weight.device))
+        self.bias_sigma = nn.Parameter(torch.full((n, 1, fan_out), sigma0 / math.sqrt(fan_in),
+                                                  dtype=layer.bias.dtype, device=layer.bias.device))
+        self.noise: tuple[torch.Tensor, torch.Tensor] | None = None  # f(e_in) [N, 1, in], f(e_out) [N, 1, out]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = affine(x, self.weight, self.bias)
+        if self.noise is None:
+            return mean
+        f_in, f_out = self.noise
+        return mean + affine(x * f_in, self.weight_sigma, self.bias_sigma) * f_out
+
+
+def make_noisy(module: nn.Module, sigma0: float) -> nn.Module:
+    """Every ``BatchedLinear`` of ``module`` becomes a ``NoisyBatchedLinear`` over the same mean parameters."""
+    for name, child in list(module.named_children()):
+        if type(child) is BatchedLinear:
+            setattr(module, name, NoisyBatchedLinear(child, sigma0))
+        else:
+            make_noisy(child, sigma0)
+    return module
+
+
+def noisy_layers(module: nn.Module) -> list[NoisyBatchedLinear]:
+    return [m for m in module.modules() if isinstance(m, NoisyBatchedLinear)]
+
+
+def scaled_noise(e: torch.Tensor) -> torch.Tensor:
+    """f(e) = sign(e) sqrt(|e|), the factorised noise's scaling."""
+    return torch.sign(e) * torch.sqrt(torch.abs(e))
+
+
+def draw_noise(module: nn.Module, rng: AgentRNG) -> None:
+    """New noise for every noisy layer of ``module``: one draw of all their (in + out) normals from ``rng``, split
+    in the order of ``module.modules()`` (per layer: e_in, then e_out)."""
+    layers = noisy_layers(module)
+    if not layers:
+        return
+    sizes = [s for layer in layers for s in layer.weight.shape[1:]]
+    parts = scaled_noise(rng.normal(sum(sizes))).split(sizes, dim=-1)
+    for j, layer in enumerate(layers):
+        layer.noise = (parts[2 * j].unsqueeze(1), parts[2 * j + 1].unsqueeze(1))
+
+
+def clear_noise(module: nn.Module) -> None:
+    for layer in noisy_layers(module):
+        layer.noise = None
 
 
 class MLP(nn.Module):

@@ -3,6 +3,7 @@ noise, the sharing weights of each sample, the update schedule)."""
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -11,7 +12,7 @@ import torch
 from torch import nn
 
 from ..common.members import Members
-from ..common.nets import adam, freeze
+from ..common.nets import adam, clear_noise, draw_noise, freeze, make_noisy, noisy_layers
 from ..sharing.weights import Weighting
 
 
@@ -89,6 +90,41 @@ class StackedAgents(Members):
         super().__init__(seeds, low, high, device)
         self.expl_noise = float(expl_noise)
         self.weighting = Weighting()  # how much each sample counts; a sharing scheme may replace it
+        # noisy networks (--noisy): the modules whose noise is drawn before each exploration step (from the
+        # exploration stream) and before each update (from the update stream); none by default
+        self.acting_noisy: tuple[nn.Module, ...] = ()
+        self.update_noisy: tuple[nn.Module, ...] = ()
+        # --action_noise: each member's exploration level [N] (None: the algorithm's own, --expl_noise for TD3/DDPG)
+        self.action_noise: Optional[torch.Tensor] = None
+
+    def set_action_noise(self, levels) -> None:
+        """Each member's exploration level (ASAC's action-noise range; see the algorithms' ``explore_device``)."""
+        self.action_noise = torch.as_tensor(np.asarray(levels), dtype=torch.float32, device=self.device)
+
+    @staticmethod
+    def noisy(module: nn.Module, noisy: bool, sigma0: float) -> nn.Module:
+        """``module`` with noisy linear layers when ``noisy`` (``algorithms.common.nets.NoisyBatchedLinear``)."""
+        return make_noisy(module, sigma0) if noisy else module
+
+    @contextmanager
+    def _noise(self, rng, modules):
+        for m in modules:
+            draw_noise(m, rng)
+        try:
+            yield
+        finally:
+            for m in modules:
+                clear_noise(m)
+
+    def acting_noise(self):
+        """A context in which the noisy networks that act carry new noise from the exploration stream (nothing is
+        drawn without --noisy); outside it they are their means, as evaluation plays them."""
+        return self._noise(self.explore_rng, self.acting_noisy)
+
+    def update_noise(self):
+        """A context in which the noisy networks an update reads carry new noise from the update stream, each its
+        own draw (the online and target networks independent, as in Fortunato et al.)."""
+        return self._noise(self.update_rng, self.update_noisy)
 
     def deterministic_actor_critic(self, actor: nn.Module, critic: nn.Module, actor_lr: float, critic_lr: float,
                                    critic_weight_decay: float = 0.0) -> None:
@@ -96,6 +132,8 @@ class StackedAgents(Members):
         each, all listed in ``self.networks``."""
         self.actor, self.critic = actor.to(self.device), critic.to(self.device)
         self.actor_target = freeze(copy.deepcopy(self.actor))
+        if noisy_layers(self.actor):  # --noisy
+            self.acting_noisy, self.update_noisy = (self.actor,), (self.actor, self.actor_target)
         self.critic_target = freeze(copy.deepcopy(self.critic))
         self.actor_opt = adam(self.actor.parameters(), lr=actor_lr)
         self.critic_opt = adam(self.critic.parameters(), lr=critic_lr, weight_decay=critic_weight_decay)
@@ -103,7 +141,8 @@ class StackedAgents(Members):
                          "actor_target": self.actor_target, "critic_target": self.critic_target}
 
     def exploration_variance(self) -> torch.Tensor:
-        """The variance of the exploration noise per action dimension [A], in action units."""
+        """The variance of the exploration noise per action dimension [A], in action units (--expl_noise's: with
+        --action_noise there is no one variance, and --kl_div_var matched is refused)."""
         return (self.expl_noise * self.scale).pow(2)
 
     def mixed_parameters(self) -> list[nn.Parameter]:
@@ -112,7 +151,8 @@ class StackedAgents(Members):
 
     def explore(self, obs) -> tuple[np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
         """Training actions for one state per agent: obs [N, obs_dim] -> ([N, act_dim], behaviour), on the host."""
-        action, behaviour = self.explore_device(self._obs(obs))
+        with self.acting_noise():
+            action, behaviour = self.explore_device(self._obs(obs))
         host = None if behaviour is None else tuple(b.cpu().numpy() for b in behaviour)
         return action.cpu().numpy(), host
 
@@ -121,7 +161,8 @@ class StackedAgents(Members):
         """``explore`` on the device: actions [N, act_dim] and, for Gaussian SAC, the behaviour (mean, std) (discrete
         SAC: actions [N] and its probabilities, (probs,))."""
         a = self.actor(obs.unsqueeze(1)).squeeze(1)
-        noise = self.explore_rng.normal(a.shape[-1]) * (self.expl_noise * self.scale)
+        level = self.expl_noise if self.action_noise is None else self.action_noise.unsqueeze(-1)
+        noise = self.explore_rng.normal(a.shape[-1]) * (level * self.scale)
         return torch.clamp(a + noise, self.low, self.high), None
 
     @torch.no_grad()

@@ -29,10 +29,11 @@ class DDPG(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.001,
                  expl_noise=0.1, actor_lr=1e-4, critic_lr=1e-3, critic_weight_decay=1e-2,
-                 hidden=(400, 300)):
+                 hidden=(400, 300), noisy=False, noisy_sigma0=0.5):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
-        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high),
+        actor = self.noisy(DeterministicActor(obs_dim, act_dim, hidden, gens, low, high), noisy, noisy_sigma0)
+        self.deterministic_actor_critic(actor,
                                         DDPGCritic(obs_dim, act_dim, gens, hidden), actor_lr=actor_lr, critic_lr=critic_lr,
                                         critic_weight_decay=critic_weight_decay)
         self.discount, self.tau = discount, tau

@@ -74,7 +74,7 @@ class DiscreteSAC(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, gamma=0.99, tau=0.005, lr=3e-4,
                  alpha=0.2, automatic_entropy_tuning=True, reward_scale=1.0, hidden_size=256,
-                 target_update_interval=1, target_entropy_scale=0.89):
+                 target_update_interval=1, target_entropy_scale=0.89, noisy=False, noisy_sigma0=0.5):
         if low is not None or high is not None:
             raise ValueError("discrete SAC takes a discrete action space (no bounds)")
         if not 0.0 < target_entropy_scale <= 1.0:
@@ -83,8 +83,11 @@ class DiscreteSAC(StackedAgents):
         gens = init_generators(self.seeds)
         self.n_actions = int(act_dim)
         self.behaviour_width = self.n_actions  # transitions carry the probabilities the writer acted with
-        soft_actor_critic(self, CategoricalActor(obs_dim, self.n_actions, hidden_size, gens),
-                          DiscreteTwinQ(obs_dim, self.n_actions, hidden_size, gens), alpha, automatic_entropy_tuning, lr)
+        # --noisy: noisy layers in the policy and in the critics' Q networks (Fortunato et al.'s NoisyNet-DQN)
+        soft_actor_critic(self, self.noisy(CategoricalActor(obs_dim, self.n_actions, hidden_size, gens), noisy,
+                                           noisy_sigma0),
+                          self.noisy(DiscreteTwinQ(obs_dim, self.n_actions, hidden_size, gens), noisy, noisy_sigma0),
+                          alpha, automatic_entropy_tuning, lr)
         self.target_entropy = float(target_entropy_scale) * math.log(self.n_actions)
         self.gamma, self.tau, self.reward_scale = gamma, tau, reward_scale
         self.target_update_interval = target_update_interval
@@ -94,6 +97,9 @@ class DiscreteSAC(StackedAgents):
         """Actions drawn from the policy (int64 [N]) and the behaviour: the probabilities they were drawn from
         ([N, A], as a one-element tuple)."""
         dist = Categorical(self.actor.logits(obs.unsqueeze(1)))
+        if self.action_noise is not None:  # --action_noise: a uniform random action with probability level
+            level = self.action_noise.view(-1, 1, 1)
+            dist = Categorical(torch.log((1 - level) * dist.probs + level / self.n_actions))
         action = dist.sample(self.explore_rng)
         return action.squeeze(1), (dist.probs.squeeze(1),)
 

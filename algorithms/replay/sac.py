@@ -10,7 +10,8 @@ from torch.nn import functional as F
 
 from .base import Batch, StackedAgents
 from ..common.nets import (adam, MLP, BatchedLinear, DeterministicActor, EnsembleQ, ensemble_min, ensemble_subset,
-                           freeze, init_generators, minimise, soft_update, squared_errors, weighted_mean)
+                           freeze, init_generators, minimise, noisy_layers, soft_update, squared_errors,
+                           weighted_mean)
 from ..sharing.weights import clipped_normal_variance
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -67,6 +68,10 @@ def soft_actor_critic(agent: StackedAgents, actor: nn.Module, critic: nn.Module,
     agent.alpha_opt = adam(agent.temperature.parameters(), lr=lr) if agent.auto_alpha else None
     agent.networks = {"actor": agent.actor, "critic": agent.critic, "critic_target": agent.critic_target,
                       "temperature": agent.temperature}
+    if noisy_layers(agent.actor):  # --noisy: the actor, and discrete SAC's critics, carry noise
+        agent.acting_noisy = (agent.actor,)
+        agent.update_noisy = (agent.actor, agent.critic, agent.critic_target) if noisy_layers(agent.critic) \
+            else (agent.actor,)
 
 
 class Temperature(nn.Module):
@@ -87,7 +92,8 @@ class SAC(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, policy_type="Deterministic",
                  gamma=0.99, tau=0.005, lr=3e-4, alpha=0.2, automatic_entropy_tuning=False, reward_scale=5.0,
-                 hidden_size=256, target_update_interval=1, vtrace=None, ensemble_q=2, ensemble_q_sample=2):
+                 hidden_size=256, target_update_interval=1, vtrace=None, ensemble_q=2, ensemble_q_sample=2,
+                 noisy=False, noisy_sigma0=0.5):
         super().__init__(seeds, low, high, device, expl_noise=DETERMINISTIC_NOISE)
         gens = init_generators(self.seeds)
         self.gaussian = policy_type == "Gaussian"
@@ -96,6 +102,7 @@ class SAC(StackedAgents):
             self.actor = GaussianActor(obs_dim, act_dim, hidden_size, gens, low, high)
         else:
             self.actor = DeterministicActor(obs_dim, act_dim, (hidden_size, hidden_size), gens, low, high, init="xavier")
+        self.actor = self.noisy(self.actor, noisy, noisy_sigma0)
         # entropy tuning is meaningless without action probabilities
         critic = EnsembleQ(obs_dim, act_dim, (hidden_size, hidden_size), gens, init="xavier", n=ensemble_q)
         soft_actor_critic(self, self.actor, critic, alpha, automatic_entropy_tuning and self.gaussian, lr)
@@ -125,7 +132,18 @@ class SAC(StackedAgents):
         """Training actions; for a Gaussian policy also the behaviour (pre-tanh mean, std)."""
         obs = obs.unsqueeze(1)
         eps = self.explore_rng.normal(1, int(self.low.shape[-1]))
+        level = None if self.action_noise is None else self.action_noise.view(-1, 1, 1)
+        if self.gaussian and level is not None:
+            # --action_noise: N(0, level^2) added before the tanh, tanh(x + level e'), is one Gaussian draw of
+            # std sqrt(std^2 + level^2): the behaviour stored is that wider Gaussian
+            mean, std = self.actor.gaussian(obs)
+            std = torch.sqrt(std.pow(2) + level.pow(2))
+            return self.actor.squash(mean + std * eps).squeeze(1), (mean.squeeze(1), std.squeeze(1))
         action, _ = self.sample(obs, eps)
+        if level is not None:  # the deterministic policy: ASAC's tanh(atanh(a) + level e') in [-1, 1] units
+            y = ((action - self.actor.offset) / self.actor.scale).clamp(-1 + 1e-6, 1 - 1e-6)
+            extra = self.explore_rng.normal(1, int(self.low.shape[-1]))
+            action = torch.tanh(torch.atanh(y) + level * extra) * self.actor.scale + self.actor.offset
         behaviour = None
         if self.gaussian:
             mean, std = self.actor.gaussian(obs)

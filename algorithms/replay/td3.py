@@ -15,11 +15,13 @@ class TD3(StackedAgents):
 
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, discount=0.99, tau=0.005,
                  policy_noise=0.2, noise_clip=0.5, policy_freq=2, expl_noise=0.1, lr=3e-4,
-                 hidden=(256, 256), actor_lr=None, critic_lr=None, ensemble_q=2, ensemble_q_sample=2):
+                 hidden=(256, 256), actor_lr=None, critic_lr=None, ensemble_q=2, ensemble_q_sample=2, noisy=False,
+                 noisy_sigma0=0.5):
         super().__init__(seeds, low, high, device, expl_noise)
         gens = init_generators(self.seeds)
         # actor_lr/critic_lr: separate rates (the TD3 tutorial's 1e-3 each); None: both ``lr``, TD3's 3e-4
-        self.deterministic_actor_critic(DeterministicActor(obs_dim, act_dim, tuple(hidden), gens, low, high),
+        actor = self.noisy(DeterministicActor(obs_dim, act_dim, tuple(hidden), gens, low, high), noisy, noisy_sigma0)
+        self.deterministic_actor_critic(actor,
                                         EnsembleQ(obs_dim, act_dim, tuple(hidden), gens, n=ensemble_q),
                                         actor_lr=lr if actor_lr is None else actor_lr,
                                         critic_lr=lr if critic_lr is None else critic_lr)

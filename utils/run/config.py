@@ -110,7 +110,13 @@ class RunConfig:
                            "shared_network": self.algo.get("shared_network"),
                            "seq_encoder": self.algo.get("seq_encoder"), "use_prediction": self.algo.get("use_prediction"),
                            "prev_action": self.algo.get("prev_action"), "ensemble_q": self.algo.get("ensemble_q"),
-                           "ensemble_q_sample": self.algo.get("ensemble_q_sample")}, self.policy)
+                           "ensemble_q_sample": self.algo.get("ensemble_q_sample"), "noisy": self.algo.get("noisy"),
+                           "noisy_sigma0": self.algo.get("noisy_sigma0"),
+                           "normalize_obs": self.algo.get("normalize_obs"),
+                           "action_noise": self.algo.get("action_noise"), "curiosity": self.algo.get("curiosity"),
+                           "curiosity_strength": self.algo.get("curiosity_strength"), "rnd": self.algo.get("rnd"),
+                           "rnd_strength": self.algo.get("rnd_strength"),
+                           "rnd_n_sample": self.algo.get("rnd_n_sample")}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""
@@ -232,6 +238,9 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.n_step > 1 and cfg.n_step * cfg.num_agents > cfg.buffer_size:
         raise UsageError(f"--n_step {cfg.n_step}: the buffer (--buffer_size {cfg.buffer_size}) cannot hold {cfg.n_step} "
                          f"steps of {cfg.num_agents} agent(s); lower --n_step")
+    if (cfg.algo.get("curiosity") or cfg.algo.get("rnd")) and cfg.n_step > 1:
+        raise UsageError(f"--n_step {cfg.n_step}: intrinsic rewards (--curiosity, --rnd) are computed for one-step "
+                         "transitions here; drop one")
     if cfg.per:
         p = cfg.per
         for ok, message in [(p["alpha"] >= 0, f"--per_alpha {p['alpha']} must be >= 0"),

@@ -21,8 +21,8 @@ import torch
 from .checkpoint import RunLock
 from ..errors import UsageError
 from ..io import atomic_write, save_curve, save_json, save_torch
-from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX,
-                      WEIGHTS_SUFFIX)
+from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX,
+                      TASKS_SUFFIX, WEIGHTS_SUFFIX)
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +78,9 @@ class RunFiles:
         # --sync_freq: per agent and evaluation period, [fraction of combines skipped, mean age of combined messages]
         self.gossip = [self.results / f"{name}{GOSSIP_SUFFIX}.npy" for name in cfg.agent_names()] \
             if cfg.sharing.get("sync_freq") else []
+        # --curiosity / --rnd: per agent and evaluation period, [mean intrinsic bonus, mean loss of its models]
+        self.intrinsic = [self.results / f"{name}{INTRINSIC_SUFFIX}.npy" for name in cfg.agent_names()] \
+            if cfg.algo.get("curiosity") or cfg.algo.get("rnd") else []
         # --episode_eval: per agent, [episode, step, return] of the evaluation episode after each training episode
         self.episode_evals = [self.results / f"{name}{EPISODE_EVAL_SUFFIX}.npy" for name in cfg.agent_names()]
         # the actor-critic family: per agent, a row per finished training episode (onpolicy/episode_log.py)
@@ -89,7 +92,7 @@ class RunFiles:
 
     def existing(self) -> list[Path]:
         return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, *self.gossip,
-                            *self.episode_evals,
+                            *self.intrinsic, *self.episode_evals,
                             *self.episode_logs, self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
@@ -151,6 +154,11 @@ class RunFiles:
     def save_gossip(self, rows: list[list[list[float]]]) -> None:
         """--sync_freq: per agent, float64 [evaluations, 2] (skipped fraction, mean message age; NaN at step 0)."""
         for path, values in zip(self.gossip, rows):
+            save_curve(path, np.asarray(values, dtype=np.float64).reshape(len(values), 2))
+
+    def save_intrinsic(self, rows: list[list[list[float]]]) -> None:
+        """--curiosity / --rnd: per agent, float64 [evaluations, 2] (mean bonus, mean model loss; NaN at step 0)."""
+        for path, values in zip(self.intrinsic, rows):
             save_curve(path, np.asarray(values, dtype=np.float64).reshape(len(values), 2))
 
     def save_consensus(self, values: list[float]) -> None:

@@ -153,7 +153,7 @@ class Trainer:
 
     def greedy_policy(self, obs: np.ndarray) -> np.ndarray:
         """Every member's current actor without noise: [M, E, obs_dim] -> [M, E, act_dim]."""
-        return self.agents.act(obs).cpu().numpy()
+        return self.learner.greedy_actions(obs).cpu().numpy()
 
     def start_evaluation(self) -> None:
         """Evaluate snapshots of every member's actor taken now: at once, or beside training (``--env_workers``)."""

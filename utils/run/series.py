@@ -47,6 +47,9 @@ SERIES = (
                                     if cfg.eval_tasks == "all" else None)),
     # --sync_freq: per member, [skipped combines, mean message age] since the last evaluation
     Series("gossip_curves", False, "save_gossip", lambda cfg, scheme: scheme.writes_gossip, _rows("gossip")),
+    # --curiosity / --rnd: per member, [mean intrinsic bonus, mean model loss] since the last evaluation
+    Series("intrinsic_curves", False, "save_intrinsic",
+           lambda cfg, scheme: bool(cfg.algo.get("curiosity") or cfg.algo.get("rnd")), _rows("intrinsic")),
 )
 
 

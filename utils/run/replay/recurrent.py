@@ -92,7 +92,8 @@ class RecurrentLearner(Learner):
         features = self.agents.observe(self.agents._obs(self.with_prev(obs, self.prev)))
         if warmup:
             return None, None
-        action, behaviour = self.agents.explore_device(features)
+        with self.agents.acting_noise():
+            action, behaviour = self.agents.explore_device(features)
         return action.cpu().numpy(), None if behaviour is None else tuple(b.cpu().numpy() for b in behaviour)
 
     def explore(self, obs: np.ndarray):

@@ -46,7 +46,70 @@ class EnsembleSettings(Settings):
 
 
 @dataclass
-class TD3Settings(DeterministicSettings, EnsembleSettings):
+class NoisySettings(Settings):
+    """Noisy networks (Fortunato et al. 2018) in the policy (TD3, DDPG, SAC) and in discrete SAC's Q networks."""
+    noisy: bool = setting(False, "factorised-Gaussian noisy linear layers in the actor (discrete SAC: also in its Q "
+                          "networks), noise drawn from each agent's streams before every exploration step and every "
+                          "update, off at evaluation; the action noise stays (--expl_noise 0 leaves only the "
+                          "layers'); files named {policy}_noisy_...", recorded="given")
+    noisy_sigma0: float = setting(0.5, "--noisy: sigma_0, the noise scale's start (sigma0 / sqrt(fan_in), the "
+                                  "paper's 0.5)", parse=real, low=0, low_open=True, recorded="given")
+
+    def check_together(self) -> None:
+        if self.noisy_sigma0 != 0.5 and not self.noisy:
+            raise UsageError("--noisy_sigma0 applies with --noisy; add it or drop --noisy_sigma0")
+
+
+@dataclass
+class NormalizationSettings(Settings):
+    """Running observation normalisation (ASAC's use_normalization), for every replay learner."""
+    normalize_obs: bool = setting(False, "normalise each agent's observations by its running mean and variance "
+                                  "(of every observation it acted on, warm-up included), clipped to [-5, 5]; the "
+                                  "statistics are kept in checkpoints and model files and frozen at evaluation; files "
+                                  "named {policy}_norm_...", recorded="given")
+    action_noise: Optional[tuple] = setting(
+        None, "ASAC's action-noise range: agent k of a seed's N explores at level MIN + (MAX - MIN) k / (N - 1) (MIN "
+        "alone when N = 1): TD3/DDPG's Gaussian action noise std (times max action, in place of --expl_noise); SAC: "
+        "Gaussian noise of that std added before the tanh (the Gaussian policy's stored behaviour widens to match); "
+        "discrete SAC: a uniform random action with that probability (the stored probabilities are the mixture); "
+        "files named {policy}_noise{MIN}-{MAX}_...", parse=real, low=0, nargs=2, metavar="LEVEL",
+        default_text="off", recorded="given")
+
+    def check_together(self) -> None:
+        if self.action_noise is not None and self.action_noise[0] > self.action_noise[1]:
+            low, high = self.action_noise
+            raise UsageError(f"--action_noise {low:g} {high:g}: MIN must not exceed MAX")
+
+
+@dataclass
+class IntrinsicSettings(Settings):
+    """Intrinsic rewards (ASAC's curiosity and use_rnd), for every replay learner."""
+    curiosity: Optional[str] = setting(
+        None, "an intrinsic reward from Pathak et al.'s curiosity module (an encoder trained by an inverse dynamics "
+        "model, a forward model in its features): forward = the forward model's error (ICM's reward), inverse = the "
+        "inverse model's error (ASAC's INVERSE); times --curiosity_strength, added to the reward of every sampled "
+        "transition; its mean per evaluation in {name}_intrinsic.npy; files named {policy}_icm{mode}_...",
+        parse=str, choices=("forward", "inverse"), metavar="{forward,inverse}", default_text="off", recorded="given")
+    curiosity_strength: float = setting(1.0, "--curiosity: the bonus's factor", parse=real, low=0, low_open=True,
+                                        recorded="given")
+    rnd: bool = setting(False, "random network distillation on state-action pairs (ASAC's): the bonus "
+                        "--rnd_strength * |predictor(s, a) - fixed random target(s, a)|^2 / width, added to the "
+                        "reward; files named {policy}_rnd_...", recorded="given")
+    rnd_strength: float = setting(1.0, "--rnd: the bonus's factor", parse=real, low=0, low_open=True,
+                                  recorded="given")
+    rnd_n_sample: int = setting(1, "--rnd: ASAC's rnd_n_sample, K candidate exploration actions per step of which "
+                                "the most novel to the RND predictor is taken (1: the one drawn)", parse=count,
+                                low=1, recorded="given")
+
+    def check_together(self) -> None:
+        if self.curiosity is None and self.curiosity_strength != 1.0:
+            raise UsageError("--curiosity_strength applies with --curiosity; add it or drop --curiosity_strength")
+        if not self.rnd and (self.rnd_strength != 1.0 or self.rnd_n_sample != 1):
+            raise UsageError("--rnd_strength/--rnd_n_sample apply with --rnd; add it or drop them")
+
+
+@dataclass
+class TD3Settings(DeterministicSettings, EnsembleSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
     policy_noise: float = setting(0.2, "target policy noise, times max action", parse=real, low=0)
     noise_clip: float = setting(0.5, "target noise clip, times max action", parse=real, low=0)
     policy_freq: int = setting(2, "update actor and targets every this many critic updates", parse=count, low=1)
@@ -54,16 +117,22 @@ class TD3Settings(DeterministicSettings, EnsembleSettings):
     def check_together(self) -> None:
         DeterministicSettings.check_together(self)
         EnsembleSettings.check_together(self)
+        NoisySettings.check_together(self)
+        NormalizationSettings.check_together(self)
+        IntrinsicSettings.check_together(self)
 
 
 @dataclass
-class DDPGSettings(DeterministicSettings):
+class DDPGSettings(DeterministicSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
     tau: float = again(0.001)
     hidden: tuple = again((400, 300))
     actor_lr: float = again(1e-4)
     critic_lr: float = again(1e-3)
 
     def check_together(self) -> None:
+        NoisySettings.check_together(self)
+        NormalizationSettings.check_together(self)
+        IntrinsicSettings.check_together(self)
         if len(self.hidden) != 2:
             raise UsageError(f"--hidden_sizes {' '.join(map(str, self.hidden))}: DDPG's critic takes exactly two widths "
                              "(state -> W1, then [features, action] -> W2)")
@@ -78,7 +147,8 @@ class SoftSettings(Settings):
     gamma: float = setting(0.99, "discount factor", parse=real, low=0, high=1)
     tau: float = setting(0.005, "target critic update rate", parse=real, low=0, low_open=True, high=1)
     lr: float = setting(3e-4, "Adam learning rate of every network", parse=real, low=0, low_open=True)
-    alpha: float = setting(0.2, "entropy temperature (initial value when tuned)", parse=real, low=0)
+    alpha: float = setting(0.2, "entropy temperature (initial value when tuned); kept as log(alpha), so > 0",
+                           parse=real, low=0, low_open=True)
     automatic_entropy_tuning: bool = setting(
         False, "learn alpha towards a target entropy: -|A| for a Gaussian policy (a deterministic one has no entropy), "
                "--target_entropy_scale * log|A| for discrete actions; --no_automatic_entropy_tuning keeps alpha fixed "
@@ -90,28 +160,39 @@ class SoftSettings(Settings):
                                           low=1)
 
     def check_together(self) -> None:
-        if self.automatic_entropy_tuning and self.alpha == 0:
-            raise UsageError("--automatic_entropy_tuning needs --alpha > 0")
+        pass
 
 
 @dataclass
-class SACSettings(SoftSettings, EnsembleSettings):
+class SACSettings(SoftSettings, EnsembleSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
     policy_type: str = setting("Deterministic", "policy family on a continuous action space", parse=str,
                                choices=("Deterministic", "Gaussian"))
 
     def check_together(self) -> None:
         SoftSettings.check_together(self)
         EnsembleSettings.check_together(self)
+        NoisySettings.check_together(self)
+        NormalizationSettings.check_together(self)
+        IntrinsicSettings.check_together(self)
 
 
 @dataclass
-class DiscreteSACSettings(SoftSettings):
+class DiscreteSACSettings(SoftSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
     automatic_entropy_tuning: bool = again(True)
     reward_scale: float = again(1.0)
     target_entropy_scale: float = setting(
         0.89, "alpha is tuned towards entropy target_entropy_scale * log|A|. Christodoulou's 0.98 makes alpha grow "
               "without bound for 2 actions (CartPole), as reported on p-christ's discrete SAC; CleanRL uses 0.89",
         parse=real, low=0, low_open=True, high=1)
+
+    def check_together(self) -> None:
+        SoftSettings.check_together(self)
+        NoisySettings.check_together(self)
+        NormalizationSettings.check_together(self)
+        IntrinsicSettings.check_together(self)
+        if self.action_noise is not None and self.action_noise[1] > 1:
+            raise UsageError(f"--action_noise {self.action_noise[0]:g} {self.action_noise[1]:g}: on discrete actions "
+                             "the levels are probabilities of a random action, at most 1")
 
 
 SAC_SETTINGS = {"SAC (continuous actions)": SACSettings, "SAC (discrete actions)": DiscreteSACSettings}
