@@ -13,9 +13,10 @@ import sac_main
 from algorithms import Batch
 from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 from algorithms.common.nets import init_generators
-from utils.cli import main_guard
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
+
+from runs import refused_in_one_line, resumes_exactly
 
 OBS, ACT, B = 3, 2, 16
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)
@@ -116,13 +117,6 @@ def test_rnd_n_sample_takes_the_most_novel_of_k_candidates():
     assert len({tuple(c) for c in candidates[0]}) == 5  # five different draws
 
 
-def run(script, *args: str) -> int:
-    try:
-        return main_guard(script.run, list(args))
-    except SystemExit as e:
-        return e.code
-
-
 @pytest.mark.parametrize("script, args, stem", [
     (sac_main, ["--policy", "SAC", "--policy_type", "Gaussian", "--env", "Pendulum-v1", "--num_steps", "900",
                 "--start_steps", "300", "--hidden_size", "32", "--curiosity", "forward", "--rnd", "--rnd_n_sample",
@@ -133,14 +127,8 @@ def run(script, *args: str) -> int:
 ])
 def test_an_intrinsic_run_writes_its_bonus_and_resumes_exactly(tmp_path, script, args, stem):
     common = ["--eval_freq", "300", "--eval_episodes", "1", "--threads", "1", "--quiet"]
-    assert run(script, *args, *common, "--results_dir", str(tmp_path / "whole"), "--checkpoint_freq", "0") == 0
-    cut = str(tmp_path / "cut")
-    assert run(script, *args, *common, "--results_dir", cut, "--checkpoint_freq", "300", "--stop_at", "700") == 0
-    assert run(script, *args, *common, "--results_dir", cut, "--checkpoint_freq", "300", "--resume") == 0
-    files = sorted(p.name for p in (tmp_path / "whole").glob(f"{stem}*.npy"))
+    files = resumes_exactly(script, [*args, *common], tmp_path, f"{stem}*.npy")
     assert any(name.endswith("_intrinsic.npy") for name in files)
-    for name in files:
-        np.testing.assert_array_equal(np.load(tmp_path / "cut" / name), np.load(tmp_path / "whole" / name))
     intrinsic = np.load(tmp_path / "whole" / [n for n in files if n.endswith("_intrinsic.npy")][0])
     assert intrinsic.shape == (4, 2) and np.isnan(intrinsic[0]).all() and (intrinsic[2:] > 0).all()
     algo = json.loads((tmp_path / "whole" / f"{stem}.json").read_text())["config"]["algo"]
@@ -155,7 +143,4 @@ def test_an_intrinsic_run_writes_its_bonus_and_resumes_exactly(tmp_path, script,
     (sac_main, ["--policy", "SAC", "--rnd", "--seq_encoder", "gru"], "--seq_encoder: intrinsic rewards"),
 ])
 def test_bad_intrinsic_input_is_one_line_exit_2(tmp_path, capsys, script, args, words):
-    assert run(script, *args, "--results_dir", str(tmp_path / "out")) == 2
-    err = capsys.readouterr().err.strip()
-    assert words in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "out").exists()
+    refused_in_one_line(script, args, tmp_path, capsys, words)

@@ -12,8 +12,8 @@ from algorithms import SAC, TD3
 from algorithms.common.nets import (AgentRNG, BatchedLinear, NoisyBatchedLinear, draw_noise, init_generators,
                                     noisy_layers)
 from algorithms.replay.discrete_sac import DiscreteSAC
-from utils.cli import main_guard
 
+from runs import refused_in_one_line, resumes_exactly
 from test_batched_update import random_batch, update
 
 OBS, ACT = 5, 2  # the sizes of test_batched_update's random batches
@@ -117,13 +117,6 @@ def test_discrete_sac_s_critics_are_noisy_too():
     assert agents.update_noisy == (agents.actor, agents.critic, agents.critic_target)
 
 
-def run(script, *args: str) -> int:
-    try:
-        return main_guard(script.run, list(args))
-    except SystemExit as e:
-        return e.code
-
-
 @pytest.mark.parametrize("script, args, stem", [
     (sac_main, ["--policy", "SAC", "--policy_type", "Gaussian", "--env", "Pendulum-v1", "--num_steps", "900",
                 "--start_steps", "300", "--hidden_size", "32"], "SAC_noisy_Pendulum-v1_0"),
@@ -134,14 +127,7 @@ def run(script, *args: str) -> int:
 ])
 def test_a_noisy_run_is_named_recorded_and_resumes_exactly(tmp_path, script, args, stem):
     common = ["--eval_freq", "300", "--eval_episodes", "1", "--threads", "1", "--quiet", "--noisy"]
-    assert run(script, *args, *common, "--results_dir", str(tmp_path / "whole"), "--checkpoint_freq", "0") == 0
-    cut = str(tmp_path / "cut")
-    assert run(script, *args, *common, "--results_dir", cut, "--checkpoint_freq", "300", "--stop_at", "700") == 0
-    assert run(script, *args, *common, "--results_dir", cut, "--checkpoint_freq", "300", "--resume") == 0
-    whole = sorted(p.name for p in (tmp_path / "whole").glob(f"{stem}*.npy"))
-    assert whole
-    for name in whole:
-        np.testing.assert_array_equal(np.load(tmp_path / "cut" / name), np.load(tmp_path / "whole" / name))
+    resumes_exactly(script, [*args, *common], tmp_path, f"{stem}*.npy")
     algo = json.loads((tmp_path / "whole" / f"{stem}.json").read_text())["config"]["algo"]
     assert algo["noisy"] is True and "noisy_sigma0" not in algo
 
@@ -152,8 +138,4 @@ def test_a_noisy_run_is_named_recorded_and_resumes_exactly(tmp_path, script, arg
     (DASE_main, ["--noisy_sigma0", "0.3"], "--noisy_sigma0 applies with --noisy"),
 ])
 def test_bad_noisy_input_is_one_line_exit_2(tmp_path, capsys, script, args, words):
-    policy = ["--policy", "SAC" if script is sac_main else "TD3"]
-    assert run(script, *policy, *args, "--results_dir", str(tmp_path / "out")) == 2
-    err = capsys.readouterr().err.strip()
-    assert words in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "out").exists()
+    refused_in_one_line(script, ["--policy", "SAC" if script is sac_main else "TD3", *args], tmp_path, capsys, words)

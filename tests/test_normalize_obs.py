@@ -9,9 +9,10 @@ import torch
 import DASE_main
 import sac_main
 from algorithms.common.normalizer import ObsNormalizer
-from utils.cli import main_guard
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
+
+from runs import refused_in_one_line, resumes_exactly
 
 OBS, ACT = 3, 2
 
@@ -92,32 +93,20 @@ def test_the_statistics_round_trip_through_a_checkpoint_of_each_seed():
     assert torch.equal(alone.normalizer.mean, ours.normalizer.mean[2:])
 
 
-def run(script, *args: str) -> int:
-    try:
-        return main_guard(script.run, list(args))
-    except SystemExit as e:
-        return e.code
-
-
 def test_a_normalised_run_is_named_recorded_and_resumes_exactly(tmp_path):
     args = ["--policy", "SAC", "--policy_type", "Gaussian", "--env", "Pendulum-v1", "--num_steps", "900",
             "--start_steps", "300", "--hidden_size", "32", "--eval_freq", "300", "--eval_episodes", "1", "--threads",
             "1", "--quiet", "--normalize_obs"]
-    assert run(sac_main, *args, "--results_dir", str(tmp_path / "whole"), "--checkpoint_freq", "0") == 0
-    cut = str(tmp_path / "cut")
-    assert run(sac_main, *args, "--results_dir", cut, "--checkpoint_freq", "300", "--stop_at", "700") == 0
-    assert run(sac_main, *args, "--results_dir", cut, "--checkpoint_freq", "300", "--resume") == 0
     stem = "SAC_norm_Pendulum-v1_0"
-    np.testing.assert_array_equal(np.load(tmp_path / "cut" / f"{stem}.npy"), np.load(tmp_path / "whole" / f"{stem}.npy"))
+    resumes_exactly(sac_main, args, tmp_path, f"{stem}*.npy")
     assert json.loads((tmp_path / "whole" / f"{stem}.json").read_text())["config"]["algo"]["normalize_obs"] is True
 
 
 @pytest.mark.parametrize("script, args, words", [
     (sac_main, ["--policy", "SAC", "--normalize_obs", "--seq_encoder", "gru"],
      "--seq_encoder: --normalize_obs is not implemented for sequence replay"),
+    (DASE_main, ["--policy", "DPD_TD3", "--normalize_obs"], "--normalize_obs: DPD_TD3's agents read each other's"),
+    (DASE_main, ["--policy", "DIFF_TD3", "--normalize_obs"], "--normalize_obs: DIFF_TD3's agents read each other's"),
 ])
 def test_bad_normalisation_input_is_one_line_exit_2(tmp_path, capsys, script, args, words):
-    assert run(script, *args, "--results_dir", str(tmp_path / "out")) == 2
-    err = capsys.readouterr().err.strip()
-    assert words in err and len(err.splitlines()) == 1, err
-    assert not (tmp_path / "out").exists()
+    refused_in_one_line(script, args, tmp_path, capsys, words)

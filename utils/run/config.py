@@ -238,6 +238,9 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.n_step > 1 and cfg.n_step * cfg.num_agents > cfg.buffer_size:
         raise UsageError(f"--n_step {cfg.n_step}: the buffer (--buffer_size {cfg.buffer_size}) cannot hold {cfg.n_step} "
                          f"steps of {cfg.num_agents} agent(s); lower --n_step")
+    if cfg.algo.get("normalize_obs") and (cfg.is_dpd or cfg.method.diffuses):
+        raise UsageError(f"--normalize_obs: {cfg.policy}'s agents read each other's networks (distillation or "
+                         "parameter averaging), which each agent's own statistics would not fit; not implemented")
     if (cfg.algo.get("curiosity") or cfg.algo.get("rnd")) and cfg.n_step > 1:
         raise UsageError(f"--n_step {cfg.n_step}: intrinsic rewards (--curiosity, --rnd) are computed for one-step "
                          "transitions here; drop one")
