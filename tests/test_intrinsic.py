@@ -60,20 +60,31 @@ def test_curiosity_s_loss_and_bonus_are_icm_s(mode, discrete):
         expected = forward if mode == "forward" else inverse
         torch.testing.assert_close(bonus[m, :, 0], 0.7 * expected, rtol=1e-5, atol=1e-6)
     assert not bonus.requires_grad
-    # the features learn from the inverse loss only: the forward error alone leaves the encoder without gradient
-    forward_only = icm.forward_model(torch.cat([icm.encoder(b.obs).detach(), coding(b.action)], -1))
-    assert forward_only.requires_grad
-    grads = torch.autograd.grad(loss.sum(), [icm.encoder.layers[0].weight, icm.forward_model.layers[0].weight])
-    assert all(g.abs().sum() > 0 for g in grads)
+    # the features learn from the inverse loss only: the encoder's gradient of the whole loss is 0.8 times that of
+    # the inverse loss computed apart (the forward loss adds nothing to it), and the forward model gets one
+    phi, phi_next = icm.encoder(b.obs), icm.encoder(b.next_obs)
+    guess = icm.inverse(torch.cat([phi, phi_next], -1))
+    inverse_loss = (-torch.log_softmax(guess, -1).gather(-1, b.action.long())).mean() if discrete \
+        else (0.5 * (guess - coding(b.action)).pow(2).sum(-1)).mean()
+    encoder = list(icm.encoder.parameters())
+    whole = torch.autograd.grad(loss.sum() / 2, encoder + [icm.forward_model.layers[0].weight])
+    apart = torch.autograd.grad(0.8 * inverse_loss, encoder)
+    for w, a in zip(whole, apart):
+        torch.testing.assert_close(w, a, rtol=1e-5, atol=1e-7)
+    assert whole[-1].abs().sum() > 0
 
 
-def test_rnd_s_bonus_is_the_predictor_s_error_on_the_fixed_target():
-    coding = ActionCoding(torch.tensor(LOW, dtype=torch.float32), torch.tensor(HIGH, dtype=torch.float32), None)
-    rnd = RND(OBS, ACT, init_generators([1, 2]), init_generators([11, 12]), coding, 2.5)
-    b = batch(2)
+@pytest.mark.parametrize("discrete", [False, True], ids=["continuous", "discrete"])
+def test_rnd_s_bonus_is_the_predictor_s_error_on_the_fixed_target(discrete):
+    coding = ActionCoding(None, None, 3) if discrete else ActionCoding(torch.tensor(LOW, dtype=torch.float32),
+                                                                      torch.tensor(HIGH, dtype=torch.float32), None)
+    width = 3 if discrete else ACT
+    rnd = RND(OBS, width, init_generators([1, 2]), init_generators([11, 12]), coding, 2.5)
+    b = batch(2, discrete)
     bonus, loss = rnd.bonus_and_loss(b.obs, b.action, b.next_obs)
     for m in range(2):
-        x = torch.cat([b.obs[m], b.action[m] / 2.0], -1)
+        a = F.one_hot(b.action[m, :, 0].long(), 3).float() if discrete else b.action[m] / 2.0
+        x = torch.cat([b.obs[m], a], -1)
         error = ((mlp(rnd.predictor.layers, x, m) - mlp(rnd.target.layers, x, m)) ** 2).mean(-1)
         torch.testing.assert_close(bonus[m, :, 0], 2.5 * error, rtol=1e-5, atol=1e-7)
         torch.testing.assert_close(loss[m], error.mean(), rtol=1e-5, atol=1e-7)
@@ -144,3 +155,19 @@ def test_an_intrinsic_run_writes_its_bonus_and_resumes_exactly(tmp_path, script,
 ])
 def test_bad_intrinsic_input_is_one_line_exit_2(tmp_path, capsys, script, args, words):
     refused_in_one_line(script, args, tmp_path, capsys, words)
+
+
+@pytest.mark.parametrize("settings, variant", [
+    ({"action_noise": [1e-5, 0.1]}, "noise1e-05-0.1"),
+    ({"curiosity": "forward", "curiosity_strength": 1e-5}, "icmforward1e-05"),
+    ({"normalize_obs": True, "rnd": True, "rnd_strength": 10.0, "rnd_n_sample": 4}, "norm_rnd10k4"),
+    ({"noisy": True, "noisy_sigma0": 0.3, "ensemble_q": 5, "ensemble_q_sample": 2}, "q5m2_noisy0.3"),
+])
+def test_the_new_variant_tokens_name_files_that_parse_back(settings, variant):
+    """A stem with these variants (numbers as f"{x:g}" writes them, exponents included) parses back into its
+    algorithm, variant and environment, so the plotting and comparison tools find its curves."""
+    from utils.naming import CURVE_NAME, variant_of
+
+    assert variant_of(settings, "DASE_TD3") == variant
+    m = CURVE_NAME.match(f"DASE_TD3_{variant}_Hopper-v5_0_Agent_1")
+    assert m and (m.group("alg"), m.group("variant"), m.group("env")) == ("TD3", variant, "Hopper-v5")

@@ -101,7 +101,8 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
                    for script in SCRIPT_FLAG_NAMES}
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_VARIANT_TOKEN = r"(?:matched|float32|ring|star|none|adj[0-9a-f]{8}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|noisy(?:[0-9.e-]+)?|norm|noise[0-9.e]+-[0-9.e]+|icm(?:forward|inverse)[0-9.e]*|rnd[0-9.e]*(?:k\d+)?|snac|lstm|gru|attn|prev|pred)"
+_NUM = r"[0-9.]+(?:e[+-]?\d+)?"  # a number as f"{x:g}" writes it (1e-05 included)
+_VARIANT_TOKEN = rf"(?:matched|float32|ring|star|none|adj[0-9a-f]{{8}}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|noisy(?:{_NUM})?|norm|noise{_NUM}-{_NUM}|icm(?:forward|inverse)(?:{_NUM})?|rnd(?:{_NUM})?(?:k\d+)?|snac|lstm|gru|attn|prev|pred)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"

@@ -50,8 +50,8 @@ class NoisySettings(Settings):
     """Noisy networks (Fortunato et al. 2018) in the policy (TD3, DDPG, SAC) and in discrete SAC's Q networks."""
     noisy: bool = setting(False, "factorised-Gaussian noisy linear layers in the actor (discrete SAC: also in its Q "
                           "networks), noise drawn from each agent's streams before every exploration step and every "
-                          "update, off at evaluation; the action noise stays (--expl_noise 0 leaves only the "
-                          "layers'); files named {policy}_noisy_...", recorded="given")
+                          "update, off at evaluation; the algorithm's own exploration stays (TD3/DDPG: --expl_noise 0 "
+                          "leaves only the layers'); files named {policy}_noisy[S]_...", recorded="given")
     noisy_sigma0: float = setting(0.5, "--noisy: sigma_0, the noise scale's start (sigma0 / sqrt(fan_in), the "
                                   "paper's 0.5)", parse=real, low=0, low_open=True, recorded="given")
 
@@ -88,13 +88,14 @@ class IntrinsicSettings(Settings):
         None, "an intrinsic reward from Pathak et al.'s curiosity module (an encoder trained by an inverse dynamics "
         "model, a forward model in its features): forward = the forward model's error (ICM's reward), inverse = the "
         "inverse model's error (ASAC's INVERSE); times --curiosity_strength, added to the reward of every sampled "
-        "transition; its mean per evaluation in {name}_intrinsic.npy; files named {policy}_icm{mode}_...",
+        "transition (before SAC's --reward_scale); per evaluation the mean bonus and model loss in "
+        "{curve}_intrinsic.npy; files named {policy}_icm{mode}[S]_...",
         parse=str, choices=("forward", "inverse"), metavar="{forward,inverse}", default_text="off", recorded="given")
     curiosity_strength: float = setting(1.0, "--curiosity: the bonus's factor", parse=real, low=0, low_open=True,
                                         recorded="given")
     rnd: bool = setting(False, "random network distillation on state-action pairs (ASAC's): the bonus "
                         "--rnd_strength * |predictor(s, a) - fixed random target(s, a)|^2 / width, added to the "
-                        "reward; files named {policy}_rnd_...", recorded="given")
+                        "reward (before SAC's --reward_scale); files named {policy}_rnd[S][kK]_...", recorded="given")
     rnd_strength: float = setting(1.0, "--rnd: the bonus's factor", parse=real, low=0, low_open=True,
                                   recorded="given")
     rnd_n_sample: int = setting(1, "--rnd: ASAC's rnd_n_sample, K candidate exploration actions per step of which "
