@@ -3,7 +3,7 @@ noise, the sharing weights of each sample, the update schedule)."""
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Optional
 
@@ -106,8 +106,13 @@ class StackedAgents(Members):
         """``module`` with noisy linear layers when ``noisy`` (``algorithms.common.nets.NoisyBatchedLinear``)."""
         return make_noisy(module, sigma0) if noisy else module
 
-    @contextmanager
     def _noise(self, rng, modules):
+        """Noise for ``modules`` while the context lasts; without noisy networks (the default) nothing at all, as
+        this runs at every environment step and update."""
+        return self._noisy_context(rng, modules) if modules else nullcontext()
+
+    @contextmanager
+    def _noisy_context(self, rng, modules):
         for m in modules:
             draw_noise(m, rng)
         try:
