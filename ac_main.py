@@ -33,6 +33,7 @@ def parse(argv=None):
 
 def build_config(args):
     """Turn flags into a RunConfig (checks what the flags alone can tell)."""
+    from utils.envs.pool import backend_for
     from utils.run import RunConfig
 
     check_policy(args.policy, "ac_main.py")
@@ -51,7 +52,9 @@ def build_config(args):
     algo = settings.record()
     if args.task_per_env and algorithm == "A3C":
         raise UsageError("--task_per_env: A3C's workers each play the agent's own task; use A2C or ACER")
-    return RunConfig(policy=policy, env=resolve_env(args.env, args.quiet), num_agents=default_agents(args, policy),
+    env = resolve_env(args.env, args.quiet)
+    return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy),
+                     env_backend=backend_for(args.env_backend, env, algorithm),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
                      algo=algo, sharing=shared_settings(args, policy), task_per_env=args.task_per_env,
                      **run_flags(args))

@@ -142,7 +142,7 @@ def test_each_script_takes_the_flags_it_took_before_the_settings_were_typed(name
     them from the settings classes neither dropped nor added one. Flags added since are listed here."""
     import importlib
 
-    added = {"ac_main": ["--eval_policy"],  # 2026-11-29, issue 65
+    added = {"ac_main": ["--eval_policy", "--env_backend"],  # 2026-11-29, issues 65 and 66
              "DASE_main": ["--ensemble_q", "--ensemble_q_sample", "--noisy", "--noisy_sigma0", "--normalize_obs",
                            "--action_noise", "--curiosity", "--curiosity_strength", "--rnd", "--rnd_strength",
                            "--rnd_n_sample"],

@@ -55,6 +55,7 @@ class RunConfig:
     tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
     cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
+    env_backend: str = "gymnasium"  # what steps the environments: "gymnasium", or "envpool" (Atari, ac_main.py)
     eval_tasks: str = "own"  # task variants: "all" also evaluates each agent on every agent's task of its seed
     overwrite: bool = False
     n_step: int = 1  # N-step returns of the replay learners (1: one-step targets)

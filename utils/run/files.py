@@ -43,7 +43,7 @@ def software_versions() -> dict:
 
     versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
                 "gymnasium": gymnasium.__version__}
-    for mod, dist in (("mujoco", "mujoco"), ("Box2D", "box2d")):
+    for mod, dist in (("mujoco", "mujoco"), ("Box2D", "box2d"), ("ale_py", "ale-py"), ("envpool", "envpool")):
         # the installed distribution's version: importing MuJoCo only to read it would cost 0.3 s per run
         try:
             versions[mod] = importlib.metadata.version(dist)

@@ -86,6 +86,12 @@ class OnPolicyRunSettings(RunSettings):
         "greedy", "evaluation actions: greedy = the policy's most likely action (its mean when continuous), sample = "
         "drawn from the policy as in training, from a stream of each agent's seed and the step (the SEAC authors' "
         "scores on Level-Based Foraging, where a greedy policy can stall)", parse=str, choices=("greedy", "sample"))
+    env_backend: Optional[str] = setting(
+        None, "what steps an Atari game for A2C and ACER: envpool (EnvPool's C++ thread pool, its own DeepMind "
+        "preprocessing; pip install -r requirements-atari.txt; --env_workers sets its threads) or gymnasium (ale-py "
+        "under this project's wrappers, utils/envs/atari.py); the two differ in small ways (docs/atari.md)",
+        parse=str, choices=("envpool", "gymnasium"),
+        default_text="envpool for Atari games where it is installed (A3C: gymnasium), gymnasium otherwise")
 
 
 @dataclass

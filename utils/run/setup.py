@@ -12,6 +12,7 @@ import torch
 
 from ..cores import available_cores, default_cpu_threads
 from ..envs.joint import JointEnvs, check_in_process
+from ..envs.pool import EnvPoolEnvs
 from ..envs.registry import check_env, package_of
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
@@ -152,6 +153,9 @@ def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
     eval_seeds = [s + cfg.eval_seed_offset for s in seeds for _ in range(n)]
     if joint:
         envs = JointEnvs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, n, cfg.algorithm)
+    elif cfg.env_backend == "envpool":  # EnvPool's own threads step the games (--env_workers: how many)
+        envs, workers = EnvPoolEnvs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, env_tasks, eval_tasks,
+                                    threads=cfg.env_workers or 0), 0
     else:
         envs = make_envs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, workers, env_tasks, eval_tasks,
                          spec.actions, cfg.algorithm)
