@@ -29,6 +29,9 @@ def sb3_kwargs(job, monkeypatch):
     common = types.ModuleType("stable_baselines3.common")
     env_util = types.ModuleType("stable_baselines3.common.env_util")
     env_util.make_vec_env = lambda env_id, n_envs, seed: ("vec", env_id, n_envs, seed)
+    env_util.make_atari_env = lambda env_id, n_envs, seed: ("atari", env_id, n_envs, seed)
+    vec_env = types.ModuleType("stable_baselines3.common.vec_env")
+    vec_env.VecFrameStack = lambda env, n_stack: ("stack", env, n_stack)
     evaluation = types.ModuleType("stable_baselines3.common.evaluation")
     evaluation.evaluate_policy = lambda model, env, n_eval_episodes, deterministic: (calls[-1].setdefault(
         "evaluations", []).append((n_eval_episodes, deterministic)) or (0.0, 0.0))
@@ -36,6 +39,7 @@ def sb3_kwargs(job, monkeypatch):
     noise.NormalActionNoise = lambda mean, sigma: ("normal", list(mean), list(sigma))
     for name, module in {"stable_baselines3": sb3, "stable_baselines3.common": common,
                          "stable_baselines3.common.env_util": env_util,
+                         "stable_baselines3.common.vec_env": vec_env,
                          "stable_baselines3.common.evaluation": evaluation,
                          "stable_baselines3.common.noise": noise}.items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -92,11 +96,32 @@ def test_a2c_job_has_our_settings(monkeypatch, tmp_path):
     assert c["evaluations"] == [(cfg.eval_episodes, True)] * 2
 
 
+def test_a2c_atari_job_has_our_settings(monkeypatch, tmp_path):
+    """Pong with 16 environments, n = 5, the same RMSprop and coefficients, one evaluation game at each end; ours on
+    EnvPool with the job's threads for torch and EnvPool."""
+    job = peers.JOBS["a2c_atari"]
+    cfg = ac_main.build_config(ac_main.parse(peers.ours(job, str(tmp_path), threads=2)[1:]))
+    (c,) = sb3_kwargs(job, monkeypatch)
+    algo = cfg.algo
+    assert cfg.env == "PongNoFrameskip-v4" and cfg.env_backend == "envpool" and cfg.threads == cfg.env_workers == 2
+    assert c["class"] == "A2C" and c["env"] == ("stack", ("atari", cfg.env, algo["envs_per_agent"], 0), 4)
+    assert algo["envs_per_agent"] == peers.ATARI_ENVS and c["n_steps"] == algo["n_steps"] == 5
+    assert c["total_timesteps"] == cfg.max_time_steps == job.steps == cfg.eval_freq
+    for ours_key, theirs in (("lr", "learning_rate"), ("gamma", "gamma"), ("gae_lambda", "gae_lambda"),
+                             ("ent_coef", "ent_coef"), ("vf_coef", "vf_coef"), ("max_grad_norm", "max_grad_norm"),
+                             ("rms_eps", "rms_prop_eps")):
+        assert c[theirs] == algo[ours_key], ours_key
+    assert algo["optimizer"] == "rmsprop" and c["use_rms_prop"] and not c["normalize_advantage"]
+    assert c["evaluations"] == [(cfg.eval_episodes, True)] * 2 and cfg.eval_episodes == peers.ATARI_EVAL_GAMES
+    assert peers.scaled(job, 0.001).steps == 80 and peers.scaled(job, 0.1).steps % 80 == 0
+
+
 def test_without_sb3_or_with_bad_flags_it_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(peers, "has_sb3", lambda: False)
     for argv, needle in (([], "pip install -r requirements-bench.txt"), (["--jobs", "ppo"], "unknown job 'ppo'"),
                          (["--runs", "0"], "--runs 0"), (["--scale", "0"], "--scale 0"),
-                         (["--json", str(tmp_path)], "--json")):
+                         (["--json", str(tmp_path)], "--json"), (["--threads", "0"], "--threads 0"),
+                         (["--core", "0", "--threads", "2"], "--core pins to one core")):
         with pytest.raises(SystemExit) as e:
             peers.main(argv)
         err = capsys.readouterr().err.strip()
