@@ -8,8 +8,8 @@ rates, warm-up, environments and steps, 10 deterministic evaluation episodes at 
 thread), each run as a whole process (imports included) and timed by its wall clock. The two alternate, ours first,
 ``--runs`` times, so that a machine that gets slower or faster meanwhile weighs on both alike; the table gives each
 side's median and the ratio of the medians (ours / SB3: below 1 is faster) with the range of the per-pair ratios,
-and each side's environment steps per second (the job's steps over the median wall clock, start-up and evaluations
-included). ``--core N`` pins both to core N (sched_setaffinity), as the numbers in docs/performance.md were taken;
+and each side's environment steps per second: over the median wall clock (start-up and evaluations included), and
+over the learning alone (ours: the record's loop seconds less its evaluations'; SB3: model.learn() timed). ``--core N`` pins both to core N (sched_setaffinity), as the numbers in docs/performance.md were taken;
 ``--threads T`` gives both sides T torch threads (and our EnvPool T threads).
 
 Jobs:
@@ -102,7 +102,7 @@ def ours(job: Job, out: str, threads: int = 1) -> list[str]:
 # The SB3 side: one program, its settings as JSON in argv[1]. Every value is spelled out so that nothing rests on
 # SB3's defaults staying what they are.
 SB3_PROGRAM = r'''
-import json, sys
+import json, sys, time
 import numpy as np
 import torch
 import gymnasium as gym
@@ -145,7 +145,9 @@ for seed in s["seeds"]:
                         target_noise_clip=0.5, **common)
         eval_env = gym.make("Pendulum-v1")
     start, _ = evaluate_policy(model, eval_env, n_eval_episodes=s["episodes"], deterministic=True)
+    clock = time.perf_counter()
     model.learn(total_timesteps=s["steps"])
+    print(f"learn_s {time.perf_counter() - clock:.3f}", flush=True)
     end, _ = evaluate_policy(model, eval_env, n_eval_episodes=s["episodes"], deterministic=True)
     print(f"seed {seed}: evaluation {start:.1f} -> {end:.1f}", flush=True)
 '''
@@ -208,8 +210,9 @@ def thread_env(threads: int) -> dict:
     return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
-def timed(argv: list[str], core: int | None, threads: int = 1) -> float:
-    """Wall seconds of ``python argv`` run in the repository folder (a failure is a UsageError naming it)."""
+def timed(argv: list[str], core: int | None, threads: int = 1) -> tuple[float, str]:
+    """Wall seconds and standard output of ``python argv`` run in the repository folder (a failure is a UsageError
+    naming it)."""
     pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
     start = time.perf_counter()
     out = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, preexec_fn=pin,
@@ -219,7 +222,17 @@ def timed(argv: list[str], core: int | None, threads: int = 1) -> float:
         last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise UsageError(f"{' '.join(argv[:1]) if argv[0] != '-c' else 'the SB3 program'} failed "
                          f"(exit {out.returncode}): {last}")
-    return wall
+    return wall, out.stdout
+
+
+def learning_seconds(ours_out: str | None = None, sb3_stdout: str | None = None) -> float:
+    """The seconds of learning alone: ours from the finished run's record in ``ours_out`` (its loop's seconds less
+    its evaluations'), SB3's from the program's ``learn_s`` lines (model.learn() timed)."""
+    if sb3_stdout is not None:
+        return sum(float(line.split()[1]) for line in sb3_stdout.splitlines() if line.startswith("learn_s "))
+    (record,) = Path(ours_out).glob("*.json")
+    timing = json.loads(record.read_text())["timing"]
+    return timing["loop_s"] - timing["evaluation_s"]
 
 
 def compare(pairs: list[tuple[float, float]]) -> dict:
@@ -269,21 +282,29 @@ def _main(argv=None) -> int:
           f"; {args.threads} thread(s) a side; {args.runs} pair(s) per job, ours first", flush=True)
     for name in args.jobs:
         job = scaled(JOBS[name], args.scale)
-        pairs = []
+        pairs, learning = [], []
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory() as out:
-                mine = timed(ours(job, out, args.threads), args.core, args.threads)
-            pairs.append((mine, timed(sb3(job, args.threads), args.core, args.threads)))
+                mine, _ = timed(ours(job, out, args.threads), args.core, args.threads)
+                mine_learning = learning_seconds(ours_out=out)
+            theirs, text = timed(sb3(job, args.threads), args.core, args.threads)
+            pairs.append((mine, theirs))
+            learning.append((mine_learning, learning_seconds(sb3_stdout=text)))
         total = job.steps * (10 if name == "td3_seeds" else 1)
-        row = {"job": name, "what": job.what, "steps": job.steps, **compare(pairs), "pairs": pairs}
-        row.update(ours_steps_s=total / row["ours_s"], sb3_steps_s=total / row["sb3_s"])
+        row = {"job": name, "what": job.what, "steps": job.steps, **compare(pairs), "pairs": pairs,
+               "learning": compare(learning), "learning_pairs": learning}
+        row.update(ours_steps_s=total / row["ours_s"], sb3_steps_s=total / row["sb3_s"],
+                   ours_learning_steps_s=total / row["learning"]["ours_s"],
+                   sb3_learning_steps_s=total / row["learning"]["sb3_s"])
         line = (f"{name:>9} | {job.what} | {job.steps:,} steps | ours {row['ours_s']:.1f} s, {row['ours_steps_s']:,.0f} "
                 f"steps/s | SB3 {row['sb3_s']:.1f} s, {row['sb3_steps_s']:,.0f} steps/s | ours / SB3 {row['ratio']:.2f} "
-                f"(pairs {min(row['pair_ratios']):.2f}-{max(row['pair_ratios']):.2f}; speed x{1 / row['ratio']:.2f})")
+                f"(pairs {min(row['pair_ratios']):.2f}-{max(row['pair_ratios']):.2f}; speed x{1 / row['ratio']:.2f}) | "
+                f"learning alone: ours {row['ours_learning_steps_s']:,.0f}, SB3 {row['sb3_learning_steps_s']:,.0f} "
+                f"steps/s (x{row['ours_learning_steps_s'] / row['sb3_learning_steps_s']:.2f})")
         if name == "a2c_atari":
             row["limit_steps_s"] = network_limit(args.threads)
-            line += (f" | network alone {row['limit_steps_s']:,.0f} steps/s: ours at "
-                     f"{100 * row['ours_steps_s'] / row['limit_steps_s']:.0f} %")
+            line += (f" | network alone {row['limit_steps_s']:,.0f} steps/s: ours' learning at "
+                     f"{100 * row['ours_learning_steps_s'] / row['limit_steps_s']:.0f} %")
         rows.append(row)
         print(line, flush=True)
     if args.json:

@@ -113,6 +113,35 @@ def test_batched_update_equals_each_member_alone(discrete, float64):
     assert not torch.allclose(fresh.model.pi.layers[0].weight, together.model.pi.layers[0].weight)  # it learned
 
 
+def test_image_rollouts_bootstrap_from_the_forward_pass_as_from_every_next_observation(float64):
+    """On frame stacks V(s'_t) is taken from the loss's own forward pass where s'_t = s_{t+1}, and computed only
+    for the last step and at episode ends: the losses equal those of the full pass over every next observation
+    (a termination, a truncation and different ends per member included)."""
+    n, t, k = 2, 4, 3
+    g = torch.Generator().manual_seed(0)
+    frames = torch.randint(0, 256, (n, t + 1, k, 4, 84, 84), dtype=torch.uint8, generator=g)
+    ended = torch.zeros(n, t, k)
+    terminated = torch.zeros(n, t, k)
+    ended[0, 1, 2] = terminated[0, 1, 2] = 1.0  # member 0: a termination at t = 1 in environment 2
+    ended[1, 2, 0] = 1.0  # member 1: a truncation at t = 2 in environment 0 (bootstraps from its last frame)
+    next_obs = frames[:, 1:].clone()
+    last = torch.randint(0, 256, (n, t, k, 4, 84, 84), dtype=torch.uint8, generator=g)
+    next_obs[ended > 0] = last[ended > 0]  # an ended episode's own last observation, not the next one's first
+    batch = {"obs": frames[:, :-1], "next_obs": next_obs, "actions": torch.randint(0, 6, (n, t, k), generator=g),
+             "rewards": torch.randn(n, t, k, generator=g), "terminated": terminated, "ended": ended}
+    agent = A2C((4, 84, 84), 6, None, None, [1, 2], "cpu", True)
+    out = agent.losses(batch)
+    full = dict(batch)
+    with torch.no_grad():
+        want = agent.model.value(next_obs.reshape(n, t * k, 4, 84, 84)).view(n, t, k)
+        got = agent.next_values(agent.model.value(frames[:, :-1].reshape(n, t * k, 4, 84, 84)).view(n, t, k),
+                                next_obs, ended)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+    agent.next_values = lambda values, nxt, e: agent.model.value(nxt.reshape(n, t * k, 4, 84, 84)).view(n, t, k)
+    for key, value in agent.losses(full).items():
+        torch.testing.assert_close(out[key], value, rtol=1e-9, atol=1e-9, msg=key)
+
+
 def test_clipping_per_member_equals_torch_clip_grad_norm():
     params = [torch.nn.Parameter(torch.zeros(3, 4, 5)), torch.nn.Parameter(torch.zeros(3, 1, 5))]
     for p in params:

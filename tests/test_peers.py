@@ -136,3 +136,16 @@ def test_scaled_jobs_keep_whole_vector_steps_and_one_update():
     assert peers.compare([(1.0, 2.0), (3.0, 2.0), (2.0, 4.0)]) == {"ours_s": 2.0, "sb3_s": 2.0, "ratio": 1.0,
                                                                    "pair_ratios": [0.5, 1.5, 0.5]}
     json.dumps(peers.compare([(1.0, 2.0)]))
+
+
+def test_learning_seconds_come_from_our_record_and_from_sb3s_learn_lines(tmp_path):
+    """A finished run's record holds its loop's seconds and its evaluations' (the a2c job, shrunk): the learning
+    time is their difference, positive and below the loop's; SB3's is the sum of the program's learn_s lines."""
+    from tests.runs import run
+
+    job = peers.scaled(peers.JOBS["a2c"], 0.008)
+    assert run(ac_main, *peers.ours(job, str(tmp_path))[1:]) == 0
+    timing = json.loads(next(tmp_path.glob("*.json")).read_text())["timing"]
+    assert 0 < timing["evaluation_s"] < timing["loop_s"]
+    assert peers.learning_seconds(ours_out=str(tmp_path)) == timing["loop_s"] - timing["evaluation_s"]
+    assert peers.learning_seconds(sb3_stdout="seed 0: evaluation 1 -> 2\nlearn_s 1.5\nlearn_s 2.25\n") == 3.75

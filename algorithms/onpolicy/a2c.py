@@ -204,6 +204,18 @@ class A2C(ActorCriticMembers):
         """Every member's gradient of its own loss ``loss`` [N] (one backward pass)."""
         return list(torch.autograd.grad(loss.sum(), params))
 
+    def next_values(self, values: torch.Tensor, next_obs: torch.Tensor, ended: torch.Tensor) -> torch.Tensor:
+        """V(s'_t) [N, T, K] of image rollouts without a second pass over every next observation: within a rollout
+        s'_t is s_{t+1} unless the episode ended at t, so V(s'_t) is the value the loss's forward pass gave s_{t+1};
+        the network runs only on the last step's next observations and on the last observations of episodes that
+        ended (a truncated one bootstraps from it), at every (t, k) where some member needs one."""
+        out = torch.empty_like(values)
+        out[:, :-1] = values[:, 1:]
+        need = (ended > 0).any(0)  # [T, K]
+        need[-1] = True
+        out[:, need] = self.model.value(next_obs[:, need])
+        return out
+
     def losses(self, rollout: dict) -> dict[str, torch.Tensor]:
         """Per member, the A2C loss of its rollout and its parts [N] (``loss`` with the graph to the parameters)."""
         obs, next_obs = rollout["obs"], rollout["next_obs"]
@@ -217,7 +229,8 @@ class A2C(ActorCriticMembers):
         else:
             dist, values = self.model(flat(obs))
             with torch.no_grad():
-                next_values = self.model.value(flat(next_obs)).view(n, t, k)
+                next_values = self.next_values(values.detach().view(n, t, k), next_obs, rollout["ended"]) \
+                    if obs.dim() > 4 else self.model.value(flat(next_obs)).view(n, t, k)
         with torch.no_grad():
             adv = advantages(rollout["rewards"], values.detach().view(n, t, k), next_values, rollout["terminated"],
                              rollout["ended"], self.gamma, self.gae_lambda)

@@ -9,6 +9,7 @@ training when environments run in workers), ``RunFiles`` (files.py: one seed's f
 """
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 
 import numpy as np
@@ -92,6 +93,8 @@ class Trainer:
                 self.progress.say(paused_message(cfg.name, self.t, stop_at, resume.checkpoint_where(self)))
                 return seed_files.curve_arrays(self)
             seed_files.open_outputs(self)
+            # seconds of this process's loop and of its blocking evaluations, for the record of a finished run
+            self.clock, self.eval_seconds = time.perf_counter(), 0.0
             with StopSignals() as stop:
                 if self.t == 0:
                     self.start_evaluation()
@@ -176,7 +179,9 @@ class Trainer:
         ev, self.pending = self.pending, None
         if ev is None:
             return
+        start = time.perf_counter()
         scores = ev.run()
+        self.eval_seconds = getattr(self, "eval_seconds", 0.0) + time.perf_counter() - start
         self.outputs.append(ev, scores)
         seed_files.save_curves(self)
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)

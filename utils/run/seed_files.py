@@ -5,6 +5,7 @@ and the files beside them saved after each evaluation, and a seed stopped on its
 """
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
@@ -75,12 +76,16 @@ def finish(tr) -> None:
     have finished already)."""
     tr.finish_evaluation()
     ee = tr.episode_evals
+    # wall seconds since this process started (or resumed) the run's loop, and those spent in evaluations that
+    # training waited for (benchmarks.peers reads them to time the learning alone)
+    timing = {"loop_s": round(time.perf_counter() - tr.clock, 3), "evaluation_s": round(tr.eval_seconds, 3)} \
+        if hasattr(tr, "clock") else {}
     for k, files in enumerate(tr.files):
         if k in tr.stopped:
             continue
         if tr.cfg.episode_eval:
             save_seed_files(tr, k)  # episodes after the last evaluation
-        files.finish(**(ee.record(tr.rows(k)) if ee is not None else {}))
+        files.finish(**(ee.record(tr.rows(k)) if ee is not None else {}), **({"timing": timing} if timing else {}))
 
 
 def save_curves(tr) -> None:
