@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import UsageError
-from . import pomdp, variants  # noqa: F401  (register the task-variant ids, RandomExtremePendulum-v1, ..., and the
+from . import pixels, pomdp, variants  # noqa: F401  (register the task-variant ids, RandomExtremePendulum-v1, ..., and the
 # partially observed ones, VelocityMaskedPendulum-v1, FlickeringCartPole-v1, ...)
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")
@@ -31,7 +31,7 @@ def _mujoco_warning(message: str) -> None:
 def _uses_mujoco(env_id: str) -> bool:
     """Whether building ``env_id`` loads a MuJoCo model (directly, or as the base of a variant or a partially
     observed task)."""
-    base = variants.base_of(env_id) or pomdp.base_of(env_id)
+    base = variants.base_of(env_id) or pomdp.base_of(env_id) or pixels.base_of(env_id)
     if base is not None:
         return _uses_mujoco(base)
     spec = gym.registry.get(env_id)
@@ -196,7 +196,7 @@ def check_spaces(env_id: str, env, actions: tuple[str, ...] = ("box",), who: str
                          f"space; pick {hint}{other}")
     if kind == "box" and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         raise UsageError(f"--env {env_id}: action space is unbounded; a tanh policy needs finite bounds")
-    if not _atari_name(env_id) and len(env.observation_space.shape or ()) != 1:
+    if not _atari_name(env_id) and not pixels.base_of(env_id) and len(env.observation_space.shape or ()) != 1:
         raise UsageError(f"--env {env_id}: observations must be flat vectors, got shape {env.observation_space.shape}")
     return kind
 
@@ -254,9 +254,10 @@ def action_kind(env_id: str, who: str) -> str:
     """"box" or "discrete": the action space of ``env_id``, for a learner of flat observations that takes both
     (sac_main.py asks before it builds a run). The environment's spaces are ``env_spaces``'s; anything
     ``make_env`` refuses, and Atari games (image observations), is a UsageError."""
-    if _atari_name(env_id):
-        raise UsageError(f"--env {env_id}: Atari games have image observations, {who} needs flat ones; A2C, A3C and "
-                         "ACER on ac_main.py play Atari")
+    if _atari_name(env_id) or pixels.base_of(env_id):
+        what = "Atari games have" if _atari_name(env_id) else f"{env_id} has"
+        raise UsageError(f"--env {env_id}: {what} image observations, {who} needs flat ones; A2C, A3C and "
+                         "ACER on ac_main.py play them")
     return check_spaces(env_id, env_spaces(env_id), actions=("box", "discrete"), who=who)
 
 

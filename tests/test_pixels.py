@@ -1,0 +1,53 @@
+"""Control tasks seen through their pictures (utils/envs/pixels.py): PixelPendulum-v1 and PixelCartPole-v1 play the
+base's dynamics on the base's seeds, observe its rendered frames grey, 84x84 and stacked oldest first, rebuild from
+a checkpoint exactly, and are refused in one line by the learners of flat observations."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import ac_main
+import DASE_main
+import sac_main
+from tests.runs import refused_in_one_line, resumes_exactly
+from utils.envs import pixels, registry  # noqa: F401  (registers the ids)
+from utils.envs.atari import GrayResize
+
+
+@pytest.mark.parametrize("env_id", ["PixelPendulum-v1", "PixelCartPole-v1"])
+def test_pixel_tasks_play_the_base_and_see_its_frames(env_id):
+    base_id = pixels.base_of(env_id)
+    env, base = gym.make(env_id), gym.make(base_id, render_mode="rgb_array")
+    shrink = GrayResize(pixels.RenderObservation(gym.make(base_id, render_mode="rgb_array")))  # its observation() alone
+    obs, _ = env.reset(seed=5)
+    base.reset(seed=5)
+    assert env.observation_space.shape == obs.shape == (pixels.FRAMES, pixels.SIZE, pixels.SIZE)
+    assert obs.dtype == np.uint8 and env.spec.max_episode_steps == base.spec.max_episode_steps
+    assert all(np.array_equal(obs[0], obs[k]) for k in range(1, pixels.FRAMES))  # a reset repeats its frame
+    rng = np.random.default_rng(0)
+    for t in range(30):
+        action = rng.uniform(-2, 2, 1).astype(np.float32) if base_id.startswith("Pendulum") else int(rng.integers(2))
+        before = obs
+        obs, reward, terminated, truncated, _ = env.step(action)
+        _, base_reward, base_terminated, base_truncated, _ = base.step(action)
+        assert (reward, terminated, truncated) == (base_reward, base_terminated, base_truncated)
+        np.testing.assert_array_equal(obs[:-1], before[1:])  # the newest frame last
+        np.testing.assert_array_equal(obs[-1], shrink.observation(base.render()))  # the base's own picture
+        if terminated or truncated:
+            break
+    assert not np.array_equal(obs[-1], before[0]) or t < 2  # the picture moves
+    other, _ = gym.make(env_id).reset(seed=6)
+    assert not np.array_equal(other, gym.make(env_id).reset(seed=5)[0])
+
+
+def test_a2c_on_pixel_pendulum_resumes_exactly(tmp_path):
+    args = ["--policy", "A2C", "--env", "PixelPendulum-v1", "--envs_per_agent", "2", "--max_time_steps", "400",
+            "--eval_freq", "200", "--eval_episodes", "1", "--seed", "3", "--threads", "1", "--quiet"]
+    resumes_exactly(ac_main, args, tmp_path, "*.npy", stop_at=200, every=100)
+
+
+@pytest.mark.parametrize("script, policy, words", [(sac_main, "SAC", "PixelPendulum-v1 has image observations"),
+                                                   (DASE_main, "TD3", "TD3 needs flat ones")])
+def test_the_replay_learners_refuse_pixels_in_one_line(tmp_path, capsys, script, policy, words):
+    refused_in_one_line(script, ["--policy", policy, "--env", "PixelPendulum-v1"], tmp_path, capsys, words)
