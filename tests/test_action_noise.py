@@ -126,6 +126,8 @@ def test_an_action_noise_run_is_named_recorded_and_resumes_exactly(tmp_path):
     (sac_main, ["--policy", "SAC", "--env", "CartPole-v1", "--action_noise", "0.1", "1.5"],
      "on discrete actions the levels are probabilities of a random action, at most 1"),
     (sac_main, ["--policy", "SAC", "--action_noise", "-0.1", "0.5"], "--action_noise -0.1 must be >= 0"),
+    (DASE_main, ["--policy", "DDPG", "--action_noise", "0.1", "0.5", "--expl_noise", "0.2"],
+     "--expl_noise and --action_noise both set the exploration noise's std"),
 ])
 def test_bad_action_noise_is_one_line_exit_2(tmp_path, capsys, script, args, words):
     refused_in_one_line(script, args, tmp_path, capsys, words)

@@ -135,10 +135,15 @@ class Settings:
                 high_bad = spec.high is not None and (one >= spec.high if spec.high_open else one > spec.high)
                 if low_bad or high_bad:
                     raise UsageError(f"{flag} {_shown(one)} must be {describe_range(spec)}")
-        self.check_together()
+        mro = type(self).__mro__  # the bases' checks in the order Python resolves them (mixins declare their own),
+        for klass in (*mro[1:], mro[0]):  # then the class's own
+            own = klass.__dict__.get("check_together")
+            if own is not None:
+                own(self)
 
     def check_together(self) -> None:
-        """Checks of several settings at once (none by default)."""
+        """Checks of several settings at once (none by default): each class declares only its own, and ``check``
+        runs those of every class the settings derive from, then the class's."""
 
     def record(self) -> dict:
         """The settings as a run's record keeps them: every one, except the ``recorded="given"`` ones at their

@@ -162,7 +162,6 @@ class SharingSettings(GraphSettings):
                                   parse=count, low=1)
 
     def check_together(self) -> None:
-        super().check_together()
         m, name = self.method, self.policy or "this policy"
         if self.kl_div_var == "matched" and not m.experience:
             raise UsageError(f"--kl_div_var matched: {name} gives no sharing weights; use it with a DASE_ policy")

@@ -79,6 +79,9 @@ class NormalizationSettings(Settings):
         if self.action_noise is not None and self.action_noise[0] > self.action_noise[1]:
             low, high = self.action_noise
             raise UsageError(f"--action_noise {low:g} {high:g}: MIN must not exceed MAX")
+        if self.action_noise is not None and getattr(self, "expl_noise", 0.1) != 0.1:  # TD3, DDPG
+            raise UsageError("--expl_noise and --action_noise both set the exploration noise's std (the range replaces "
+                             "--expl_noise); give one of them")
 
 
 @dataclass
@@ -115,13 +118,6 @@ class TD3Settings(DeterministicSettings, EnsembleSettings, NoisySettings, Normal
     noise_clip: float = setting(0.5, "target noise clip, times max action", parse=real, low=0)
     policy_freq: int = setting(2, "update actor and targets every this many critic updates", parse=count, low=1)
 
-    def check_together(self) -> None:
-        DeterministicSettings.check_together(self)
-        EnsembleSettings.check_together(self)
-        NoisySettings.check_together(self)
-        NormalizationSettings.check_together(self)
-        IntrinsicSettings.check_together(self)
-
 
 @dataclass
 class DDPGSettings(DeterministicSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
@@ -131,9 +127,6 @@ class DDPGSettings(DeterministicSettings, NoisySettings, NormalizationSettings, 
     critic_lr: float = again(1e-3)
 
     def check_together(self) -> None:
-        NoisySettings.check_together(self)
-        NormalizationSettings.check_together(self)
-        IntrinsicSettings.check_together(self)
         if len(self.hidden) != 2:
             raise UsageError(f"--hidden_sizes {' '.join(map(str, self.hidden))}: DDPG's critic takes exactly two widths "
                              "(state -> W1, then [features, action] -> W2)")
@@ -160,21 +153,11 @@ class SoftSettings(Settings):
     target_update_interval: int = setting(1, "soft-update the target critics every this many updates", parse=count,
                                           low=1)
 
-    def check_together(self) -> None:
-        pass
-
 
 @dataclass
 class SACSettings(SoftSettings, EnsembleSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
     policy_type: str = setting("Deterministic", "policy family on a continuous action space", parse=str,
                                choices=("Deterministic", "Gaussian"))
-
-    def check_together(self) -> None:
-        SoftSettings.check_together(self)
-        EnsembleSettings.check_together(self)
-        NoisySettings.check_together(self)
-        NormalizationSettings.check_together(self)
-        IntrinsicSettings.check_together(self)
 
 
 @dataclass
@@ -187,10 +170,6 @@ class DiscreteSACSettings(SoftSettings, NoisySettings, NormalizationSettings, In
         parse=real, low=0, low_open=True, high=1)
 
     def check_together(self) -> None:
-        SoftSettings.check_together(self)
-        NoisySettings.check_together(self)
-        NormalizationSettings.check_together(self)
-        IntrinsicSettings.check_together(self)
         if self.action_noise is not None and self.action_noise[1] > 1:
             raise UsageError(f"--action_noise {self.action_noise[0]:g} {self.action_noise[1]:g}: on discrete actions "
                              "the levels are probabilities of a random action, at most 1")
