@@ -7,8 +7,8 @@
 # on an H200 (benchmarks/results/h200_2026-11-28/ holds the first measurement, of a longer version).
 # Cases: continuous ACER on HalfCheetah-v5 with experiments/acer_mujoco.yaml's flags (3 seeds, also on this
 # machine's CPU, one thread), ACER on Pong with experiments/acer_pong.yaml's 16-environment flags (2 seeds),
-# recurrent A2C on Pong (2 seeds, 16 environments, n = 20). Results: $OUT/onpolicy_gpu.json and a log per run
-# under $OUT.
+# recurrent A2C on Pong (2 seeds, 16 environments, n = 20), and issue 66's speed cases (A2C and ACER on Pong, one
+# seed, learning steps/s). Results: $OUT/onpolicy_gpu.json and a log per run under $OUT.
 set -u
 div=${1:-1}
 dev=${DEVICE:-cuda}
@@ -69,6 +69,14 @@ case_runs acer_pong "$(s 9600)" "$(s 4800)" 0 --policy ACER --env PongNoFrameski
     --envs_per_agent 16
 case_runs a2c_lstm_pong "$(s 9600)" "$(s 4800)" 0 --policy A2C --env PongNoFrameskip-v4 --seeds 0 1 \
     --recurrent --eval_freq "$(s 4800)" --eval_episodes 1 --lr 0.0001 --n_steps 20 --envs_per_agent 16
+# issue 66's goal cases: one seed each, 16 environments stepped by the worker processes (EnvPool does not travel to the
+# device: its wheels are ~215 MB), learning steps/s from each record's timing (goals: A2C >= 5,000, ACER >= 2,000)
+case_runs a2c_pong "$(s 64000)" "$(s 32000)" 0 --policy A2C --env PongNoFrameskip-v4 --seed 0 \
+    --eval_freq "$(s 32000)" --eval_episodes 1 --n_steps 5 --envs_per_agent 16 --env_backend gymnasium
+case_runs acer_pong_speed "$(s 32000)" "$(s 16000)" 0 --policy ACER --env PongNoFrameskip-v4 --seed 0 \
+    --eval_freq "$(s 16000)" --eval_episodes 1 --lr 0.0001 --n_steps 20 --replay_ratio 4 --buffer_size 100000 \
+    --trace_max 10 --trust_region_threshold 1 --trust_region_decay 0.99 --vf_coef 0.5 --max_grad_norm 40 \
+    --envs_per_agent 16 --env_backend gymnasium
 python3 - "$work" "$OUT/onpolicy_gpu.json" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -115,6 +123,13 @@ for case in sorted(p for p in work.iterdir() if p.is_dir()):
     if "cpu" in runs:
         info["cpu_curves"] = {k: np.round(v, 1).tolist() for k, v in runs["cpu"].items() if k.endswith(".npy")}
     info["episodes"] = {k: len(v) for k, v in a.items() if k.endswith(".csv")}
+    # learning steps/s of run a (the record's loop seconds less its evaluations'), for the speed goals
+    for record in sorted((case / "a").glob("*.json")):
+        rec = json.loads(record.read_text())
+        timing, steps = rec.get("timing"), rec["config"]["max_time_steps"]
+        if timing and timing["loop_s"] > timing["evaluation_s"]:
+            info.setdefault("learning_steps_s", {})[record.stem] = round(
+                steps / (timing["loop_s"] - timing["evaluation_s"]), 1)
     report["cases"][case.name] = info
     print(case.name, {k: v for k, v in info.items() if k not in ("curves", "cpu_curves")})
 for k, v in times.items():
