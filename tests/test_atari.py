@@ -359,7 +359,7 @@ def test_an_atari_run_with_lives_resumes_exactly(tmp_path):
 
     base = ["--policy", "A2C", "--env", "ALE/SpaceInvaders-v5", "--envs_per_agent", "2", "--n_steps", "5",
             "--max_time_steps", "1200", "--eval_freq", "400", "--eval_episodes", "1", "--threads", "1", "--quiet",
-            "--checkpoint_freq", "400", "--save_model"]
+            "--checkpoint_freq", "400", "--save_model", "--env_backend", "gymnasium"]  # this path's game logs
 
     def trainer(name, *more):
         return Trainer(ac_main.build_config(ac_main.parse(base + ["--results_dir", str(tmp_path / name), "--models_dir",
