@@ -5,7 +5,7 @@ The preprocessing is EnvPool's own (its Atari options set to the DeepMind protoc
 no-op frames at a game's start, frame skip 4 with the maximum of the last two frames, 84x84 grey (area resize), 4
 stacked frames (oldest first), FIRE at a reset where the game has it, no sticky actions, a game truncated after
 27,000 steps (108,000 frames); in training also one learner episode per life and rewards clipped to their sign;
-evaluation plays whole games and scores the game's own reward. Where it differs from atari.py (docs/atari.md,
+evaluation plays whole games and scores the game's own reward. Where it differs from atari.py (docs/actor_critic.md,
 "Two engines"): its reset presses FIRE alone (atari.py: FIRE, then action 2), a lost life keeps the frame stack
 going (atari.py starts a new stack), its grey is OpenCV's fixed-point conversion (a pixel may differ by one level)
 and its no-op counts come from its own generator.

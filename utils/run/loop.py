@@ -37,6 +37,8 @@ class Trainer:
         check_models(cfg)
         self.cfg = cfg
         self.device = torch.device(cfg.device)
+        # seconds of this process's loop and of its blocking evaluations, for the record of a finished run
+        self.clock, self.eval_seconds = time.perf_counter(), 0.0
         set_threads(cfg, self.device)
         self.last_checkpoint: int | None = None
         self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
@@ -93,8 +95,7 @@ class Trainer:
                 self.progress.say(paused_message(cfg.name, self.t, stop_at, resume.checkpoint_where(self)))
                 return seed_files.curve_arrays(self)
             seed_files.open_outputs(self)
-            # seconds of this process's loop and of its blocking evaluations, for the record of a finished run
-            self.clock, self.eval_seconds = time.perf_counter(), 0.0
+            self.clock, self.eval_seconds = time.perf_counter(), 0.0  # the loop starts (or resumes) here
             with StopSignals() as stop:
                 if self.t == 0:
                     self.start_evaluation()
@@ -181,7 +182,7 @@ class Trainer:
             return
         start = time.perf_counter()
         scores = ev.run()
-        self.eval_seconds = getattr(self, "eval_seconds", 0.0) + time.perf_counter() - start
+        self.eval_seconds += time.perf_counter() - start
         self.outputs.append(ev, scores)
         seed_files.save_curves(self)
         self.progress.evaluation(ev.t, scores, ev.period, ev.rate)

@@ -78,14 +78,13 @@ def finish(tr) -> None:
     ee = tr.episode_evals
     # wall seconds since this process started (or resumed) the run's loop, and those spent in evaluations that
     # training waited for (benchmarks.peers reads them to time the learning alone)
-    timing = {"loop_s": round(time.perf_counter() - tr.clock, 3), "evaluation_s": round(tr.eval_seconds, 3)} \
-        if hasattr(tr, "clock") else {}
+    timing = {"loop_s": round(time.perf_counter() - tr.clock, 3), "evaluation_s": round(tr.eval_seconds, 3)}
     for k, files in enumerate(tr.files):
         if k in tr.stopped:
             continue
         if tr.cfg.episode_eval:
             save_seed_files(tr, k)  # episodes after the last evaluation
-        files.finish(**(ee.record(tr.rows(k)) if ee is not None else {}), **({"timing": timing} if timing else {}))
+        files.finish(**(ee.record(tr.rows(k)) if ee is not None else {}), timing=timing)
 
 
 def save_curves(tr) -> None:

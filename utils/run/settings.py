@@ -89,7 +89,7 @@ class OnPolicyRunSettings(RunSettings):
     env_backend: Optional[str] = setting(
         None, "what steps an Atari game for A2C and ACER: envpool (EnvPool's C++ thread pool, its own DeepMind "
         "preprocessing; pip install -r requirements-atari.txt; --env_workers sets its threads) or gymnasium (ale-py "
-        "under this project's wrappers, utils/envs/atari.py); the two differ in small ways (docs/atari.md)",
+        "under this project's wrappers, utils/envs/atari.py); the two differ in small ways (docs/actor_critic.md)",
         parse=str, choices=("envpool", "gymnasium"),
         default_text="envpool for Atari games where it is installed (A3C: gymnasium), gymnasium otherwise")
 
