@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import (Parser, add_common_flags, add_sequence_flags, check_policy, count, default_agents, main_guard,
-                       real, resolve_env, resolve_policy, run_flags, sequence_settings, shared_settings, train_checked)
+from utils.cli import (Parser, add_common_flags, add_image_flags, add_sequence_flags, check_policy, count,
+                       default_agents, image_settings, main_guard, real, resolve_env, resolve_policy, run_flags,
+                       sequence_settings, shared_settings, train_checked)
 from utils.naming import SCRIPT_POLICIES, algorithm_of
 from utils.run.replay.settings import ALGORITHM_SETTINGS
 from utils.settings import add_flags, from_flags
@@ -42,6 +43,7 @@ def parse(argv=None):
                         "are done or solved (default: no limit)")
     add_flags(p, ALGORITHM_SETTINGS)  # each algorithm's own settings (utils/run/replay/settings.py)
     add_sequence_flags(p)
+    add_image_flags(p)
     return p.parse_args(argv)
 
 
@@ -58,6 +60,7 @@ def build_config(args):
     algo = settings.record()
     env = resolve_env(args.env, args.quiet)
     algo.update(sequence_settings(args, env, policy, args.start_time_steps, "--start_time_steps"))
+    algo.update(image_settings(args, env, policy))
     return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy),
                      max_time_steps=args.max_time_steps, start_time_steps=args.start_time_steps,
                      algo=algo, sharing=sharing, episode_eval=args.episode_eval, solved_at=args.solved_at,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from utils.cli import (Parser, add_common_flags, add_sequence_flags, check_policy, count, default_agents, main_guard,
-                       resolve_env, resolve_policy, run_flags, sequence_settings, shared_settings, train_checked)
+from utils.cli import (Parser, add_common_flags, add_image_flags, add_sequence_flags, check_policy, count,
+                       default_agents, image_settings, main_guard, resolve_env, resolve_policy, run_flags,
+                       sequence_settings, shared_settings, train_checked)
 from utils.errors import UsageError
 from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
 from utils.run.replay.settings import SAC_SETTINGS, VtraceSettings
@@ -26,6 +27,7 @@ def parse(argv=None):
     add_flags(p, {"V-trace": VtraceSettings}, parsed_defaults=True)
     add_flags(p, SAC_SETTINGS)  # SAC's own settings, by action space (utils/run/replay/settings.py)
     add_sequence_flags(p)
+    add_image_flags(p)
     return p.parse_args(argv)
 
 
@@ -57,6 +59,7 @@ def build_config(args):
             raise UsageError("--vtrace needs action probabilities: use --policy_type Gaussian")
     algo = {**settings.record(), **vtrace.record()}
     algo.update(sequence_settings(args, env, policy, args.start_steps, "--start_steps"))
+    algo.update(image_settings(args, env, policy))
     sharing = shared_settings(args, policy, policy_type=getattr(settings, "policy_type", None))
     return RunConfig(policy=policy, env=env, num_agents=default_agents(args, policy), sharing=sharing,
                      max_time_steps=args.num_steps, start_time_steps=args.start_steps,

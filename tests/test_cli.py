@@ -176,7 +176,7 @@ ERRORS = [
     (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
 ]
 if atari.available():  # the replay learners take flat observations only
-    ERRORS.append((sac_main, ["--env", "ALE/Pong-v5"], "Atari games have image observations"))
+    ERRORS.append((sac_main, ["--env", "ALE/Pong-v5"], "Atari games are played by A2C"))
 if not torch.cuda.is_available():
     ERRORS.append((DASE_main, ["--device", "cuda"], "no CUDA GPU"))
     ERRORS.append((sac_main, ["--device", "cuda:1"], "no CUDA GPU"))

@@ -1,6 +1,6 @@
 """Control tasks seen through their pictures (utils/envs/pixels.py): PixelPendulum-v1 and PixelCartPole-v1 play the
 base's dynamics on the base's seeds, observe its rendered frames grey, 84x84 and stacked oldest first, rebuild from
-a checkpoint exactly, and are refused in one line by the learners of flat observations."""
+a checkpoint exactly (the replay learners on them: tests/test_image_replay.py)."""
 from __future__ import annotations
 
 import gymnasium as gym
@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 
 import ac_main
-import DASE_main
-import sac_main
-from tests.runs import refused_in_one_line, resumes_exactly
+from tests.runs import resumes_exactly
 from utils.envs import pixels, registry  # noqa: F401  (registers the ids)
 from utils.envs.atari import GrayResize
 
@@ -45,9 +43,3 @@ def test_a2c_on_pixel_pendulum_resumes_exactly(tmp_path):
     args = ["--policy", "A2C", "--env", "PixelPendulum-v1", "--envs_per_agent", "2", "--max_time_steps", "400",
             "--eval_freq", "200", "--eval_episodes", "1", "--seed", "3", "--threads", "1", "--quiet"]
     resumes_exactly(ac_main, args, tmp_path, "*.npy", stop_at=200, every=100)
-
-
-@pytest.mark.parametrize("script, policy, words", [(sac_main, "SAC", "PixelPendulum-v1 has image observations"),
-                                                   (DASE_main, "TD3", "TD3 needs flat ones")])
-def test_the_replay_learners_refuse_pixels_in_one_line(tmp_path, capsys, script, policy, words):
-    refused_in_one_line(script, ["--policy", policy, "--env", "PixelPendulum-v1"], tmp_path, capsys, words)

@@ -149,6 +149,8 @@ def test_each_script_takes_the_flags_it_took_before_the_settings_were_typed(name
              "sac_main": ["--ensemble_q", "--ensemble_q_sample", "--noisy", "--noisy_sigma0", "--normalize_obs",
                           "--action_noise", "--curiosity", "--curiosity_strength", "--rnd", "--rnd_strength",
                           "--rnd_n_sample"]}
+    for script in ("DASE_main", "sac_main"):  # 2026-11-29, issue 67 item 5: replay learners on images
+        added[script] += ["--image_features", "--siamese", "--siamese_use_q"]
     parser = parser_of(importlib.import_module(name))
     flags = sorted(o for a in parser._actions for o in a.option_strings)
     assert flags == sorted(json.loads((ROOT / "tests" / "script_flags.json").read_text())[name] + added.get(name, []))
@@ -217,7 +219,8 @@ def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
     other flag is generated from a settings class, with that class's default in the parsed flags or None (a flag
     several algorithms share: each its own)."""
     import importlib
-    from utils.run.replay.settings import ALGORITHM_SETTINGS as REPLAY, SAC_SETTINGS, SequenceSettings, VtraceSettings
+    from utils.run.replay.settings import (ALGORITHM_SETTINGS as REPLAY, SAC_SETTINGS, ImageSettings, SequenceSettings,
+                                           VtraceSettings)
     from utils.run.settings import OnPolicyRunSettings, ReplaySettings, RunSettings
     from utils.run.sharing import GraphSettings, SharingSettings
     from utils.settings import flag_of, flagged, spec_of
@@ -227,8 +230,9 @@ def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
                          "--max_episodes"},
            "sac_main": {"--policy", "--start_steps", "--num_steps", "--updates_per_step"},
            "ac_main": {"--policy", "--max_time_steps", "--start_time_steps", "--task_per_env"}}[name]
-    parsed = {"DASE_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings],
-              "sac_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings, VtraceSettings],
+    parsed = {"DASE_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings, ImageSettings],
+              "sac_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings, VtraceSettings,
+                           ImageSettings],
               "ac_main": [OnPolicyRunSettings, GraphSettings]}[name]
     algorithms = {"DASE_main": REPLAY, "sac_main": SAC_SETTINGS, "ac_main": ALGORITHM_SETTINGS}[name].values()
     declared, by_class = {}, set()

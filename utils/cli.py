@@ -365,6 +365,50 @@ def add_sequence_flags(p: argparse.ArgumentParser) -> None:
     add_flags(p, {"sequence": SequenceSettings}, parsed_defaults=True)
 
 
+def add_image_flags(p: argparse.ArgumentParser) -> None:
+    """--image_features, --siamese and --siamese_use_q (sac_main.py and DASE_main.py; utils/run/replay/settings.py)."""
+    from .run.replay.settings import ImageSettings
+
+    add_flags(p, {"images": ImageSettings}, parsed_defaults=True)
+
+
+def image_settings(args, env: str, policy: str) -> dict:
+    """The image encoder's settings on an image task, checked with the rest of the run ({} on a vector task, whose
+    record names none; its image flags are refused)."""
+    from .envs.registry import image_task
+    from .naming import method_of
+    from .run.replay.settings import ImageSettings
+
+    settings = from_flags(args, ImageSettings, {"images": ImageSettings}, "images")
+    settings.check()
+    if not image_task(env):
+        given = [f"--{k}" for k, v in {"image_features": 50, "siamese": None, "siamese_use_q": False}.items()
+                 if getattr(settings, k) != v]
+        if given:
+            raise UsageError(f"{'/'.join(given)}: --env {env} has no image observations (PixelPendulum-v1 and "
+                             "PixelCartPole-v1 have)")
+        return {}
+    refusals = [
+        (method_of(policy).prefix not in ("", "DASE"), f"--env {env}: {policy} is not implemented on images "
+         "(independent and DASE_ agents are)"),
+        (getattr(args, "seq_encoder", None) is not None, f"--env {env}: --seq_encoder is not implemented on images"),
+        (getattr(args, "vtrace", False) or args.n_step > 1, f"--env {env}: image replay samples single steps; drop "
+         "--n_step/--vtrace"),
+        (getattr(args, "prioritized", False), f"--env {env}: image replay samples uniformly; drop --prioritized"),
+        (getattr(args, "normalize_obs", False), f"--env {env}: pixels are not normalised by running statistics; "
+         "drop --normalize_obs"),
+        (getattr(args, "curiosity", None) is not None or getattr(args, "rnd", False),
+         f"--env {env}: intrinsic rewards (--curiosity, --rnd) are not implemented on images; drop them"),
+        (getattr(args, "topology", None) not in (None, "complete") or getattr(args, "adjacency", None) is not None,
+         f"--env {env}: image replay samples the whole shared buffer; drop --topology/--adjacency"),
+        (getattr(args, "cuda_graphs", False), f"--env {env}: --cuda_graphs is not implemented on images; drop it"),
+    ]
+    for refused, message in refusals:
+        if refused:
+            raise UsageError(message)
+    return settings.record()
+
+
 def sequence_settings(args, env: str, policy: str, start_steps: int, start_flag: str) -> dict:
     """--seq_encoder and its numbers, checked with the rest of the run ({} without it: feed-forward runs keep their
     records)."""

@@ -15,7 +15,8 @@ or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weig
 ``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``,
 ``lstm`` for a recurrent network (``--recurrent``), ``gru``/``lstm``/``attn`` for a replay learner's sequence encoder
 (``--seq_encoder``), ``prev`` when it also reads the previous action (``--prev_action``) and ``pred`` for its
-prediction model (``--use_prediction``).
+prediction model (``--use_prediction``), ``atc``/``byol`` (+ ``q``) for an image learner's siamese loss (``--siamese``,
+``--siamese_use_q``).
 """
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ WEIGHTS_SUFFIX = "_weights"  # {curve stem}_weights.npy: the DASE sharing weight
 CONSENSUS_SUFFIX = "_consensus"  # {stem}_consensus.npy: the agents' parameter disagreement per evaluation
 TASKS_SUFFIX = "_tasks"  # {curve stem}_tasks.npy: --eval_tasks all, that agent's score on every agent's task
 GOSSIP_SUFFIX = "_gossip"  # {curve stem}_gossip.npy: --sync_freq, [skipped fraction, mean message age] per evaluation
+SIAMESE_SUFFIX = "_siamese"  # {curve stem}_siamese.npy: --siamese, the mean auxiliary loss per evaluation
 INTRINSIC_SUFFIX = "_intrinsic"  # {curve stem}_intrinsic.npy: --curiosity/--rnd, [mean bonus, model loss] per evaluation
 EPISODES_SUFFIX = "_episodes"  # {curve stem}_episodes.csv: the actor-critic family's training episodes
 EPISODE_EVAL_SUFFIX = "_episode_eval"  # {curve stem}_episode_eval.npy: --episode_eval, [episode, step, return] rows
@@ -102,7 +104,7 @@ SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGO
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
 _NUM = r"[0-9.]+(?:e[+-]?\d+)?"  # a number as f"{x:g}" writes it (1e-05 included)
-_VARIANT_TOKEN = rf"(?:matched|float32|ring|star|none|adj[0-9a-f]{{8}}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|noisy(?:{_NUM})?|norm|noise{_NUM}-{_NUM}|icm(?:forward|inverse)(?:{_NUM})?|rnd(?:{_NUM})?(?:k\d+)?|snac|lstm|gru|attn|prev|pred)"
+_VARIANT_TOKEN = rf"(?:matched|float32|ring|star|none|adj[0-9a-f]{{8}}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|noisy(?:{_NUM})?|norm|noise{_NUM}-{_NUM}|icm(?:forward|inverse)(?:{_NUM})?|rnd(?:{_NUM})?(?:k\d+)?|snac|lstm|gru|attn|prev|pred|atcq?|byolq?)"
 _METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
 # {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
 CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
@@ -236,6 +238,8 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
         tokens.append("prev")
     if settings.get("use_prediction"):
         tokens.append("pred")
+    if settings.get("siamese"):
+        tokens.append(str(settings["siamese"]) + ("q" if settings.get("siamese_use_q") else ""))
     if policy is not None and settings.get("init") not in (None, default_init(policy)):
         tokens.append(f"{settings['init']}init")
     return "_".join(tokens)

@@ -30,8 +30,13 @@ class BatchedNatureCNN(nn.Module):
     do not depend on how many members are built with it.
     """
 
-    def __init__(self, in_channels: int, gens: Sequence[torch.Generator], features: int = 512, size: int = 84):
+    def __init__(self, in_channels: int, gens: Sequence[torch.Generator], features: int = 512,
+                 size: int | tuple[int, int] = 84, grouped: bool = True):
         super().__init__()
+        # grouped: the members' convolutions as one grouped convolution; else one after another, so a member's
+        # numbers do not depend on how many are batched with it (oneDNN picks other kernels for other group counts)
+        self.grouped = grouped
+        height, width = (size, size) if isinstance(size, int) else map(int, size)  # a frame's (H, W)
         n = len(gens)
         self.members, self.in_channels, self.features = n, in_channels, features
         self.weights = nn.ParameterList()
@@ -49,15 +54,19 @@ class BatchedNatureCNN(nn.Module):
             self.weights.append(nn.Parameter(w))
             self.biases.append(nn.Parameter(b))
             self.strides.append(stride)
-            size = (size - k) // stride + 1
+            height, width = (height - k) // stride + 1, (width - k) // stride + 1
+            if height < 1 or width < 1:
+                raise ValueError(f"frames of {size} are too small for the Nature CNN (36x36 at least)")
             c_in = c_out
-        self.flat = c_in * size * size  # 64 * 7 * 7 = 3136 for 84x84 frames
+        self.flat = c_in * height * width  # 64 * 7 * 7 = 3136 for 84x84 frames
         self.fc = BatchedLinear(self.flat, features, gens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 5 or x.shape[0] != self.members or x.shape[2] != self.in_channels:
             raise ValueError(f"expected [{self.members}, B, {self.in_channels}, H, W], got {tuple(x.shape)}")
         n, b = x.shape[:2]
+        if not self.grouped:
+            return F.relu(self.fc(torch.stack([self.convolved(x[i], i) for i in range(n)])))
         # members side by side along the channels: [B, N*C, H, W] (moved while still uint8: 4x fewer bytes)
         h = x.transpose(0, 1).reshape(b, n * x.shape[2], *x.shape[3:])
         scale = h.dtype == torch.uint8
@@ -68,3 +77,12 @@ class BatchedNatureCNN(nn.Module):
             h = F.relu(F.conv2d(h, w.flatten(0, 1), bias.flatten(), stride=stride, groups=n))
         h = h.reshape(b, n, -1).transpose(0, 1)  # [N, B, 64*7*7], each member's features in (c, y, x) order
         return F.relu(self.fc(h))
+
+    def convolved(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Member i's convolutions alone on its images [B, C, H, W] -> flattened [B, 64 * h * w]."""
+        h = x.to(self.fc.weight.dtype)
+        if x.dtype == torch.uint8:
+            h = h.div_(255.0)
+        for w, bias, stride in zip(self.weights, self.biases, self.strides):
+            h = F.relu(F.conv2d(h, w[i], bias[i], stride=stride))
+        return h.flatten(1)

@@ -251,14 +251,18 @@ def check_env(env_id: str, actions: tuple[str, ...] = ("box",), who: str = "DASE
 
 
 def action_kind(env_id: str, who: str) -> str:
-    """"box" or "discrete": the action space of ``env_id``, for a learner of flat observations that takes both
-    (sac_main.py asks before it builds a run). The environment's spaces are ``env_spaces``'s; anything
-    ``make_env`` refuses, and Atari games (image observations), is a UsageError."""
-    if _atari_name(env_id) or pixels.base_of(env_id):
-        what = "Atari games have" if _atari_name(env_id) else f"{env_id} has"
-        raise UsageError(f"--env {env_id}: {what} image observations, {who} needs flat ones; A2C, A3C and "
-                         "ACER on ac_main.py play them")
+    """"box" or "discrete": the action space of ``env_id``, for a replay learner that takes both (sac_main.py asks
+    before it builds a run). The environment's spaces are ``env_spaces``'s; anything ``make_env`` refuses, and
+    Atari games, is a UsageError."""
+    if _atari_name(env_id):
+        raise UsageError(f"--env {env_id}: Atari games are played by A2C, A3C and ACER on ac_main.py; {who} plays "
+                         "vector tasks and the pixel tasks (PixelPendulum-v1, PixelCartPole-v1)")
     return check_spaces(env_id, env_spaces(env_id), actions=("box", "discrete"), who=who)
+
+
+def image_task(env_id: str) -> bool:
+    """Whether ``env_id``'s observations are images the replay learners encode (the pixel tasks, frame stacks)."""
+    return pixels.base_of(env_id) is not None
 
 
 def seeded_envs(env_id: str, seeds, tasks=None, **kinds) -> tuple[list[gym.Env], np.ndarray]:

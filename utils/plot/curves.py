@@ -10,7 +10,7 @@ import numpy as np
 
 from ..io import input_problem
 from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX, \
-    INTRINSIC_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
+    INTRINSIC_SUFFIX, SIAMESE_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
 
 VERSION = re.compile(r"-v\d+$")
 # a folder holding this file holds reference curves (the paper's), not runs: a walk from a folder above skips it
@@ -186,7 +186,8 @@ def find_curves(dirs: list[str | Path], report=warn, skip_marked: bool = True) -
     curves = []
     for path in _npy_files(dirs, skip_marked):
         if weight_file_stem(path) is not None or consensus_file_stem(path) is not None \
-                or path.stem.endswith((TASKS_SUFFIX, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX)):  # other files
+                or path.stem.endswith((TASKS_SUFFIX, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX,
+                                       SIAMESE_SUFFIX)):  # other files
             continue
         m = NAME.match(path.stem)
         if m is None:

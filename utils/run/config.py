@@ -117,7 +117,8 @@ class RunConfig:
                            "action_noise": self.algo.get("action_noise"), "curiosity": self.algo.get("curiosity"),
                            "curiosity_strength": self.algo.get("curiosity_strength"), "rnd": self.algo.get("rnd"),
                            "rnd_strength": self.algo.get("rnd_strength"),
-                           "rnd_n_sample": self.algo.get("rnd_n_sample")}, self.policy)
+                           "rnd_n_sample": self.algo.get("rnd_n_sample"), "siamese": self.algo.get("siamese"),
+                           "siamese_use_q": self.algo.get("siamese_use_q")}, self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""

@@ -22,7 +22,7 @@ from .checkpoint import RunLock
 from ..errors import UsageError
 from ..io import atomic_write, save_curve, save_json, save_torch
 from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX,
-                      TASKS_SUFFIX, WEIGHTS_SUFFIX)
+                      SIAMESE_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX)
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +81,9 @@ class RunFiles:
         # --curiosity / --rnd: per agent and evaluation period, [mean intrinsic bonus, mean loss of its models]
         self.intrinsic = [self.results / f"{name}{INTRINSIC_SUFFIX}.npy" for name in cfg.agent_names()] \
             if cfg.algo.get("curiosity") or cfg.algo.get("rnd") else []
+        # --siamese: per agent, the mean auxiliary loss of each evaluation period
+        self.siamese = [self.results / f"{name}{SIAMESE_SUFFIX}.npy" for name in cfg.agent_names()] \
+            if cfg.algo.get("siamese") else []
         # --episode_eval: per agent, [episode, step, return] of the evaluation episode after each training episode
         self.episode_evals = [self.results / f"{name}{EPISODE_EVAL_SUFFIX}.npy" for name in cfg.agent_names()]
         # the actor-critic family: per agent, a row per finished training episode (onpolicy/episode_log.py)
@@ -92,7 +95,7 @@ class RunFiles:
 
     def existing(self) -> list[Path]:
         return [p for p in [*self.curves, *self.weights, *self.consensus, *self.task_curves, *self.gossip,
-                            *self.intrinsic, *self.episode_evals,
+                            *self.intrinsic, *self.siamese, *self.episode_evals,
                             *self.episode_logs, self.record] if p.exists()]
 
     def remove_stale_temps(self) -> None:
@@ -160,6 +163,11 @@ class RunFiles:
         """--curiosity / --rnd: per agent, float64 [evaluations, 2] (mean bonus, mean model loss; NaN at step 0)."""
         for path, values in zip(self.intrinsic, rows):
             save_curve(path, np.asarray(values, dtype=np.float64).reshape(len(values), 2))
+
+    def save_siamese(self, values: list[list[float]]) -> None:
+        """--siamese: per agent, float64 [evaluations] (the mean auxiliary loss; NaN at step 0)."""
+        for path, v in zip(self.siamese, values):
+            save_curve(path, v)
 
     def save_consensus(self, values: list[float]) -> None:
         for path in self.consensus:

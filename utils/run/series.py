@@ -50,6 +50,10 @@ SERIES = (
     # --curiosity / --rnd: per member, [mean intrinsic bonus, mean model loss] since the last evaluation
     Series("intrinsic_curves", False, "save_intrinsic",
            lambda cfg, scheme: bool(cfg.algo.get("curiosity") or cfg.algo.get("rnd")), _rows("intrinsic")),
+    # --siamese: per member, the mean auxiliary loss since the last evaluation
+    Series("siamese_curves", False, "save_siamese", lambda cfg, scheme: bool(cfg.algo.get("siamese")),
+           lambda ev, scores, cfg: ([float(x) for x in ev.period["siamese_loss"]] if "siamese_loss" in ev.period
+                                    else None)),
 )
 
 

@@ -13,7 +13,7 @@ import torch
 from ..cores import available_cores, default_cpu_threads
 from ..envs.joint import JointEnvs, check_in_process
 from ..envs.pool import EnvPoolEnvs
-from ..envs.registry import check_env, package_of
+from ..envs.registry import check_env, image_task, package_of
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import UsageError
@@ -25,6 +25,7 @@ from .files import RunFiles, load_error, model_path
 from .onpolicy.episode_log import EpisodeLog
 from .onpolicy.rollout import RolloutLearner
 from .replay.learner import Learner
+from .replay.images import ImageLearner
 from .replay.recurrent import RecurrentLearner
 
 
@@ -119,18 +120,22 @@ def member_tasks(cfg: RunConfig, member_seeds: list[int]) -> tuple[list, list, l
 def make_learner(cfg: RunConfig, device: torch.device, seeds: list[int], member_seeds: list[int], envs):
     """The learner of the run's family, its memory checked before its buffers or rollouts are allocated."""
     spec, n, c = ALGORITHM[cfg.algorithm], cfg.num_agents, envs
-    if spec.family == "replay" and len(c.obs_shape) != 1:  # make_env lets Atari's images through (ac_main.py)
-        raise UsageError(f"--env {cfg.env}: observations of shape {c.obs_shape}; {cfg.algorithm} needs flat ones")
+    images = spec.family == "replay" and image_task(cfg.env)
+    if spec.family == "replay" and len(c.obs_shape) != 1 and not images:  # make_env lets Atari's through (ac_main)
+        raise UsageError(f"--env {cfg.env}: observations of shape {c.obs_shape}; {cfg.algorithm} needs flat ones or "
+                         "a pixel task's frame stacks")
     if spec.family == "rollout":  # the rollout storage and ACER's replay of rollouts, before they are allocated
         what, need, hint = rollout_memory(cfg, len(member_seeds), c)
         check_fits(what, need, device, hint)
         return RolloutLearner(cfg.algorithm, cfg.algo, member_seeds, n, c, device, cfg.sharing_settings(),
                               common_init=cfg.init == "common", eval_sample=cfg.eval_policy == "sample")
-    kind = RecurrentLearner if cfg.algo.get("seq_encoder") else Learner
-    return kind(cfg.algorithm, cfg.algo, member_seeds, n, c.obs_dim, c.act_dim, c.low, c.high, cfg.buffer_size,
+    kind, extra = (RecurrentLearner, {}) if cfg.algo.get("seq_encoder") else (Learner, {})
+    if images:  # frame stacks, each frame stored once
+        kind, extra = ImageLearner, {"stacked": True}
+    return kind(cfg.algorithm, cfg.algo, member_seeds, n, c.obs_shape if images else c.obs_dim, c.act_dim, c.low, c.high, cfg.buffer_size,
                 cfg.batch_size, cfg.updates_per_step, device, cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step,
                 cfg.per or None, common_init=cfg.init == "common",
-                memory_check=replay_memory_check(cfg, device, len(seeds)))
+                memory_check=replay_memory_check(cfg, device, len(seeds)), **extra)
 
 
 def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:

@@ -246,3 +246,28 @@ class SequenceSettings(Settings):
         if self.prev_action:
             out["prev_action"] = True
         return out
+
+
+@dataclass
+class ImageSettings(Settings):
+    """Replay learners on image observations (a Pixel* task): the convolutional encoder and ASAC's siamese losses.
+    Recorded in the algorithm's settings only on an image task (a vector task's record names none)."""
+    image_features: int = setting(50, "on image observations: the width of each agent's encoder output (the Nature "
+                                  "CNN, then this many features for actor and critics)", parse=count, low=1)
+    siamese: Optional[str] = setting(
+        None, "on image observations: ASAC's self-supervised auxiliary loss on the encoder, atc (augmented temporal "
+        "contrast with a momentum encoder) or byol (two augmented views, online prediction vs target projection); "
+        "its loss is added to the critic's; per evaluation its mean in {curve}_siamese.npy; files named "
+        "{policy}_{atc|byol}[q]_...", parse=str, choices=("atc", "byol"), metavar="{atc,byol}", default_text="off")
+    siamese_use_q: bool = setting(False, "--siamese: the critics' Q-values of the stored action must also agree "
+                                  "between two augmented views (ASAC's contrastive Q, our reading)")
+
+    def check_together(self) -> None:
+        if self.siamese_use_q and self.siamese is None:
+            raise UsageError("--siamese_use_q applies with --siamese; add it or drop --siamese_use_q")
+
+    def record(self) -> dict:
+        out = {"image_features": self.image_features}
+        if self.siamese:
+            out.update(siamese=self.siamese, siamese_use_q=self.siamese_use_q)
+        return out
