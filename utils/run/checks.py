@@ -23,7 +23,7 @@ def check_environment(cfg: RunConfig) -> None:
     bounds, flat observations for a replay learner, flags of one kind of action space, A3C's model. The environment
     is made once per id and process (``registry.env_spaces``), so checking many runs of few environments is quick.
     What depends on the machine at the time of the run (memory for the buffers, model files) is not checked here."""
-    from ..envs.registry import check_env
+    from ..envs.registry import check_env, image_task
     from ..errors import UsageError
     from ..naming import ALGORITHM
 
@@ -41,8 +41,9 @@ def check_environment(cfg: RunConfig) -> None:
         check_joint(cfg.env, spaces, cfg.num_agents, cfg.algorithm)
         check_in_process(cfg.env_workers)
     shape = tuple(spaces.observation_space.shape or ())
-    if spec.family == "replay" and len(shape) != 1:  # as Trainer.build: make_env lets Atari's images through
-        raise UsageError(f"--env {cfg.env}: observations of shape {shape}; {cfg.algorithm} needs flat ones")
+    if spec.family == "replay" and len(shape) != 1 and not image_task(cfg.env):  # as make_learner (Atari's
+        raise UsageError(f"--env {cfg.env}: observations of shape {shape}; {cfg.algorithm} needs flat ones or a "
+                         "pixel task's frame stacks")  # images pass make_env for ac_main.py)
     if spec.family == "rollout":
         from .onpolicy.rollout import check_action_flags
 
