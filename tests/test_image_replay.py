@@ -10,42 +10,62 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+import ac_main
 import DASE_main
 import sac_main
-from algorithms.common.nets import AgentRNG, init_generators
+from algorithms.common.nets import AgentRNG
+from algorithms.common.observations import Part
 from algorithms.replay.image_agents import PAD, ImageSAC, ImageTD3, atc_loss, byol_loss, random_shift
 from tests.runs import refused_in_one_line, resumes_exactly, run
 from utils.run.replay.images import ImageReplayBuffer
 
 
-def play(buffer: ImageReplayBuffer, steps: int, rng: np.random.Generator, stacked: bool, lengths=(1, 2, 3, 7),
-         state=None):
-    """Episodes of random lengths for every member, their frames random, from ``state`` (the observations and
-    steps left of the last call; None: new episodes); returns, per stored row (group, row), the observation and next
-    observation added there (the reference a plain buffer would hold), and the state to go on from."""
+def layout(kind: str) -> tuple:
+    """The parts of the buffers tested: one frame stack, one RGB-like image (not a stack), or several sensors
+    packed in one vector (a stack, an image of another resolution, a vector)."""
+    if kind == "stack":
+        return (Part("pixels", (3, 5, 4), True),)
+    if kind == "image":
+        return (Part("pixels", (3, 5, 4), False),)
+    return (Part("camera", (3, 5, 4), True, 0), Part("vector", (2,), False, 60), Part("overview", (2, 3, 3), False, 62))
+
+
+def play(buffer: ImageReplayBuffer, steps: int, rng: np.random.Generator, lengths=(1, 2, 3, 7), state=None):
+    """Episodes of random lengths for every member, their frames and vectors random, from ``state`` (the
+    observations and steps left of the last call; None: new episodes); returns, per stored row (group, row), the
+    observation and next observation added there as {part: array} (what a plain buffer would hold), and the state
+    to go on from."""
     g, n = buffer.groups, buffer.writers
-    m, (c, h, w) = g * n, buffer.obs_shape
-    ref = {}
+    m, parts = g * n, buffer.parts
 
-    def fresh():
-        return rng.integers(0, 256, (h, w), dtype=np.uint8) if stacked else rng.integers(0, 256, (c, h, w),
-                                                                                          dtype=np.uint8)
+    def fresh(p):
+        if not p.image:
+            return rng.normal(size=p.shape).astype(np.float32)
+        return rng.integers(0, 256, p.shape[1:] if p.stacked else p.shape, dtype=np.uint8)
+
     def reset():
-        f = fresh()
-        return np.stack([f] * c) if stacked else f
+        return {p.key: np.stack([fresh(p)] * p.shape[0]) if p.stacked else fresh(p) for p in parts}
 
-    obs, left = state if state is not None else (np.stack([reset() for _ in range(m)]), rng.choice(lengths, m))
+    def moved(o):
+        return {p.key: np.concatenate([o[p.key][1:], fresh(p)[None]]) if p.stacked else fresh(p) for p in parts}
+
+    def packed(obs):
+        if parts[0].start is None:
+            return np.stack([o[parts[0].key] for o in obs])
+        return np.stack([np.concatenate([o[p.key].astype(np.float32).ravel() for p in parts]) for o in obs])
+
+    obs, left = state if state is not None else ([reset() for _ in range(m)], rng.choice(lengths, m))
+    ref = {}
     for _ in range(steps):
-        nxt = np.stack([np.concatenate([o[1:], fresh()[None]]) if stacked else fresh() for o in obs])
+        nxt = [moved(o) for o in obs]
         ended = (left == 1)
         terminated = ended & (rng.random(m) < 0.5)
         rows = [(buffer.ptr + i) % buffer.capacity for i in range(n)]
-        buffer.add(obs, rng.normal(size=(m, 1)), rng.normal(size=m), nxt,
-                   terminated, None, ended)
+        buffer.add(packed(obs), rng.normal(size=(m, 1)), rng.normal(size=m), packed(nxt), terminated, None, ended)
         for k in range(m):
-            ref[(k // n, rows[k % n])] = (obs[k].copy(), nxt[k].copy())
+            ref[(k // n, rows[k % n])] = (obs[k], nxt[k])
         left = np.where(ended, rng.choice(lengths, m), left - 1)
-        obs = np.stack([reset() if e else x for e, x in zip(ended, nxt)])
+        obs = [reset() if e else x for e, x in zip(ended, nxt)]
     return ref, (obs, left)
 
 
@@ -54,54 +74,57 @@ def check_all(buffer: ImageReplayBuffer, ref) -> int:
     start, count = int(buffer.start), int(buffer.count)
     idx = (start + torch.arange(count)) % buffer.capacity
     for grp in range(buffer.groups):
-        g = torch.full((1, 1), grp)
-        obs, nxt = buffer.observations(g, idx.view(1, -1))
+        obs, nxt = buffer.observations(torch.full((1, 1), grp), idx.view(1, -1))
         for j, row in enumerate(idx.tolist()):
-            np.testing.assert_array_equal(obs[0, j].numpy(), ref[(grp, row)][0])
-            np.testing.assert_array_equal(nxt[0, j].numpy(), ref[(grp, row)][1])
+            for p in buffer.parts:
+                np.testing.assert_array_equal(obs[p.key][0, j].numpy(), ref[(grp, row)][0][p.key])
+                np.testing.assert_array_equal(nxt[p.key][0, j].numpy(), ref[(grp, row)][1][p.key])
     return count
 
 
-@pytest.mark.parametrize("stacked", [True, False])
-def test_the_buffer_rebuilds_every_observation_from_frames_kept_once(stacked):
+@pytest.mark.parametrize("kind", ["stack", "image", "sensors"])
+def test_the_buffer_rebuilds_every_observation_from_frames_kept_once(kind):
     rng = np.random.default_rng(0)
-    buffer = ImageReplayBuffer((3, 5, 4), stacked, 1, 40, 2, "cpu", groups=2, finals=2)
-    ref, state = play(buffer, 13, rng, stacked)
+    buffer = ImageReplayBuffer(layout(kind), 1, 40, 2, "cpu", groups=2, finals=2)
+    ref, state = play(buffer, 13, rng)
     assert check_all(buffer, ref) == 26  # not yet full: every row
-    ref.update(play(buffer, 57, rng, stacked, state=state)[0])  # wraps around, short episodes: the finals' ring grows
+    ref.update(play(buffer, 57, rng, state=state)[0])  # wraps around, short episodes: the finals' ring grows
     assert buffer.size == 40 and check_all(buffer, ref) == 40 - 2 * buffer.depth
-    assert buffer.finals.shape[1] > 2
-    unit = 5 * 4 if stacked else 3 * 5 * 4
-    assert buffer.units.shape == (2, 40, *((5, 4) if stacked else (3, 5, 4))) and buffer.units[0, 0].numel() == unit
+    assert buffer.final_step.shape[1] > 2
+    first = buffer.frames[buffer.parts[0].key].units
+    assert first.shape == ((2, 40, 5, 4) if kind != "image" else (2, 40, 3, 5, 4)) and first.dtype == torch.uint8
     # sampling draws only the rows rebuilt above
     batch = buffer.sample(64, AgentRNG([1, 2, 3, 4]))
-    assert batch.obs.shape == (4, 64, 3, 5, 4) and batch.obs.dtype == torch.uint8
-    stored = {(g, ref[k][0].tobytes()) for k in ref for g in [k[0]]}
+    key = buffer.parts[0].key
+    assert batch.obs[key].shape == (4, 64, 3, 5, 4) and batch.obs[key].dtype == torch.uint8
+    stored = {(k[0], ref[k][0][key].tobytes()) for k in ref}
     for mem in range(4):
         for b in range(64):
-            assert (mem // 2, batch.obs[mem, b].numpy().tobytes()) in stored
+            assert (mem // 2, batch.obs[key][mem, b].numpy().tobytes()) in stored
 
 
 def test_a_restored_buffer_goes_on_as_the_original():
     rng = np.random.default_rng(1)
-    a = ImageReplayBuffer((3, 4, 4), True, 1, 30, 1, "cpu", groups=2, finals=1)
-    ref, going = play(a, 25, rng, True)
-    b = ImageReplayBuffer((3, 4, 4), True, 1, 30, 1, "cpu", groups=2, finals=1)
+    a = ImageReplayBuffer(layout("sensors"), 1, 30, 1, "cpu", groups=2, finals=1)
+    ref, going = play(a, 25, rng)
+    b = ImageReplayBuffer(layout("sensors"), 1, 30, 1, "cpu", groups=2, finals=1)
     for grp in range(2):  # one group at a time, as a checkpoint keeps each seed's own
         b.load_state_dict(a.state_dict(slice(grp, grp + 1)), slice(grp, grp + 1))
     state = rng.bit_generator.state
-    ref.update(play(a, 20, rng, True, state=going)[0])
+    ref.update(play(a, 20, rng, state=going)[0])
     rng.bit_generator.state = state
-    play(b, 20, rng, True, state=going)
+    play(b, 20, rng, state=going)
     check_all(b, ref)
-    for k in ("units", "age", "action", "ended"):
+    for k in ("age", "action", "ended", "obs"):
         torch.testing.assert_close(getattr(a, k), getattr(b, k), rtol=0, atol=0)
+    for key in a.frames:
+        torch.testing.assert_close(a.frames[key].units, b.frames[key].units, rtol=0, atol=0)
 
 
 def test_observations_that_are_not_frame_stacks_are_refused():
-    buffer = ImageReplayBuffer((3, 4, 4), True, 1, 20, 1, "cpu")
-    obs = np.zeros((1, 3, 4, 4), dtype=np.uint8)
-    nxt = np.random.default_rng(0).integers(0, 255, (1, 3, 4, 4), dtype=np.uint8)  # not obs moved on by one
+    buffer = ImageReplayBuffer(layout("stack"), 1, 20, 1, "cpu")
+    obs = np.zeros((1, 3, 5, 4), dtype=np.uint8)
+    nxt = np.random.default_rng(0).integers(0, 255, (1, 3, 5, 4), dtype=np.uint8)  # not obs moved on by one
     with pytest.raises(ValueError, match="not frame stacks"):
         buffer.add(obs, np.zeros((1, 1)), np.zeros(1), nxt, np.zeros(1), None, np.zeros(1))
     assert buffer.size == 0
@@ -137,7 +160,8 @@ def batch_for(agents, rng, b=6):
     obs = torch.as_tensor(rng.integers(0, 256, (m, b, 3, 40, 40), dtype=np.uint8))
     nxt = torch.cat([obs[:, :, 1:], torch.as_tensor(rng.integers(0, 256, (m, b, 1, 40, 40), dtype=np.uint8))], 2)
     action = torch.as_tensor(rng.uniform(-2, 2, (m, b, 1)), dtype=torch.float32)
-    return Batch(obs, action, torch.ones(m, b, 1), nxt, torch.ones(m, b, 1), torch.ones(m, b, dtype=torch.bool))
+    return Batch({"pixels": obs}, action, torch.ones(m, b, 1), {"pixels": nxt}, torch.ones(m, b, 1),
+                 torch.ones(m, b, dtype=torch.bool))
 
 
 @pytest.mark.parametrize("cls, kw", [(ImageSAC, {}), (ImageSAC, {"siamese": "atc"}), (ImageSAC, {"siamese": "byol"}),
@@ -151,14 +175,14 @@ def test_members_train_alone_as_batched_and_the_critic_trains_the_encoder(cls, k
         cls((3, 40, 40), 1, low, high, [3, 4], image_features=8, hidden=(16, 16), **kw)
     alone = [cls((3, 40, 40), 1, low, high, [s], image_features=8,
                  **({"hidden_size": 16} if cls is ImageSAC else {"hidden": (16, 16)}), **kw) for s in (3, 4)]
-    before = both.encoder.weights[0].detach().clone()
+    before = both.encoder.cnns["pixels"].weights[0].detach().clone()
     batch = batch_for(both, rng)
     from algorithms.replay.base import Batch
     for _ in range(2):
         both.update(batch)
         for i, a in enumerate(alone):
-            part = Batch(*(getattr(batch, k)[i:i + 1] for k in ("obs", "action", "reward", "next_obs", "not_done",
-                                                                  "own")))
+            take = lambda x: {k: v[i:i + 1] for k, v in x.items()} if isinstance(x, dict) else x[i:i + 1]  # noqa
+            part = Batch(*(take(getattr(batch, k)) for k in ("obs", "action", "reward", "next_obs", "not_done", "own")))
             a.update(part)
     for i, a in enumerate(alone):
         for name, net in both.networks.items():
@@ -168,8 +192,8 @@ def test_members_train_alone_as_batched_and_the_critic_trains_the_encoder(cls, k
                 atol = 1e-4 if name == "siamese" else 1e-5
                 torch.testing.assert_close(p[i:i + 1] if p.dim() and p.shape[0] == 2 else p, q, atol=atol, rtol=1e-4,
                                            msg=f"{name}.{k}")
-    assert not torch.equal(before, both.encoder.weights[0])
-    assert not torch.equal(both.encoder_target.weights[0], before)  # it moved towards the encoder
+    assert not torch.equal(before, both.encoder.cnns["pixels"].weights[0])
+    assert not torch.equal(both.encoder_target.cnns["pixels"].weights[0], before)  # it moved towards the encoder
 
 
 def test_the_siamese_loss_shapes_the_encoder():
@@ -177,12 +201,13 @@ def test_the_siamese_loss_shapes_the_encoder():
     args = ((3, 40, 40), 1, np.array([-2.0]), np.array([2.0]), [3])
     plain, atc = ImageSAC(*args, image_features=8, hidden_size=16), ImageSAC(*args, image_features=8, hidden_size=16,
                                                                             siamese="atc")
-    torch.testing.assert_close(plain.encoder.weights[0], atc.encoder.weights[0])  # the same start
+    first = lambda agents: agents.encoder.cnns["pixels"].weights[0]  # noqa: E731
+    torch.testing.assert_close(first(plain), first(atc))  # the same start
     batch = batch_for(plain, rng)
     info = atc.update(batch)
     plain.update(batch)
     assert info["siamese_loss"].shape == (1,) and torch.isfinite(info["siamese_loss"]).all()
-    assert not torch.allclose(plain.encoder.weights[0], atc.encoder.weights[0])
+    assert not torch.allclose(first(plain), first(atc))
 
 
 COMMON = ["--env", "PixelPendulum-v1", "--eval_freq", "40", "--eval_episodes", "1", "--batch_size", "8",
@@ -216,7 +241,44 @@ def test_seeds_batched_learn_as_seeds_alone(tmp_path):
             np.testing.assert_array_equal(np.load(tmp_path / "both" / name), np.load(tmp_path / "alone" / name))
 
 
+def test_a_task_of_several_sensors_gives_dict_observations_the_learners_unpack():
+    """SensorPendulum-v1: two cameras at their own resolutions (grey, 3 stacked frames) and the angular velocity, as
+    a Dict; the environment the project makes packs it into one float32 vector, which ``unpack`` takes apart."""
+    import gymnasium as gym
+
+    from algorithms.common.observations import unpack
+    from utils.envs.registry import make_env, sensor_layout
+
+    raw, base = gym.make("SensorPendulum-v1"), gym.make("Pendulum-v1")
+    obs, _ = raw.reset(seed=3)
+    state, _ = base.reset(seed=3)
+    assert obs["camera"].shape == (3, 84, 84) and obs["overview"].shape == (3, 48, 48)
+    assert (obs["camera"] == obs["camera"][:1]).all()  # a reset repeats its frame
+    for _ in range(3):
+        before = obs
+        obs, *_ = raw.step(np.array([1.0], np.float32))
+        state, *_ = base.step(np.array([1.0], np.float32))
+        np.testing.assert_array_equal(obs["overview"][:-1], before["overview"][1:])
+        np.testing.assert_array_equal(obs["vector"], state[2:3].astype(np.float32))
+    packed = make_env("SensorPendulum-v1")
+    flat, _ = packed.reset(seed=3)
+    again, _ = gym.make("SensorPendulum-v1").reset(seed=3)
+    parts = sensor_layout("SensorPendulum-v1")
+    assert [p.key for p in parts] == ["camera", "overview", "vector"] and flat.shape == (3 * 84 * 84 + 3 * 48 * 48 + 1,)
+    for key, value in unpack(flat[None], parts).items():
+        np.testing.assert_array_equal(value[0], again[key])
+        assert value.dtype == again[key].dtype
+
+
+def test_a_run_on_several_sensors_resumes_exactly(tmp_path):
+    args = ["--policy", "DASE_SAC", "--env", "SensorPendulum-v1", "--num_steps", "120", "--start_steps", "40",
+            "--hidden_size", "16", "--siamese", "byol", *COMMON[2:]]
+    files = resumes_exactly(sac_main, args, tmp_path, "DASE_SAC_byol_SensorPendulum-v1_0*.npy", stop_at=80, every=40)
+    assert len(files) == 6  # 2 agents: curves, weights, siamese losses
+
+
 @pytest.mark.parametrize("script, args, words", [
+    (ac_main, ["--policy", "A2C", "--env", "SensorPendulum-v1"], "are read by the replay learners"),
     (sac_main, ["--policy", "SAC", "--env", "Pendulum-v1", "--siamese", "atc"], "--siamese: --env Pendulum-v1 has no "
      "image observations"),
     (sac_main, ["--policy", "SAC", "--env", "PixelPendulum-v1", "--siamese_use_q"], "--siamese_use_q applies with "

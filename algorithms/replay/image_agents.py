@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .base import Batch
 from ..common.members import stream_seed
+from ..common.observations import Part, unpack
 from ..common.nets import MLP, BatchedLinear, freeze, init_generators, soft_update
 from ..onpolicy.cnn import BatchedNatureCNN
 from .ddpg import DDPG
@@ -88,19 +90,19 @@ class Siamese(nn.Module):
             raise ValueError(f"unknown siamese loss {kind!r}")
         self.compress_target = freeze(copy.deepcopy(self.compress))
 
-    def loss(self, encoder: nn.Module, encoder_target: nn.Module, obs: torch.Tensor, next_obs: torch.Tensor,
-             shifts: torch.Tensor) -> torch.Tensor:
-        """The loss per member [M] on a batch of observations (and next ones) [M, B, C, H, W]; ``shifts`` [2, M, B,
-        2] the two augmentations."""
-        first = self.compress(encoder(random_shift(obs, shifts[0])))
+    def loss(self, encoder: "SensorEncoder", encoder_target: "SensorEncoder", obs: dict, next_obs: dict,
+             shifts: dict) -> torch.Tensor:
+        """The loss per member [M] on a batch of observations (and next ones) {part: [M, B, ...]}; ``shifts``
+        {image part: [2, M, B, 2]} the two augmentations."""
+        first = self.compress(encoder(encoder.augment(obs, shifts, 0)))
         if self.kind == "atc":
             with torch.no_grad():
-                positive = self.compress_target(encoder_target(random_shift(next_obs, shifts[1])))
+                positive = self.compress_target(encoder_target(encoder.augment(next_obs, shifts, 1)))
             return atc_loss(first + self.predict(first), positive, self.bilinear)
-        second = self.compress(encoder(random_shift(obs, shifts[1])))
+        second = self.compress(encoder(encoder.augment(obs, shifts, 1)))
         with torch.no_grad():
-            target_first = self.compress_target(encoder_target(random_shift(obs, shifts[0])))
-            target_second = self.compress_target(encoder_target(random_shift(obs, shifts[1])))
+            target_first = self.compress_target(encoder_target(encoder.augment(obs, shifts, 0)))
+            target_second = self.compress_target(encoder_target(encoder.augment(obs, shifts, 1)))
         return byol_loss(self.predict(first), target_second) + byol_loss(self.predict(second), target_first)
 
     def follow(self, tau: float) -> None:
@@ -108,41 +110,74 @@ class Siamese(nn.Module):
         soft_update(self.compress_target, self.compress, tau)
 
 
-class ImageAgents:
-    """The image form of a replay algorithm (a mixin before it; see the module's docstring)."""
+class SensorEncoder(nn.Module):
+    """Every member's encoders of an observation's parts (``utils.envs.pixels.Part``): a Nature CNN per image part
+    (``features`` outputs each, any resolution of 36x36 or more), the vector parts as they are; their outputs side by
+    side in the parts' order. Member i's CNN of the first image is drawn from its "encoder" stream, the others' from
+    "encoder:{key}"."""
 
-    def __init__(self, obs_shape, act_dim, low, high, seeds, device="cpu", *, image_features=50, siamese=None,
+    def __init__(self, parts, seeds, features: int):
+        super().__init__()
+        self.parts = tuple(parts)
+        images = [p for p in self.parts if p.image]
+        if not images:
+            raise ValueError("an image learner needs an image part")
+        self.cnns = nn.ModuleDict({
+            p.key: BatchedNatureCNN(p.shape[0], init_generators([stream_seed(s, "encoder" if i == 0 else
+                                                                             f"encoder:{p.key}") for s in seeds]),
+                                    features=int(features), size=tuple(p.shape[1:]), grouped=False)
+            for i, p in enumerate(images)})
+        self.features = int(features) * len(images) + sum(p.size for p in self.parts if not p.image)
+
+    def forward(self, obs: dict) -> torch.Tensor:
+        """{part: [M, B, ...]} -> features [M, B, F]."""
+        out = [self.cnns[p.key](obs[p.key]) if p.image else obs[p.key].float() for p in self.parts]
+        return out[0] if len(out) == 1 else torch.cat(out, dim=-1)
+
+    def augment(self, obs: dict, shifts: dict, view: int) -> dict:
+        """The observations with every image part shifted by its ``shifts[key][view]``."""
+        return {k: random_shift(v, shifts[k][view]) if k in self.cnns else v for k, v in obs.items()}
+
+
+class ImageAgents:
+    """The image form of a replay algorithm (a mixin before it; see the module's docstring). ``parts``: the
+    observations' parts, or the shape of a frame stack (one part)."""
+
+    def __init__(self, parts, act_dim, low, high, seeds, device="cpu", *, image_features=50, siamese=None,
                  siamese_use_q=False, **algo):
-        c, h, w = (int(x) for x in obs_shape)
-        encoder = BatchedNatureCNN(c, init_generators([stream_seed(s, "encoder") for s in seeds]),
-                                   features=int(image_features), size=(h, w), grouped=False)
-        super().__init__(int(image_features), act_dim, low, high, seeds, device, **algo)
+        if parts and isinstance(parts[0], int):  # a frame stack's shape
+            parts = (Part("pixels", tuple(int(x) for x in parts), True),)
+        self.parts = tuple(parts)
+        encoder = SensorEncoder(self.parts, seeds, image_features)
+        super().__init__(encoder.features, act_dim, low, high, seeds, device, **algo)
         if getattr(self, "vtrace", None):
             raise ValueError("V-trace is not implemented for image learners")
-        self.obs_shape = (c, h, w)
         self.encoder = encoder.to(self.device)
         self.encoder_target = freeze(copy.deepcopy(self.encoder))
         self.networks.update(encoder=self.encoder, encoder_target=self.encoder_target)
         self.critic_opt.add_param_group({"params": list(self.encoder.parameters())})
         self.siamese, self.siamese_use_q = None, bool(siamese_use_q)
         if siamese:
-            self.siamese = Siamese(siamese, int(image_features),
+            self.siamese = Siamese(siamese, self.encoder.features,
                                    init_generators([stream_seed(s, "siamese") for s in seeds])).to(self.device)
             self.networks["siamese"] = self.siamese
             self.critic_opt.add_param_group({"params": [p for p in self.siamese.parameters() if p.requires_grad]})
 
-    def _obs(self, obs) -> torch.Tensor:
-        """Images stay uint8 on their way to the encoder (it divides by 255)."""
-        return torch.as_tensor(obs, device=self.device)
+    def _obs(self, obs) -> dict:
+        """Observations as the environments give them (a frame stack, or a Dict's parts packed in one vector), as
+        the encoder reads them: {part: tensor} (images uint8: the encoder divides by 255)."""
+        if isinstance(obs, dict):
+            return obs
+        return unpack(torch.as_tensor(np.asarray(obs), device=self.device), self.parts)
 
     @torch.no_grad()
     def features(self, obs) -> torch.Tensor:
-        """The encoders' features of one image per member [M, C, H, W] -> [M, F]."""
-        return self.encoder(self._obs(obs).unsqueeze(1)).squeeze(1)
+        """The encoders' features of one observation per member [M, ...] -> [M, F]."""
+        return self.encoder({k: v.unsqueeze(1) for k, v in self._obs(obs).items()}).squeeze(1)
 
     @torch.no_grad()
     def act(self, obs) -> torch.Tensor:
-        """Deterministic actions (evaluation): images [M, E, C, H, W] -> actions."""
+        """Deterministic actions (evaluation): observations [M, E, ...] -> actions."""
         return self.actor(self.encoder(self._obs(obs)))
 
     def explore(self, obs):
@@ -173,13 +208,15 @@ class ImageAgents:
 
     def auxiliary_loss(self, batch: Batch) -> torch.Tensor:
         """The siamese loss per member [M] (and, with --siamese_use_q, the critics' agreement between views)."""
-        m, b = batch.obs.shape[:2]
-        shifts = self.update_rng.randint(2 * PAD + 1, 2, b, 2).permute(1, 0, 2, 3)  # [2, M, B, 2]
+        b = batch.action.shape[1]
+        shifts = {key: self.update_rng.randint(2 * PAD + 1, 2, b, 2).permute(1, 0, 2, 3)  # [2, M, B, 2] each
+                  for key in self.encoder.cnns}
         loss = self.siamese.loss(self.encoder, self.encoder_target, batch.obs, batch.next_obs, shifts)
         if self.siamese_use_q:
-            online = self.critic_values(self.encoder(random_shift(batch.obs, shifts[0])), batch.action, self.critic)
+            view = self.encoder.augment
+            online = self.critic_values(self.encoder(view(batch.obs, shifts, 0)), batch.action, self.critic)
             with torch.no_grad():
-                target = self.critic_values(self.encoder_target(random_shift(batch.obs, shifts[1])), batch.action,
+                target = self.critic_values(self.encoder_target(view(batch.obs, shifts, 1)), batch.action,
                                             self.critic_target)
             loss = loss + (online - target).pow(2).mean((1, 2))
         return loss

@@ -15,6 +15,8 @@ import os
 import gymnasium as gym
 import numpy as np
 
+from algorithms.common.observations import Part, unpack  # noqa: F401  (unpack: the learners' side of the packing)
+
 from .atari import GrayResize
 
 SIZE, FRAMES = 84, 3
@@ -45,17 +47,107 @@ def make_pixels(base: str, size: int = SIZE, frames: int = FRAMES, **kwargs) -> 
     return gym.wrappers.FrameStackObservation(env, frames)
 
 
+# Dict observations (several sensors): id -> (base, camera sizes, the base observation's entries read as a vector)
+SENSORS = {"SensorPendulum-v1": ("Pendulum-v1", {"camera": 84, "overview": 48}, (2,))}
+
+
+class SensorObservations(gym.Wrapper):
+    """A control task seen by several sensors at once, as a Dict observation: cameras (the base's ``rgb_array``
+    frame, grey, area-averaged to each camera's size, its last ``frames`` stacked as ``make_pixels`` stacks them,
+    a reset's frame repeated) and ``vector``, the chosen entries of the base's own observation (Pendulum: the
+    angular velocity, entry 2 of [cos, sin, velocity]). ``metadata["frame_stacks"]`` names the cameras."""
+
+    def __init__(self, env: gym.Env, cameras: dict[str, int], vector: tuple[int, ...], frames: int = FRAMES):
+        super().__init__(env)
+        picture = RenderObservation(env)  # its observation() alone: the rendered frame
+        self.render_frame = picture.observation
+        self.shrink = {name: GrayResize(picture, size).observation for name, size in cameras.items()}
+        self.vector, self.frames = list(vector), int(frames)
+        parts = {name: gym.spaces.Box(0, 255, (frames, size, size), np.uint8) for name, size in cameras.items()}
+        low, high = env.observation_space.low[self.vector], env.observation_space.high[self.vector]
+        parts["vector"] = gym.spaces.Box(low, high, (len(self.vector),), np.float32)
+        self.observation_space = gym.spaces.Dict(parts)
+        self.metadata = {**env.metadata, "frame_stacks": tuple(cameras)}
+        self.stacks: dict[str, np.ndarray] = {}
+
+    def observe(self, state: np.ndarray, reset: bool) -> dict:
+        frame = np.asarray(self.render_frame(None), dtype=np.uint8)
+        for name, shrink in self.shrink.items():
+            small = shrink(frame)
+            if reset:
+                self.stacks[name] = np.repeat(small[None], self.frames, axis=0)
+            else:
+                self.stacks[name] = np.concatenate([self.stacks[name][1:], small[None]])
+        return {**{k: v.copy() for k, v in self.stacks.items()},
+                "vector": np.asarray(state, dtype=np.float32)[self.vector]}
+
+    def reset(self, **kwargs):
+        state, info = self.env.reset(**kwargs)
+        return self.observe(state, True), info
+
+    def step(self, action):
+        state, reward, terminated, truncated, info = self.env.step(action)
+        return self.observe(state, False), reward, terminated, truncated, info
+
+
+def make_sensors(base: str, cameras: dict[str, int], vector: tuple[int, ...], **kwargs) -> gym.Env:
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    return SensorObservations(gym.make(base, render_mode="rgb_array", **kwargs), cameras, vector)
+
+
 def _register() -> None:
     for env_id, base in PIXEL.items():
         if env_id in gym.registry:
             continue
         # the base's gym.make brings its own TimeLimit: none again here
         gym.register(env_id, entry_point=make_pixels, kwargs={"base": base})
+    for env_id, (base, cameras, vector) in SENSORS.items():
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=make_sensors, kwargs={"base": base, "cameras": cameras, "vector": vector})
 
 
 _register()
 
 
 def base_of(env_id: str) -> str | None:
-    """The Gymnasium id a pixel task pictures (None for other ids)."""
-    return PIXEL.get(env_id)
+    """The Gymnasium id a pixel or sensor task pictures (None for other ids)."""
+    return PIXEL.get(env_id) or SENSORS.get(env_id, (None,))[0]
+
+
+def parts_of(space: gym.spaces.Dict, stacks=()) -> tuple[Part, ...]:
+    """The parts of a Dict of Boxes, in its order, packed one after another: images (3-d uint8, channel first) and
+    vectors (1-d); anything else is a ValueError."""
+    parts, start = [], 0
+    for key, sub in space.spaces.items():
+        shape = tuple(int(x) for x in getattr(sub, "shape", None) or ())
+        image = isinstance(sub, gym.spaces.Box) and len(shape) == 3 and sub.dtype == np.uint8
+        if not image and not (isinstance(sub, gym.spaces.Box) and len(shape) == 1):
+            raise ValueError(f"observation part {key!r} is {sub}; parts must be images (uint8, channel first) or "
+                             "vectors")
+        parts.append(Part(key, shape, image and key in stacks, start))
+        start += int(np.prod(shape))
+    return tuple(parts)
+
+
+class PackedSensors(gym.ObservationWrapper):
+    """A Dict observation of images and vectors as one float32 vector, the parts one after another in the Dict's
+    order (the environment workers, evaluations and checkpoints move one array; pixel values stay exact in float32).
+    ``parts`` says where each lies; the replay learners unpack it (``unpack``)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.parts = parts_of(env.observation_space, env.metadata.get("frame_stacks", ()))
+        size = sum(p.size for p in self.parts)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+
+    def observation(self, observation):
+        return np.concatenate([np.asarray(observation[p.key], dtype=np.float32).reshape(-1) for p in self.parts])
+
+
+def layout_of(env_id: str, env) -> tuple[Part, ...] | None:
+    """The parts of ``env_id``'s observations as a replay learner reads them (``env``: the environment ``make_env``
+    gives): a pixel task's one frame stack, a Dict task's packed parts; None for vector tasks."""
+    if env_id in PIXEL:
+        return (Part("pixels", tuple(int(x) for x in env.observation_space.shape), True),)
+    return getattr(env, "parts", None)

@@ -163,7 +163,10 @@ def _create(env_id: str, task: dict | None = None, training: bool = True,
                 from .atari import make_atari
 
                 return make_atari(env_id, training, **extra)
-            return gym.make(env_id, **extra) if task is None else gym.make(env_id, task=task, **extra)
+            env = gym.make(env_id, **extra) if task is None else gym.make(env_id, task=task, **extra)
+            if isinstance(env.observation_space, gym.spaces.Dict):  # several sensors: one array to move around
+                env = pixels.PackedSensors(env)
+            return env
     except gym.error.DependencyNotInstalled as e:
         raise UsageError(f"--env {env_id}: a dependency is missing ({e}); run: pip install -r requirements.txt") from None
     except Exception as e:  # e.g. a registered id whose module fails to import
@@ -235,7 +238,7 @@ def env_spaces(env_id: str):
             _spaces[env_id] = e
         else:
             _spaces[env_id] = SimpleNamespace(action_space=env.action_space, observation_space=env.observation_space,
-                                              spec=env.spec)
+                                              spec=env.spec, layout=pixels.layout_of(env_id, env))
             env.close()
     known = _spaces[env_id]
     if isinstance(known, UsageError):
@@ -261,8 +264,17 @@ def action_kind(env_id: str, who: str) -> str:
 
 
 def image_task(env_id: str) -> bool:
-    """Whether ``env_id``'s observations are images the replay learners encode (the pixel tasks, frame stacks)."""
-    return pixels.base_of(env_id) is not None
+    """Whether ``env_id``'s observations hold images the replay learners encode (the pixel tasks' frame stacks, the
+    Dict observations of several sensors)."""
+    return sensor_layout(env_id) is not None
+
+
+def sensor_layout(env_id: str):
+    """The parts of ``env_id``'s observations (``pixels.layout_of``), None for vector tasks (and Atari, which the
+    replay learners do not play); from the cached spaces."""
+    if _atari_name(env_id):
+        return None
+    return env_spaces(env_id).layout
 
 
 def seeded_envs(env_id: str, seeds, tasks=None, **kinds) -> tuple[list[gym.Env], np.ndarray]:

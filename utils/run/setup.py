@@ -13,7 +13,7 @@ import torch
 from ..cores import available_cores, default_cpu_threads
 from ..envs.joint import JointEnvs, check_in_process
 from ..envs.pool import EnvPoolEnvs
-from ..envs.registry import check_env, image_task, package_of
+from ..envs.registry import check_env, image_task, package_of, sensor_layout
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import UsageError
@@ -124,18 +124,19 @@ def make_learner(cfg: RunConfig, device: torch.device, seeds: list[int], member_
     if spec.family == "replay" and len(c.obs_shape) != 1 and not images:  # make_env lets Atari's through (ac_main)
         raise UsageError(f"--env {cfg.env}: observations of shape {c.obs_shape}; {cfg.algorithm} needs flat ones or "
                          "a pixel task's frame stacks")
+    if spec.family != "replay" and image_task(cfg.env) and sensor_layout(cfg.env)[0].start is not None:
+        raise UsageError(f"--env {cfg.env}: observations of several sensors (a Dict) are read by the replay learners "
+                         f"(sac_main.py, DASE_main.py), not by {cfg.algorithm}")
     if spec.family == "rollout":  # the rollout storage and ACER's replay of rollouts, before they are allocated
         what, need, hint = rollout_memory(cfg, len(member_seeds), c)
         check_fits(what, need, device, hint)
         return RolloutLearner(cfg.algorithm, cfg.algo, member_seeds, n, c, device, cfg.sharing_settings(),
                               common_init=cfg.init == "common", eval_sample=cfg.eval_policy == "sample")
-    kind, extra = (RecurrentLearner, {}) if cfg.algo.get("seq_encoder") else (Learner, {})
-    if images:  # frame stacks, each frame stored once
-        kind, extra = ImageLearner, {"stacked": True}
-    return kind(cfg.algorithm, cfg.algo, member_seeds, n, c.obs_shape if images else c.obs_dim, c.act_dim, c.low, c.high, cfg.buffer_size,
+    kind = ImageLearner if images else RecurrentLearner if cfg.algo.get("seq_encoder") else Learner
+    return kind(cfg.algorithm, cfg.algo, member_seeds, n, sensor_layout(cfg.env) if images else c.obs_dim, c.act_dim, c.low, c.high, cfg.buffer_size,
                 cfg.batch_size, cfg.updates_per_step, device, cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step,
                 cfg.per or None, common_init=cfg.init == "common",
-                memory_check=replay_memory_check(cfg, device, len(seeds)), **extra)
+                memory_check=replay_memory_check(cfg, device, len(seeds)))
 
 
 def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
