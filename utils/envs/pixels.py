@@ -39,7 +39,10 @@ class RenderObservation(gym.ObservationWrapper):
         return np.asarray(self.env.render(), dtype=np.uint8)
 
 
-def make_pixels(base: str, size: int = SIZE, frames: int = FRAMES, **kwargs) -> gym.Env:
+def make_pixels(base: str, size: int = SIZE, frames: int = FRAMES, render_mode: str | None = None,
+                **kwargs) -> gym.Env:
+    # render_mode: the base always renders rgb_array (its frames are the observations), which is also what a film of
+    # the task (utils.play asks for "rgb_array") shows
     # the renderers draw with pygame off screen: no display or sound device (SDL would complain without one)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
@@ -90,7 +93,8 @@ class SensorObservations(gym.Wrapper):
         return self.observe(state, False), reward, terminated, truncated, info
 
 
-def make_sensors(base: str, cameras: dict[str, int], vector: tuple[int, ...], **kwargs) -> gym.Env:
+def make_sensors(base: str, cameras: dict[str, int], vector: tuple[int, ...], render_mode: str | None = None,
+                 **kwargs) -> gym.Env:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     return SensorObservations(gym.make(base, render_mode="rgb_array", **kwargs), cameras, vector)
