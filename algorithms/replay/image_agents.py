@@ -49,15 +49,13 @@ PAD = 4  # DrQ's random shift: up to 4 pixels each way
 
 def random_shift(x: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     """Images [M, B, C, H, W] shifted by ``shifts`` [M, B, 2] (row and column offsets in 0..2*PAD) inside their
-    edge-replicated padding: out[..., y, x] = padded[..., y + dy, x + dx]."""
+    edge-replicated padding: out[..., y, x] = padded[..., y + dy, x + dx], i.e. the image at the row and column
+    clamped to the image (replicated edges are clamped indices), gathered in the images' own dtype."""
     m, b, c, h, w = x.shape
-    padded = F.pad(x.reshape(m * b, c, h, w).float(), (PAD,) * 4, mode="replicate").to(x.dtype)
-    padded = padded.view(m, b, c, h + 2 * PAD, w + 2 * PAD)
-    rows = (shifts[..., 0:1] + torch.arange(h, device=x.device)).unsqueeze(-1)  # [M, B, H, 1]
-    cols = (shifts[..., 1:2] + torch.arange(w, device=x.device)).unsqueeze(-2)  # [M, B, 1, W]
-    mi = torch.arange(m, device=x.device).view(m, 1, 1, 1)
-    bi = torch.arange(b, device=x.device).view(1, b, 1, 1)
-    return padded.permute(0, 1, 3, 4, 2)[mi, bi, rows, cols].permute(0, 1, 4, 2, 3)  # [M, B, C, H, W]
+    rows = (shifts[..., 0:1] - PAD + torch.arange(h, device=x.device)).clamp_(0, h - 1)  # [M, B, H]
+    cols = (shifts[..., 1:2] - PAD + torch.arange(w, device=x.device)).clamp_(0, w - 1)  # [M, B, W]
+    out = x.gather(3, rows.view(m, b, 1, h, 1).expand(m, b, c, h, w))
+    return out.gather(4, cols.view(m, b, 1, 1, w).expand(m, b, c, h, w))
 
 
 def atc_loss(anchor: torch.Tensor, positive: torch.Tensor, bilinear: torch.Tensor) -> torch.Tensor:
