@@ -1,0 +1,234 @@
+"""``python -m utils.distributed --actors K --learners M [--address ADDR] <flags of sac_main.py or DASE_main.py>``:
+one run of M learners fed by K actors on Ray (see the package's docstring and docs/distributed.md).
+
+Learner m trains seed ``--seed`` + m and writes that seed's files; actor k feeds learner k mod M. ``ray.init()`` on
+this machine by default; ``--address`` joins a running cluster (``ray start --head`` on one machine, ``ray start
+--address HEAD:6379`` on the others; every machine needs this repository at the same path and its requirements).
+Exit codes as the scripts': 2 for bad input (one line), 0 when every learner finished.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(argv=None) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(prog="python -m utils.distributed", description=__doc__.split("\n\n")[0],
+                                add_help=True)
+    p.add_argument("--actors", type=int, default=4, help="actors stepping environments (default 4)")
+    p.add_argument("--learners", type=int, default=1, help="learners, each with its own replay (default 1)")
+    p.add_argument("--address", default=None, help="a running Ray cluster to join (default: Ray on this machine)")
+    p.add_argument("--refresh_every", type=int, default=100,
+                   help="learner updates between the parameters its actors fetch (ASAC: 100-200; default 100)")
+    p.add_argument("--block", type=int, default=50, help="steps an actor sends at once (default 50)")
+    p.add_argument("--actor_noise", type=float, default=0.1,
+                   help="the last actor's extra exploration level; actor k of K explores at k / (K - 1) of it "
+                        "(ASAC's; default 0.1)")
+    p.add_argument("--evolve", action="store_true", help="ASAC's evolver: the cross-entropy method over the learners")
+    p.add_argument("--evolve_every", type=int, default=5,
+                   help="--evolve: evaluations of every learner between selections (default 5; ASAC: 50)")
+    p.add_argument("--elite", type=float, default=0.3, help="--evolve: the fraction of learners kept (default 0.3)")
+    p.add_argument("--script", choices=("sac_main", "DASE_main"), default=None,
+                   help="whose flags the rest are (default: the script of --policy)")
+    return p.parse_known_args(argv)
+
+
+def script_of(rest: list[str], chosen: str | None):
+    import DASE_main
+    import sac_main
+    from ..naming import SCRIPT_POLICIES
+
+    if chosen:
+        return {"sac_main": sac_main, "DASE_main": DASE_main}[chosen]
+    given = [i for i, a in enumerate(rest[:-1]) if a == "--policy"]
+    policy = rest[given[-1] + 1] if given else None  # the last one given, as argparse takes it
+    return DASE_main if policy in SCRIPT_POLICIES["DASE_main.py"] else sac_main
+
+
+def build(argv=None):
+    """The distributed settings and each learner's run config, checked; a UsageError for bad input."""
+    args, rest = parse(argv)
+    for name in ("actors", "learners", "refresh_every", "block", "evolve_every"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} {getattr(args, name)}: at least 1")
+    if not 0 < args.elite <= 1:
+        raise UsageError(f"--elite {args.elite:g}: a fraction in (0, 1]")
+    if args.actor_noise < 0:
+        raise UsageError(f"--actor_noise {args.actor_noise:g}: at least 0")
+    if args.evolve and args.learners < 2:
+        raise UsageError("--evolve breeds several learners: give --learners 2 or more")
+    script = script_of(rest, args.script)
+    cfg = script.build_config(script.parse(rest))
+    from ..naming import ALGORITHM
+    from ..run import validate
+
+    refusals = [
+        (ALGORITHM[cfg.algorithm].family != "replay", f"{cfg.policy}: the distributed run trains the replay "
+         "learners (sac_main.py, DASE_main.py)"),
+        (len(cfg.seed_list()) > 1, "--seeds: learner m trains --seed + m; give --seed and --learners"),
+        (cfg.method.distils or cfg.method.diffuses, f"{cfg.policy}: DPD_ and DIFF_ learners are not distributed; "
+         "independent and DASE_ ones are"),
+        (bool(cfg.algo.get("seq_encoder")), "--seq_encoder is not distributed yet"),
+        (bool(cfg.algo.get("image_features")), f"--env {cfg.env}: image tasks are not distributed yet"),
+        (bool(cfg.algo.get("normalize_obs")), "--normalize_obs is not distributed yet (the actors would need the "
+         "learner's statistics)"),
+        (bool(cfg.algo.get("curiosity") or cfg.algo.get("rnd")), "intrinsic rewards are not distributed yet"),
+        (cfg.device != "cpu" and cfg.cuda_graphs, "--cuda_graphs: the distributed learner takes no CUDA graphs"),
+        (cfg.episode_eval or cfg.max_episodes is not None or cfg.solved_at is not None,
+         "--episode_eval/--max_episodes/--solved_at: the distributed learner counts the steps it stores"),
+    ]
+    for refused, message in refusals:
+        if refused:
+            raise UsageError(message)
+    learners = []
+    for m in range(args.learners):
+        one = dataclasses.replace(cfg.for_seed(cfg.seed_list()[0] + m), env_workers=0, threads=cfg.threads or 1,
+                                  cuda_graphs=False)
+        one = dataclasses.replace(one, results_dir=str(Path(one.results_dir).resolve()),
+                                  checkpoint_dir=str(Path(one.checkpoint_dir).resolve()) if one.checkpoint_dir else
+                                  one.checkpoint_dir, models_dir=str(Path(one.models_dir).resolve()))
+        validate(one, getattr(script, "FLAG_NAMES", None))
+        learners.append(one)
+    return args, learners
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("Ray is not installed: pip install -r requirements-cluster.txt") from None
+    return ray
+
+
+def reachable(address: str, timeout: float = 5.0) -> str | None:
+    """None if something listens at a HOST:PORT address (a cluster's GCS), else why not ("auto" and ray:// addresses
+    are left to Ray)."""
+    import socket
+
+    if address == "auto" or "://" in address:
+        return None
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return "not HOST:PORT"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
+
+
+def start_ray(ray, address: str | None, cpus: int) -> None:
+    env = {"env_vars": {"PYTHONPATH": str(ROOT)}}
+    problem = None if address is None else reachable(address)
+    if problem is not None:  # Ray would retry for minutes
+        raise UsageError(f"--address {address}: cannot reach a Ray cluster there ({problem})")
+    try:
+        if address is None:
+            ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=env, log_to_driver=False,
+                     logging_level=logging.ERROR)
+        else:
+            ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level=logging.ERROR)
+    except Exception as e:  # ConnectionError, ValueError, RuntimeError: Ray's own words
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"--address {address}: cannot reach a Ray cluster there ({first})") from None
+
+
+def train(args, learners) -> list[list[list[float]]]:
+    """Start the learners and actors, run the evolver if asked, wait for the learners; every learner's curves."""
+    ray = import_ray()
+    from ray.util.queue import Queue
+
+    from .actor import EnvActor
+    from .learner import LearnerActor
+
+    k, m = args.actors, args.learners
+    start_ray(ray, args.address, cpus=max(os.cpu_count() or 1, k + m))
+    try:
+        # a block in flight per actor: a full queue holds the actors back (a longer one only adds policy lag)
+        queues = [Queue(maxsize=max(1, k // m)) for _ in range(m)]
+        remote_learner = ray.remote(num_cpus=1, max_concurrency=4)(LearnerActor)
+        remote_actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=-1)(EnvActor)
+        handles = [remote_learner.remote(cfg, q, args.refresh_every, -(-k // m)) for cfg, q in zip(learners, queues)]
+        actors = [remote_actor.remote(learners[i % m], i // m, -(-k // m), args.actor_noise, args.block,
+                                      learners[i % m].seed) for i in range(k)]
+        runs = [h.run.remote() for h in handles]
+        feeding = [a.run.remote(handles[i % m], queues[i % m]) for i, a in enumerate(actors)]
+        if args.evolve:
+            evolve(ray, handles, runs, args)
+        curves = ray.get(runs)
+        ray.wait(feeding, num_returns=len(feeding), timeout=30)
+        return curves
+    finally:
+        ray.shutdown()
+
+
+def evolve(ray, handles, runs, args) -> None:
+    """ASAC's evolver while the learners train: whenever every learner has ``evolve_every`` new evaluations, the
+    cross-entropy step over their parameters, ranked by the mean of those evaluations."""
+    import torch
+
+    from .evolver import cem_step
+
+    generator = torch.Generator().manual_seed(12345)
+    done_at = 0
+    while True:
+        finished, _ = ray.wait(runs, num_returns=len(runs), timeout=2.0)
+        if len(finished) == len(runs):
+            return
+        curves = ray.get([h.evaluations.remote() for h in handles])
+        if min(len(c) for c in curves) - 1 < done_at + args.evolve_every:
+            continue
+        done_at += args.evolve_every
+        scores = [float(sum(c[-args.evolve_every:]) / args.evolve_every) for c in curves]
+        params = ray.get([h.parameters.remote() for h in handles])
+        stacked = {name: torch.stack([p[name] for p in params]) for name in params[0]}
+        new, _ = cem_step(stacked, scores, generator, elite=args.elite)
+        for i, h in enumerate(handles):
+            h.set_parameters.remote({name: v[i] for name, v in new.items()})
+
+
+def run(argv=None) -> int:
+    args, learners = build(argv)
+    import_ray()
+    start = time.perf_counter()
+    curves = train(args, learners)
+    note_in_records(args, learners, sys.argv[1:] if argv is None else list(argv))
+    if not learners[0].quiet:
+        for cfg, c in zip(learners, curves):
+            print(f"{cfg.name}: {len(c[0])} evaluations, last {[round(x[-1], 1) for x in c]}")
+        print(f"{len(learners)} learner(s), {args.actors} actor(s): {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def note_in_records(args, learners, argv: list[str]) -> None:
+    """Each learner's record says how it was fed (the run's command line is the driver's)."""
+    import json
+
+    from ..io import save_json
+
+    for cfg in learners:
+        path = Path(cfg.results_dir) / f"{cfg.stem}.json"
+        if path.exists():
+            record = json.loads(path.read_text())
+            record["distributed"] = {"actors": args.actors, "learners": args.learners, "learner": learners.index(cfg),
+                                     "refresh_every": args.refresh_every, "block": args.block,
+                                     "actor_noise": args.actor_noise, "evolve": args.evolve,
+                                     "evolve_every": args.evolve_every if args.evolve else None,
+                                     "elite": args.elite if args.evolve else None, "address": args.address,
+                                     "command": ["python", "-m", "utils.distributed", *argv]}
+            save_json(path, record)
+
+
+def main(argv=None) -> int:
+    from ..cli import main_guard
+
+    return main_guard(run, argv)

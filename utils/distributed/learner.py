@@ -1,0 +1,146 @@
+"""A learner of a distributed run: the project's trainer of one seed (its agents, replay, evaluations, files and
+checkpoints), whose steps are the transitions its actors send instead of its own environments' steps.
+
+Step t of the learner is the t-th step it stores (one transition per agent of its group); it trains at every step
+past ``--start_steps`` as the single-machine loop does, evaluates every ``--eval_freq`` stored steps on its own
+evaluation environments, and writes the same curves, record and checkpoints. Every ``refresh_every`` updates it
+publishes its actors' parameters (with the update count, their *version*). Per evaluation it also writes
+``{stem}_distributed.npy``: [steps stored per second, blocks waiting in its queue, mean policy lag (updates between
+the version that acted and the learner's count when the step is stored), then each actor's share of the steps].
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from ..io import save_curve
+from ..run.loop import Trainer
+
+STATS_SUFFIX = "_distributed"
+
+
+class DistributedTrainer(Trainer):
+    """``Trainer`` fed by actors through ``queue`` (see the module's docstring)."""
+
+    def __init__(self, cfg, queue, refresh_every: int, actors: int):
+        self.queue, self.refresh_every, self.actors = queue, int(refresh_every), int(actors)
+        self.inbox: deque = deque()  # stored steps not yet learned from: (fields, version, actor)
+        self.incoming = None  # parameters the evolver sent, loaded at the next step
+        super().__init__(cfg, validated=True)
+        self.stats_path = self.files[0].results / f"{cfg.stem}{STATS_SUFFIX}.npy"
+        self.stats_rows: list[list[float]] = []
+        self.reset_period()
+        self.publish()
+
+    def reset_period(self) -> None:
+        self.lag_sum, self.lag_n, self.period_start = 0.0, 0, time.perf_counter()
+        self.received = np.zeros(self.actors)
+
+    def publish(self, done: bool = False) -> None:
+        """The actors' parameters as they are now, for the actors to fetch (``LearnerActor.latest``)."""
+        agents = self.learner.agents
+        self.latest = {"version": int(agents.updates), "done": done,
+                       "warmup": self.t < self.cfg.start_time_steps,
+                       "actor": {k: v.detach().cpu().clone() for k, v in agents.actor.state_dict().items()}}
+
+    def receive(self) -> None:
+        """Blocks from the queue (waiting for one if none is there) into the inbox, step by step."""
+        waiting = self.queue.qsize()
+        blocks = self.queue.get_nowait_batch(waiting) if waiting else [self.queue.get(block=True)]
+        for block in blocks:
+            for s in range(len(block["rewards"])):
+                fields = tuple(None if block[k] is None else block[k][s] for k in
+                               ("obs", "actions", "rewards", "next_obs", "terminated", "ended"))
+                behaviour = None if block["behaviour"] is None else tuple(b[s] for b in block["behaviour"])
+                self.inbox.append((fields, behaviour, block["version"], block["actor"]))
+
+    def step(self) -> None:
+        if self.incoming is not None:
+            self.load_parameters(self.incoming)
+            self.incoming = None
+        while not self.inbox:
+            self.receive()
+        (obs, actions, rewards, next_obs, terminated, ended), behaviour, version, actor = self.inbox.popleft()
+        self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
+        warmup = self.t < self.cfg.start_time_steps
+        if not warmup:
+            self.learner.train(self.t)
+        updates = int(self.learner.agents.updates)
+        self.lag_sum += updates - version
+        self.lag_n += 1
+        self.received[actor] += 1
+        self.t += self.learner.steps_per_iteration
+        if updates - self.latest["version"] >= self.refresh_every or warmup != self.latest["warmup"]:
+            self.publish()
+
+    def start_evaluation(self) -> None:
+        """The period's distributed statistics, then the evaluation."""
+        seconds = time.perf_counter() - self.period_start
+        total = self.received.sum()
+        row = [total / seconds if total else np.nan, float(self.queue.qsize()),
+               self.lag_sum / self.lag_n if self.lag_n else np.nan,
+               *(self.received / total if total else np.full(self.actors, np.nan))]
+        if len(self.stats_rows) < len(self.curves[0]) + 1:
+            self.stats_rows.append(row)
+        save_curve(self.stats_path, np.asarray(self.stats_rows, dtype=np.float64))
+        self.reset_period()
+        super().start_evaluation()
+
+    def run(self, *args, **kwargs):
+        if self.stats_path.exists():  # a resumed run: the rows of the evaluations it keeps
+            self.stats_rows = np.load(self.stats_path).tolist()
+        try:
+            curves = super().run(*args, **kwargs)
+        finally:
+            self.publish(done=True)
+        self.stats_rows = self.stats_rows[:len(curves[0])] if curves else self.stats_rows
+        save_curve(self.stats_path, np.asarray(self.stats_rows, dtype=np.float64))
+        return curves
+
+    # ---- the evolver's side ---------------------------------------------------------------------------------
+    def parameters(self) -> dict[str, torch.Tensor]:
+        """Every network's parameters (online and target), by name, on the CPU."""
+        return {f"{name}.{k}": p.detach().cpu().clone() for name, net in self.learner.agents.networks.items()
+                for k, p in net.named_parameters()}
+
+    @torch.no_grad()
+    def load_parameters(self, params: dict[str, torch.Tensor]) -> None:
+        for name, net in self.learner.agents.networks.items():
+            for k, p in net.named_parameters():
+                p.copy_(params[f"{name}.{k}"].to(p.device, p.dtype))
+        self.publish()
+
+
+class LearnerActor:
+    """A learner as a Ray actor (threaded: the actors fetch its parameters while it trains)."""
+
+    def __init__(self, cfg, queue, refresh_every: int, actors: int):
+        import os
+        import sys
+
+        sys.stdout = sys.stderr = open(os.devnull, "w") if cfg.quiet else sys.stderr
+        self.trainer = DistributedTrainer(cfg, queue, refresh_every, actors)
+
+    def run(self) -> list[list[float]]:
+        return [c.tolist() for c in self.trainer.run()]
+
+    def latest(self, known: int):
+        """The published parameters, or None if the actor has them already (``known``: its version)."""
+        latest = self.trainer.latest
+        return None if latest["version"] == known and not latest["done"] and known >= 0 else latest
+
+    def evaluations(self) -> list[float]:
+        """The learner's (first agent's) curve so far."""
+        return list(self.trainer.curves[0])
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        return self.trainer.parameters()
+
+    def set_parameters(self, params: dict[str, torch.Tensor]) -> None:
+        self.trainer.incoming = params
+
+    def step(self) -> int:
+        return int(self.trainer.t)
