@@ -68,6 +68,15 @@ def test_a_local_run_stores_every_actors_steps_and_writes_the_files(tmp_path):
         assert record["finished"] and record["distributed"]["actors"] == 4 and record["distributed"]["learner"] == seed
 
 
+def test_the_evolver_breeds_the_learners_while_they_train(tmp_path):
+    out = tmp_path / "r"
+    assert run(cli, "--actors", "3", "--learners", "3", "--evolve", "--evolve_every", "1", *FLAGS, "--num_steps",
+               "2000", "--results_dir", str(out)) == 0
+    records = [json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text()) for s in range(3)]
+    assert all(r["finished"] for r in records)
+    assert records[0]["distributed"]["evolve"] and records[0]["distributed"]["selections"] >= 1
+
+
 def test_a_paused_learner_resumes_and_finishes(tmp_path):
     out = str(tmp_path / "r")
     args = ["--actors", "2", *FLAGS, "--num_steps", "1500", "--results_dir", out, "--checkpoint_freq", "500"]

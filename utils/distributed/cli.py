@@ -162,8 +162,7 @@ def train(args, learners) -> list[list[list[float]]]:
                                       learners[i % m].seed) for i in range(k)]
         runs = [h.run.remote() for h in handles]
         feeding = [a.run.remote(handles[i % m], queues[i % m]) for i, a in enumerate(actors)]
-        if args.evolve:
-            evolve(ray, handles, runs, args)
+        args.selections = evolve(ray, handles, runs, args) if args.evolve else 0
         curves = ray.get(runs)
         ray.wait(feeding, num_returns=len(feeding), timeout=30)
         return curves
@@ -171,9 +170,9 @@ def train(args, learners) -> list[list[list[float]]]:
         ray.shutdown()
 
 
-def evolve(ray, handles, runs, args) -> None:
+def evolve(ray, handles, runs, args) -> int:
     """ASAC's evolver while the learners train: whenever every learner has ``evolve_every`` new evaluations, the
-    cross-entropy step over their parameters, ranked by the mean of those evaluations."""
+    cross-entropy step over their parameters, ranked by the mean of those evaluations; the selections made."""
     import torch
 
     from .evolver import cem_step
@@ -183,7 +182,7 @@ def evolve(ray, handles, runs, args) -> None:
     while True:
         finished, _ = ray.wait(runs, num_returns=len(runs), timeout=2.0)
         if len(finished) == len(runs):
-            return
+            return done_at // args.evolve_every
         curves = ray.get([h.evaluations.remote() for h in handles])
         if min(len(c) for c in curves) - 1 < done_at + args.evolve_every:
             continue
@@ -224,6 +223,7 @@ def note_in_records(args, learners, argv: list[str]) -> None:
                                      "actor_noise": args.actor_noise, "evolve": args.evolve,
                                      "evolve_every": args.evolve_every if args.evolve else None,
                                      "elite": args.elite if args.evolve else None, "address": args.address,
+                                     "selections": getattr(args, "selections", 0),
                                      "command": ["python", "-m", "utils.distributed", *argv]}
             save_json(path, record)
 
