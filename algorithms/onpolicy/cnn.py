@@ -31,8 +31,9 @@ class BatchedNatureCNN(nn.Module):
     """
 
     def __init__(self, in_channels: int, gens: Sequence[torch.Generator], features: int = 512,
-                 size: int | tuple[int, int] = 84, grouped: bool = True):
+                 size: int | tuple[int, int] = 84, grouped: bool = True, relu_out: bool = True):
         super().__init__()
+        self.relu_out = relu_out  # False: the linear layer's output as it is (a head normalises it)
         # grouped: the members' convolutions as one grouped convolution; else one after another, so a member's
         # numbers do not depend on how many are batched with it (oneDNN picks other kernels for other group counts)
         self.grouped = grouped
@@ -66,7 +67,8 @@ class BatchedNatureCNN(nn.Module):
             raise ValueError(f"expected [{self.members}, B, {self.in_channels}, H, W], got {tuple(x.shape)}")
         n, b = x.shape[:2]
         if not self.grouped:
-            return F.relu(self.fc(torch.stack([self.convolved(x[i], i) for i in range(n)])))
+            out = self.fc(torch.stack([self.convolved(x[i], i) for i in range(n)]))
+            return F.relu(out) if self.relu_out else out
         # members side by side along the channels: [B, N*C, H, W] (moved while still uint8: 4x fewer bytes)
         h = x.transpose(0, 1).reshape(b, n * x.shape[2], *x.shape[3:])
         scale = h.dtype == torch.uint8

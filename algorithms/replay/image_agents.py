@@ -1,8 +1,8 @@
 """Replay learners on images: SAC, discrete SAC, TD3 or DDPG on the features of a convolutional encoder, and the
 self-supervised auxiliary losses of Advanced-Soft-Actor-Critic (``--siamese atc|byol``).
 
-Every member has its own encoder (the Nature CNN, ``algorithms.onpolicy.cnn``, with ``image_features`` outputs) and
-a target copy. One update, as SAC-AE and DrQ train pixel SAC (Yarats et al. 2019, 2021):
+Every member has its own encoder (the Nature CNN, ``algorithms.onpolicy.cnn``, with ``image_features`` outputs, then
+SAC-AE's LayerNorm and tanh) and a target copy. One update, as SAC-AE and DrQ train pixel SAC (Yarats et al. 2019, 2021):
 
 1. x = f(o) with gradient, x' = f(o') and the target encoder's x^ = f^(o') without;
 2. the algorithm's own update with x in place of the states: the critics read x with its gradient (the critic
@@ -123,14 +123,23 @@ class SensorEncoder(nn.Module):
         self.cnns = nn.ModuleDict({
             p.key: BatchedNatureCNN(p.shape[0], init_generators([stream_seed(s, "encoder" if i == 0 else
                                                                              f"encoder:{p.key}") for s in seeds]),
-                                    features=int(features), size=tuple(p.shape[1:]), grouped=False)
+                                    features=int(features), size=tuple(p.shape[1:]), grouped=False, relu_out=False)
             for i, p in enumerate(images)})
+        # SAC-AE's head on every CNN: LayerNorm (a gain and bias per member and feature), then tanh, so that the
+        # features stay in [-1, 1] (unbounded ReLU features saturate a tanh policy from the first updates)
+        m = len(seeds)
+        self.gains = nn.ParameterDict({p.key: nn.Parameter(torch.ones(m, 1, int(features))) for p in images})
+        self.shifts = nn.ParameterDict({p.key: nn.Parameter(torch.zeros(m, 1, int(features))) for p in images})
         self.features = int(features) * len(images) + sum(p.size for p in self.parts if not p.image)
 
     def forward(self, obs: dict) -> torch.Tensor:
         """{part: [M, B, ...]} -> features [M, B, F]."""
-        out = [self.cnns[p.key](obs[p.key]) if p.image else obs[p.key].float() for p in self.parts]
+        out = [self.head(p.key, self.cnns[p.key](obs[p.key])) if p.image else obs[p.key].float() for p in self.parts]
         return out[0] if len(out) == 1 else torch.cat(out, dim=-1)
+
+    def head(self, key: str, x: torch.Tensor) -> torch.Tensor:
+        """tanh(LayerNorm(x)) with each member's gain and bias: [M, B, F] -> [M, B, F]."""
+        return torch.tanh(F.layer_norm(x, x.shape[-1:]) * self.gains[key] + self.shifts[key])
 
     def augment(self, obs: dict, shifts: dict, view: int) -> dict:
         """The observations with every image part shifted by its ``shifts[key][view]``."""
