@@ -193,6 +193,8 @@ def test_members_train_alone_as_batched_and_the_critic_trains_the_encoder(cls, k
                 torch.testing.assert_close(p[i:i + 1] if p.dim() and p.shape[0] == 2 else p, q, atol=atol, rtol=1e-4,
                                            msg=f"{name}.{k}")
     assert not torch.equal(before, both.encoder.cnns["pixels"].weights[0])
+    features = both.encoder(batch.obs).detach()  # SAC-AE's head: LayerNorm, then tanh
+    assert features.abs().max() < 1 and features.std() > 0.1
     assert not torch.equal(both.encoder_target.cnns["pixels"].weights[0], before)  # it moved towards the encoder
 
 
