@@ -1,4 +1,4 @@
-"""Atari preprocessing (utils/envs/atari.py) and the batched Nature-DQN encoder (algorithms/onpolicy/cnn.py)."""
+"""Atari preprocessing (utils/envs/atari.py) and the batched Nature-DQN encoder (algorithms/common/cnn.py)."""
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import torch
 from utils.run.files import OWNER_KEY
 from torch.nn import functional as F
 
-from algorithms.onpolicy.cnn import BatchedNatureCNN
+from algorithms.common.cnn import BatchedNatureCNN
 from algorithms.common.nets import init_generators
 from utils.envs import atari
 from utils.errors import UsageError

@@ -40,7 +40,7 @@ class ActorCritic(nn.Module):
             self.pi = MLP([obs_shape[0], *hidden, act_dim], gens, init, activation, out_gain=0.01)
             self.v = MLP([obs_shape[0], *hidden, value_outputs], gens, init, activation)
         else:
-            from .cnn import BatchedNatureCNN
+            from ..common.cnn import BatchedNatureCNN
 
             self.encoder = BatchedNatureCNN(obs_shape[0], gens)
             self.pi = BatchedLinear(self.encoder.features, act_dim, gens)

@@ -39,7 +39,7 @@ class RecurrentActorCritic(nn.Module):
             self.fc = BatchedLinear(obs_shape[0], hidden, gens)
             width, size = hidden, hidden
         else:
-            from .cnn import BatchedNatureCNN
+            from ..common.cnn import BatchedNatureCNN
 
             self.cnn, self.fc = BatchedNatureCNN(obs_shape[0], gens), None
             width, size = self.cnn.features, ATARI_LSTM

@@ -1,7 +1,7 @@
 """Replay learners on images: SAC, discrete SAC, TD3 or DDPG on the features of a convolutional encoder, and the
 self-supervised auxiliary losses of Advanced-Soft-Actor-Critic (``--siamese atc|byol``).
 
-Every member has its own encoder (the Nature CNN, ``algorithms.onpolicy.cnn``, with ``image_features`` outputs, then
+Every member has its own encoder (the Nature CNN, ``algorithms.common.cnn``, with ``image_features`` outputs, then
 SAC-AE's LayerNorm and tanh) and a target copy. One update, as SAC-AE and DrQ train pixel SAC (Yarats et al. 2019, 2021):
 
 1. x = f(o) with gradient, x' = f(o') and the target encoder's x^ = f^(o') without;
@@ -38,7 +38,7 @@ from .base import Batch
 from ..common.members import stream_seed
 from ..common.observations import Part, unpack
 from ..common.nets import MLP, BatchedLinear, freeze, init_generators, soft_update
-from ..onpolicy.cnn import BatchedNatureCNN
+from ..common.cnn import BatchedNatureCNN
 from .ddpg import DDPG
 from .discrete_sac import DiscreteSAC
 from .sac import SAC
