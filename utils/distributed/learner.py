@@ -83,8 +83,9 @@ class DistributedTrainer(Trainer):
         row = [total / seconds if total else np.nan, float(self.queue.qsize()),
                self.lag_sum / self.lag_n if self.lag_n else np.nan,
                *(self.received / total if total else np.full(self.actors, np.nan))]
-        if len(self.stats_rows) < len(self.curves[0]) + 1:
-            self.stats_rows.append(row)
+        # one row per evaluation: those of the evaluations kept (a resumed run drops the rows written after its
+        # checkpoint), then this one's
+        self.stats_rows = self.stats_rows[:len(self.curves[0])] + [row]
         save_curve(self.stats_path, np.asarray(self.stats_rows, dtype=np.float64))
         self.reset_period()
         super().start_evaluation()
