@@ -50,37 +50,35 @@ def test_actors_explore_at_levels_spread_up_to_the_noise():
 
 
 FLAGS = ["--policy", "SAC", "--env", "Pendulum-v1", "--hidden_size", "16", "--eval_episodes", "1", "--quiet",
-         "--eval_freq", "500", "--start_steps", "500", "--batch_size", "32"]
+         "--eval_freq", "250", "--start_steps", "250", "--batch_size", "32"]
 
 
 def test_a_local_run_stores_every_actors_steps_and_writes_the_files(tmp_path):
     out = tmp_path / "r"
-    assert run(cli, "--actors", "4", "--learners", "2", "--block", "25", *FLAGS, "--num_steps", "1500",
-               "--results_dir", str(out)) == 0
-    for seed in (0, 1):
-        curve = np.load(out / f"SAC_Pendulum-v1_{seed}.npy")
-        stats = np.load(out / f"SAC_Pendulum-v1_{seed}_distributed.npy")
-        assert curve.shape == (4,) and stats.shape == (4, 5)  # steps/s, queue, lag, two actors' shares
-        assert np.isnan(stats[0, [0, 2, 3, 4]]).all() and (stats[1:, 0] > 0).all()  # step 0: nothing stored yet
-        shares = np.nansum(stats[1:, 3:] * 500, axis=0)
-        assert (shares > 0).all() and shares.sum() == pytest.approx(1500)  # both of its actors' steps, all stored
-        record = json.loads((out / f"SAC_Pendulum-v1_{seed}.json").read_text())
-        assert record["finished"] and record["distributed"]["actors"] == 4 and record["distributed"]["learner"] == seed
+    assert run(cli, "--actors", "4", "--block", "25", *FLAGS, "--num_steps", "750", "--results_dir", str(out)) == 0
+    curve = np.load(out / "SAC_Pendulum-v1_0.npy")
+    stats = np.load(out / "SAC_Pendulum-v1_0_distributed.npy")
+    assert curve.shape == (4,) and stats.shape == (4, 7)  # steps/s, queue, lag, four actors' shares
+    assert np.isnan(stats[0, [0, 2, 3, 4, 5, 6]]).all() and (stats[1:, 0] > 0).all()  # step 0: nothing stored yet
+    steps = np.nansum(stats[1:, 3:] * 250, axis=0)
+    assert (steps > 0).all() and steps.sum() == pytest.approx(750)  # all four actors' steps, every one stored
+    record = json.loads((out / "SAC_Pendulum-v1_0.json").read_text())
+    assert record["finished"] and record["distributed"]["actors"] == 4 and record["distributed"]["learner"] == 0
 
 
 def test_the_evolver_breeds_the_learners_while_they_train(tmp_path):
     out = tmp_path / "r"
-    assert run(cli, "--actors", "3", "--learners", "3", "--evolve", "--evolve_every", "1", *FLAGS, "--num_steps",
-               "2000", "--results_dir", str(out)) == 0
-    records = [json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text()) for s in range(3)]
+    assert run(cli, "--actors", "2", "--learners", "2", "--evolve", "--evolve_every", "1", *FLAGS, "--num_steps",
+               "1000", "--results_dir", str(out)) == 0
+    records = [json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text()) for s in range(2)]
     assert all(r["finished"] for r in records)
     assert records[0]["distributed"]["evolve"] and records[0]["distributed"]["selections"] >= 1
 
 
 def test_a_paused_learner_resumes_and_finishes(tmp_path):
     out = str(tmp_path / "r")
-    args = ["--actors", "2", *FLAGS, "--num_steps", "1500", "--results_dir", out, "--checkpoint_freq", "500"]
-    assert run(cli, *args, "--stop_at", "1000") == 0
+    args = ["--actors", "2", *FLAGS, "--num_steps", "750", "--results_dir", out, "--checkpoint_freq", "250"]
+    assert run(cli, *args, "--stop_at", "500") == 0
     assert len(np.load(Path(out) / "SAC_Pendulum-v1_0.npy")) == 3
     assert run(cli, *args, "--resume") == 0
     assert len(np.load(Path(out) / "SAC_Pendulum-v1_0.npy")) == 4
@@ -102,7 +100,7 @@ def actor_pids() -> list[str]:
 
 def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
     out = tmp_path / "r"
-    cmd = [sys.executable, "-m", "utils.distributed", "--actors", "3", *FLAGS, "--num_steps", "4000",
+    cmd = [sys.executable, "-m", "utils.distributed", "--actors", "3", *FLAGS, "--num_steps", "2000",
            "--results_dir", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -124,12 +122,12 @@ def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
 
 @pytest.mark.slow
 def test_four_actors_feeding_one_learner_learn_pendulum(tmp_path):
-    """SAC (the DASE paper's: deterministic policy, reward scale 5) fed by 4 actors exploring at 0-0.1 reaches
-    -400 on Pendulum-v1 (random play: about -1200) within 10k stored steps."""
+    """SAC (the DASE paper's: deterministic policy, reward scale 5; 64-wide networks for CI's two cores) fed by 4
+    actors exploring at 0-0.1 reaches -400 on Pendulum-v1 (random play: about -1200) within 10k stored steps."""
     out = tmp_path / "r"
     assert run(cli, "--actors", "4", "--policy", "SAC", "--env", "Pendulum-v1", "--num_steps", "10000",
-               "--start_steps", "1000", "--eval_freq", "1000", "--eval_episodes", "5", "--quiet",
-               "--results_dir", str(out)) == 0
+               "--start_steps", "1000", "--eval_freq", "1000", "--eval_episodes", "5", "--hidden_size", "64",
+               "--quiet", "--results_dir", str(out)) == 0
     curve = np.load(out / "SAC_Pendulum-v1_0.npy")
     assert curve[-3:].max() > -400, curve
 

@@ -38,10 +38,10 @@ RUNS = {  # script, policy, environment, the script's step flags
     "sac_main_pixels": (sac_main, "SAC", "PixelPendulum-v1", ["--num_steps", "600", "--start_steps", "500",
                                                              "--batch_size", "8", "--image_features", "8",
                                                              "--hidden_size", "16", "--buffer_size", "1000"]),
-    "DASE_main_sensors": (DASE_main, "DASE_TD3", "SensorPendulum-v1", ["--max_time_steps", "600",
-                                                                       "--start_time_steps", "500", "--batch_size",
-                                                                       "8", "--image_features", "8", "--hidden_sizes",
-                                                                       "16", "16", "--buffer_size", "1000"]),
+    "td3_sensors": (DASE_main, "TD3", "SensorPendulum-v1", ["--max_time_steps", "600", "--start_time_steps",
+                                                                  "500", "--batch_size", "8", "--image_features", "8",
+                                                                  "--hidden_sizes", "16", "16", "--buffer_size",
+                                                                  "1000"]),
 }
 
 
