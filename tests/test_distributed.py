@@ -31,8 +31,6 @@ def test_the_cem_step_equals_numpy_on_fixed_parameters():
     scores = np.array([3.0, -1.0, 7.0, 0.5, 7.5, -4.0, 2.0])
     new, elites = cem_step(params, scores, torch.Generator().manual_seed(3))
     assert elite_count(7) == 3 and list(elites) == [4, 2, 0]  # the best 30 %, best first
-    draws = torch.randn((7, 3, 2), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    more = torch.randn((7, 4), generator=torch.Generator().manual_seed(3).manual_seed(3), dtype=torch.float64)
     gen = torch.Generator().manual_seed(3)
     first, second = (torch.randn((7, 3, 2), generator=gen, dtype=torch.float64).numpy(),
                      torch.randn((7, 4), generator=gen, dtype=torch.float64).numpy())
@@ -41,7 +39,6 @@ def test_the_cem_step_equals_numpy_on_fixed_parameters():
         mean, std = chosen.mean(0), np.minimum(chosen.std(0), 1.0)  # population std, capped at 1
         np.testing.assert_allclose(new[name].numpy(), (mean + std * noise).astype(np.float32), rtol=1e-6)
     assert (np.std(params["b"].numpy()[[4, 2, 0]], 0) > 1).any()  # the cap mattered
-    del draws, more
 
 
 def test_actors_explore_at_levels_spread_up_to_the_noise():

@@ -119,10 +119,6 @@ class LearnerActor:
     """A learner as a Ray actor (threaded: the actors fetch its parameters while it trains)."""
 
     def __init__(self, cfg, queue, refresh_every: int, actors: int):
-        import os
-        import sys
-
-        sys.stdout = sys.stderr = open(os.devnull, "w") if cfg.quiet else sys.stderr
         self.trainer = DistributedTrainer(cfg, queue, refresh_every, actors)
 
     def run(self) -> list[list[float]]:
