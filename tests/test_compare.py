@@ -374,10 +374,13 @@ def test_score_tasks_reads_every_agents_all_variant_curves(tmp_path, no_processe
 
 def test_the_docs_tables_of_the_committed_suites_are_their_curves():
     """Every committed suite that names a docs page: the page's table between its markers is what utils.compare
-    computes from the committed curves (``--write_docs``), line for line."""
+    computes from the committed curves (``--write_docs``; with ``--so_far`` where runs are under way), line for
+    line."""
     from utils.compare.plan import plan_suite
     from utils.compare.report import per_task, steps_table
+    from utils.compare.scores import cut_so_far
     from utils.plot.tables import between_markers
+    from utils.sweep.runs import run_state
 
     found = 0
     for path in sorted((ROOT / "experiments").glob("*.yaml")):
@@ -386,11 +389,73 @@ def test_the_docs_tables_of_the_committed_suites_are_their_curves():
             continue
         suite = compare.load_suite(path)
         entries, _, _ = plan_suite(suite)
+        if any(run_state(e.run) != "finished" for e in entries):
+            suite, entries = cut_so_far(suite, entries)
         report = per_task(suite, entries)[0]
         page = (ROOT / suite.docs[0]).read_text()
         assert between_markers(page, suite.docs[1]).splitlines() == steps_table(suite, report).splitlines(), path.name
         found += 1
     assert found >= 2
+
+
+def test_so_far_reads_runs_under_way_up_to_the_step_every_seed_reached(tmp_path, no_processes):
+    """--so_far runs nothing; each task is read up to the furthest step all its runs' seeds have evaluated at (the
+    shortest curve file): the final score is the mean of the evaluations ending there, every method cut alike."""
+    results = tmp_path / "r"
+    suite = hand_suite(tmp_path)
+    for env, reached in (("Pendulum-v1", {0: 5, 1: 6, 2: 7}), ("MountainCarContinuous-v0", {0: 7, 1: 4, 2: 5})):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        for seed, length in reached.items():  # shared: seeds under way, each at its own evaluation
+            fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, length, lambda s, i, e: 20.0 * e + s + i,
+                      seeds=[seed])
+    code, out, err = call([str(suite), "--so_far", "--results", str(results), "--out", str(tmp_path / "out")])
+    assert code == 0, out + err
+    assert "2 of 4 runs finished" in out and "Pendulum-v1 up to step 400 of 600" in out
+    assert "MountainCarContinuous-v0 up to step 300 of 600" in out
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert r["suite"]["so_far"] == {"Pendulum-v1": {"step": 400, "budget": 600},
+                                    "MountainCarContinuous-v0": {"step": 300, "budget": 600}}
+    pend = r["tasks"]["Pendulum-v1"]["methods"]
+    assert pend["solo"]["final"] == [10.0 * 3.5 + s for s in range(3)]  # evaluations 3 and 4 (steps 300, 400)
+    assert pend["shared"]["final"] == [20.0 * 3.5 + s + 1 for s in range(3)]
+    assert pend["solo"]["curve"]["steps"] == [0, 100, 200, 300, 400] and pend["shared"]["steps_per_agent"] == 400
+    car = r["tasks"]["MountainCarContinuous-v0"]["methods"]
+    assert car["shared"]["final"] == [20.0 * 2.5 + s + 1 for s in range(3)]  # evaluations 2 and 3
+    assert r["paired_differences"][0]["tasks"]["Pendulum-v1"]["final"]["estimate"] == pytest.approx(70 + 1 - 35)
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "**Read so far**" in text and "Pendulum-v1 at 400 of its budget of 600" in text
+
+
+def test_so_far_under_the_total_rule_cuts_each_method_at_its_share(tmp_path, no_processes):
+    """The total rule counts all agents' steps: a 3-agent run at 100 steps per agent (300 in all) cuts a 1-agent run
+    at 300 of its own steps."""
+    results = tmp_path / "r"
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 2, lambda s, i, e: 20.0 * e + s + i)
+    code, out, err = call([str(hand_suite(tmp_path, budget_rule="total", final_evaluations=1)), "--so_far",
+                           "--results", str(results), "--out", str(tmp_path / "out")])
+    assert code == 0, out + err
+    pend = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"]["Pendulum-v1"]["methods"]
+    assert (pend["solo"]["steps_per_agent"], pend["shared"]["steps_per_agent"]) == (300, 100)
+    assert pend["solo"]["final"] == [30.0 + s for s in range(3)] and pend["shared"]["final"] == [21.0 + s
+                                                                                                for s in range(3)]
+    assert pend["shared"]["curve"]["steps"] == [0, 300]
+
+
+@pytest.mark.parametrize("length, message", [(None, "has no curves yet"), (1, "has only its step-0 evaluation")])
+def test_so_far_without_curves_is_one_line_and_writes_nothing(length, message, tmp_path, no_processes):
+    results = tmp_path / "r"
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        if length:
+            fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, length, lambda s, i, e: 1.0)
+    code, out, err = call([str(hand_suite(tmp_path)), "--so_far", "--results", str(results),
+                           "--out", str(tmp_path / "out")])
+    assert code == 2 and err.count("\n") == 1 and "--so_far: methods.shared on Pendulum-v1 " + message in err, err
+    assert not (tmp_path / "out").exists()
+    code, out, err = call([str(hand_suite(tmp_path)), "--so_far", "--dry_run"])
+    assert code == 2 and err.count("\n") == 1 and "--so_far already runs nothing" in err
 
 
 def test_the_total_rule_gives_each_agent_its_share(tmp_path, no_processes):

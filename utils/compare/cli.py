@@ -1,7 +1,7 @@
 """Compare methods on a suite of tasks: run what is missing, then write one report.
 
-    python -m utils.compare SUITE.yaml [--dry_run] [--out DIR] [--results DIR] [--seeds SEEDS] [--write_docs]
-                                       [--workers K] [--ray [ADDRESS]]
+    python -m utils.compare SUITE.yaml [--dry_run] [--so_far] [--out DIR] [--results DIR] [--seeds SEEDS]
+                                       [--write_docs] [--workers K] [--ray [ADDRESS]]
 
 A suite (YAML; docs/compare.md) names tasks with a pair of reference scores each, methods (an entry script's policy
 and flags), seeds, a budget and its rule, and the evaluation protocol. Every (task, method) is one run of the sweep
@@ -37,6 +37,9 @@ def parse_args(argv: Sequence[str] | None):
     p = Parser(prog=PROG, description=__doc__.split("\n\n")[0] + " See docs/compare.md.")
     p.add_argument("suite", help="the suite file (YAML)")
     p.add_argument("--dry_run", action="store_true", help="list each run's state and command; run and write nothing")
+    p.add_argument("--so_far", action="store_true",
+                   help="run nothing: report on the runs as far as they have gone (each task read up to the furthest "
+                        "step every seed of every method on it has reached; the report says so)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="the report's folder (default: Figures/compare/<suite name> in the repository)")
     p.add_argument("--results", default=None, metavar="DIR",
@@ -70,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExperimentError as e:  # SuiteError included
         print(f"{args.suite}: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if args.ray and not args.dry_run and not has_ray():
+    if args.so_far and args.dry_run:
+        print(f"{PROG}: --so_far and --dry_run: --so_far already runs nothing", file=sys.stderr)
+        return EXIT_USAGE
+    if args.ray and not args.dry_run and not args.so_far and not has_ray():
         print(RAY_HINT, file=sys.stderr)
         return EXIT_USAGE
     for notice in suite.notices:
@@ -82,8 +88,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"the report would go to {display_path(out)}")
         return 0
     todo = [run for run, state in zip(runs, states) if state != "finished"]
-    print(f"{args.suite}: {len(runs)} runs ({len(suite.tasks)} tasks x {len(suite.methods)} methods), "
-          f"{len(runs) - len(todo)} finished, {len(todo)} to run", flush=True)
+    if args.so_far:
+        from .scores import cut_so_far
+
+        try:
+            suite, entries = cut_so_far(suite, entries)
+        except SuiteError as e:
+            print(f"{args.suite}: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"{args.suite}: {len(runs) - len(todo)} of {len(runs)} runs finished; read so far: "
+              + ", ".join(f"{name} up to step {step:,} of {budget:,}" for name, (step, budget) in suite.so_far.items()),
+              flush=True)
+        todo = []
+    else:
+        print(f"{args.suite}: {len(runs)} runs ({len(suite.tasks)} tasks x {len(suite.methods)} methods), "
+              f"{len(runs) - len(todo)} finished, {len(todo)} to run", flush=True)
     if todo:
         code, _ = run_missing(runs, todo, args, threads, workers, suite.gpus_per_run)
         if code == EXIT_FAILED:

@@ -18,6 +18,7 @@ class Entry:
     task: Task
     method: Method
     run: Run
+    read_steps: int | None = None  # --so_far: the steps per agent its curves are read up to (else the run's budget)
 
     @property
     def agents(self) -> int:
@@ -25,11 +26,11 @@ class Entry:
 
     @property
     def steps_per_agent(self) -> int:
-        return self.run.steps
+        return self.read_steps if self.read_steps is not None else self.run.steps
 
     @property
     def total_steps(self) -> int:
-        return self.run.steps * self.run.num_agents
+        return self.steps_per_agent * self.run.num_agents
 
 
 def sweep_spec(suite: Suite, task: Task, steps: dict[str, int], methods: list[Method] | None = None) -> dict:

@@ -44,6 +44,14 @@ def budget_words(suite: Suite) -> tuple[str, str]:
             "curves' x axes and IQM against steps count one agent's steps.")
 
 
+def so_far_words(suite: Suite) -> str:
+    """--so_far: the sentence that says the runs are not finished and where they are read."""
+    read = "; ".join(f"{name} at {step:,} of its budget of {budget:,}" for name, (step, budget) in suite.so_far.items())
+    return (f"**Read so far** (`--so_far`): runs under way, each task read up to the furthest step every seed of every "
+            f"method on it has reached ({read}); the final score is the mean of the evaluations ending there, not at "
+            "the budget.")
+
+
 def columns(suite: Suite) -> list[tuple[str, int | None]]:
     """The steps the report reads every method at (label, step in the budget's units): the suite's ``at_steps``, then
     the budget (the final score; its step None where tasks' budgets differ) unless at_steps ends there."""
@@ -172,7 +180,9 @@ def per_task(suite: Suite, entries: list[Entry]):
                       "all_tasks_normalised": paired(*first, na, nb, reps, seed)})
     report = {
         "suite": {"name": suite.name, "file": str(suite.path), "description": suite.description,
-                  "seeds": suite.seeds, "budget_rule": suite.budget_rule, "baseline": suite.baseline,
+                  "seeds": suite.seeds, "budget_rule": suite.budget_rule,
+                  "so_far": {name: {"step": step, "budget": budget} for name, (step, budget) in suite.so_far.items()}
+                  if suite.so_far else None, "baseline": suite.baseline,
                   "final_evaluations": k, "eval_freq": suite.eval_freq, "eval_episodes": suite.eval_episodes,
                   "start_steps": suite.start_steps, "bootstrap_reps": reps, "bootstrap_seed": seed,
                   "efficiency_points": suite.efficiency_points, "score": suite.score, "columns": labels,
@@ -220,6 +230,8 @@ def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     colors = figures.method_colors(list(suite.methods) + sorted({r.name for t in suite.tasks for r in t.references}))
     xlabel, budget_text = budget_words(suite)
+    if suite.so_far:
+        budget_text += " " + so_far_words(suite)
     names = {t.name: figures.task_figure(out / f"curves_{t.name}.png", t,
                                          {m: curves[t.name, m] for m in suite.methods_on(t)},
                                          colors, xlabel, report["suite"]["final_evaluations"],

@@ -4,7 +4,7 @@ the same way, on the suite's evaluation grid."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,10 +50,12 @@ class Curves:
 
 
 def load_curves(entry: Entry, rule: str, score: str = "own") -> Curves:
-    """The run's curve files, every agent of every seed at its full length (``utils.sweep``'s finished run);
-    ``score`` "tasks": the agents' all-variant files ({curve}_tasks.npy), averaged over the variants, in their place."""
+    """The run's curve files, every agent of every seed at its full length (``utils.sweep``'s finished run), or up
+    to ``entry.read_steps`` (--so_far: a run under way, its curves at least that long, cut there); ``score``
+    "tasks": the agents' all-variant files ({curve}_tasks.npy), averaged over the variants, in their place."""
     run = entry.run
-    length = curve_length(run.steps, run.eval_freq)
+    steps = entry.steps_per_agent
+    length = curve_length(steps, run.eval_freq)
     suffix = TASKS_SUFFIX if score == "tasks" else ""
     rows = []
     for stem in run.stems():
@@ -67,6 +69,8 @@ def load_curves(entry: Entry, rule: str, score: str = "own") -> Curves:
                 raise SuiteError(f"{path}: cannot read the curve ({e}){hint}") from None
             if suffix and curve.ndim == 2:  # the mean over the task variants at each evaluation
                 curve = curve.mean(axis=1)
+            if entry.read_steps is not None and curve.ndim == 1 and curve.shape[0] >= length:
+                curve = curve[:length]
             if curve.shape != (length,):
                 raise SuiteError(f"{path}: {curve.shape[0] if curve.ndim == 1 else curve.shape} evaluations, "
                                  f"expected {length} ({run.steps} steps, one every {run.eval_freq}); a run that "
@@ -75,7 +79,49 @@ def load_curves(entry: Entry, rule: str, score: str = "own") -> Curves:
         rows.append(np.mean(agents, axis=0))
     scale = run.num_agents if rule == "total" else 1
     return Curves(np.stack(rows), np.arange(length) * run.eval_freq * scale, tuple(run.seeds), run.num_agents,
-                  run.steps, run.eval_freq, entry)
+                  steps, run.eval_freq, entry)
+
+
+def reached_steps(entry: Entry, score: str = "own") -> int | None:
+    """The steps per agent every agent of every seed of the run has evaluated at so far (its shortest curve file, as
+    written while it runs: one evaluation every eval_freq steps from step 0); None when a file is missing."""
+    run = entry.run
+    suffix = TASKS_SUFFIX if score == "tasks" else ""
+    lengths = []
+    for stem in run.stems():
+        for name in curve_names(stem, run.policy, run.num_agents):
+            try:
+                curve = np.load(run.folder() / f"{name}{suffix}.npy", mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError):
+                return None
+            lengths.append(curve.shape[0])
+    return (min(lengths) - 1) * run.eval_freq if lengths and min(lengths) > 0 else None
+
+
+def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
+    """--so_far: the suite read as far as its runs have gone, nothing run. Each task's budget becomes the furthest
+    step (in the budget's units, a multiple of eval_freq) that every seed of every method on it has evaluated at;
+    at_steps past it are dropped. Raises SuiteError when a run has no curves yet or only its step-0 evaluation."""
+    scale = [e.agents if suite.budget_rule == "total" else 1 for e in entries]
+    reached = []
+    for e, k in zip(entries, scale):
+        steps = reached_steps(e, suite.score)
+        if not steps:
+            raise SuiteError(f"--so_far: methods.{e.method.name} on {e.task.name} has "
+                             f"{'only its step-0 evaluation' if steps == 0 else 'no curves yet'} in "
+                             f"{e.run.results_dir}")
+        reached.append(min(steps, e.steps_per_agent) * k)
+    tasks, so_far = [], {}
+    for t in suite.tasks:
+        step = min(r for e, r in zip(entries, reached) if e.task is t) // suite.eval_freq * suite.eval_freq
+        tasks.append(replace(t, budget=step))
+        so_far[t.name] = (step, t.budget)
+    cut = {t.name: t for t in tasks}
+    out = [replace(e, task=cut[e.task.name],
+                   read_steps=cut[e.task.name].budget // k // suite.eval_freq * suite.eval_freq)
+           for e, k in zip(entries, scale)]
+    shortest = min(t.budget for t in tasks)
+    return replace(suite, tasks=tasks, at_steps=[x for x in suite.at_steps if x <= shortest], so_far=so_far), out
 
 
 def load_reference(ref: Reference, task: Task, suite: Suite) -> Curves:

@@ -103,6 +103,7 @@ class Suite:
     at_steps: list[int] = field(default_factory=list)  # besides the budget: windows ending at these steps
     score: str = "own"  # SCORES
     docs: tuple[str, str] | None = None  # (file, marker): where --write_docs puts the table
+    so_far: dict[str, tuple[int, int]] | None = None  # --so_far: per task, (the step read up to, the budget)
     notices: list[str] = field(default_factory=list)
 
     def methods_on(self, task: Task) -> list[str]:
