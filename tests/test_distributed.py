@@ -83,6 +83,97 @@ def test_a_paused_learner_resumes_and_finishes(tmp_path):
     assert json.loads((Path(out) / "SAC_Pendulum-v1_0.json").read_text())["finished"]
 
 
+class ListQueue:
+    """The learner's side of a Ray queue, holding given blocks (no Ray)."""
+
+    def __init__(self, blocks):
+        self.blocks = list(blocks)
+
+    def qsize(self) -> int:
+        return len(self.blocks)
+
+    def get_nowait_batch(self, n: int) -> list:
+        taken, self.blocks = self.blocks[:n], self.blocks[n:]
+        return taken
+
+    def get(self, block: bool = True):
+        return self.blocks.pop(0)
+
+
+def block_of(actor: int, steps: int, terminal_at: int | None = None) -> dict:
+    """An actor's block for one Pendulum agent: reward actor * 100 + step, terminated at ``terminal_at``."""
+    term = np.zeros((steps, 1), dtype=bool)
+    if terminal_at is not None:
+        term[terminal_at] = True
+    return {"obs": np.zeros((steps, 1, 3), np.float32), "actions": np.zeros((steps, 1, 1), np.float32),
+            "rewards": (actor * 100.0 + np.arange(steps, dtype=np.float32))[:, None],
+            "next_obs": np.ones((steps, 1, 3), np.float32), "terminated": term, "ended": term.copy(),
+            "behaviour": None, "version": 0, "actor": actor}
+
+
+def test_n_step_returns_never_join_two_actors_blocks(tmp_path):
+    """Blocks of two actors arrive interleaved; the learner stores each block's last step as an episode cut, so a
+    3-step return (read from consecutive rows) stops at its block's end, bootstrapping there, and at a termination."""
+    from utils.distributed.learner import DistributedTrainer
+    from utils.run.replay.buffer import n_step_returns
+
+    blocks = [block_of(0, 5), block_of(1, 5, terminal_at=2), block_of(0, 4)]
+    _, (cfg,) = cli.build([*FLAGS, "--n_step", "3", "--start_steps", "1000", "--num_steps", "2000",
+                           "--results_dir", str(tmp_path / "r")])
+    trainer = DistributedTrainer(cfg, ListQueue(blocks), refresh_every=100, actors=2)
+    try:
+        for _ in range(14):
+            trainer.step()
+        buffer, gamma = trainer.buffer, 0.99
+        rewards = np.concatenate([b["rewards"][:, 0] for b in blocks])
+        cuts = {4, 9, 13}  # each block's last step
+        for row in range(14):
+            total, j, not_done = 0.0, 0, 1.0
+            while True:  # the plain 3-step return of one actor's stream
+                total += gamma ** j * rewards[row + j]
+                if row + j == 7:  # actor 1's termination: no bootstrap
+                    not_done = 0.0
+                    break
+                if row + j in cuts or j == 2:
+                    break
+                j += 1
+            reward, _, nd, discount, _ = n_step_returns(buffer, torch.zeros((1, 1), dtype=torch.long),
+                                                        torch.tensor([[row]]))
+            assert reward.item() == pytest.approx(total, rel=1e-6), row
+            assert (nd.item(), discount.item()) == pytest.approx((not_done, gamma ** (j + 1))), row
+    finally:
+        trainer.close()
+
+
+def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path):
+    """SIGINT to the driver: each learner stops at the end of a step with a checkpoint, the command says so in one
+    line and exits 130; the same command with --resume finishes the run."""
+    out = tmp_path / "r"
+    args = ["--actors", "2", "--learners", "2", *FLAGS, "--num_steps", "2000", "--results_dir", str(out),
+            "--checkpoint_freq", "250"]
+    proc = subprocess.Popen([sys.executable, "-m", "utils.distributed", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(480):
+            time.sleep(0.25)
+            if all((out / f"SAC_Pendulum-v1_{s}.npy").exists() for s in range(2)):
+                break
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=300) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read().strip()
+    assert len(err.splitlines()) == 1 and err.startswith("interrupted by SIGINT: stopped SAC_Pendulum-v1_0"), err
+    assert "SAC_Pendulum-v1_1 at step" in err and "continue with --resume" in err
+    records = [json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text()) for s in range(2)]
+    assert not any(r.get("finished") for r in records) and records[1]["distributed"]["learner"] == 1
+    assert run(cli, *args, "--resume") == 0
+    for s in range(2):
+        assert len(np.load(out / f"SAC_Pendulum-v1_{s}.npy")) == 9
+        assert json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text())["finished"]
+
+
 def actor_pids() -> list[str]:
     """The processes of this machine's Ray actors that step environments (``ray::EnvActor...``)."""
     pids = []

@@ -143,10 +143,14 @@ def start_ray(ray, address: str | None, cpus: int) -> None:
 
 
 def train(args, learners) -> list[list[list[float]]]:
-    """Start the learners and actors, run the evolver if asked, wait for the learners; every learner's curves."""
+    """Start the learners and actors, run the evolver if asked, wait for the learners; every learner's curves.
+    SIGINT or SIGTERM (Ctrl-C) stops every learner at the end of its step with a checkpoint, then raises
+    Interrupted with their stop reports (exit code 128 + signal; ``--resume`` continues)."""
     ray = import_ray()
     from ray.util.queue import Queue
 
+    from ..errors import Interrupted
+    from ..run.progress import StopSignals
     from .actor import EnvActor
     from .learner import LearnerActor
 
@@ -162,15 +166,26 @@ def train(args, learners) -> list[list[list[float]]]:
                                       learners[i % m].seed) for i in range(k)]
         runs = [h.run.remote() for h in handles]
         feeding = [a.run.remote(handles[i % m], queues[i % m]) for i, a in enumerate(actors)]
-        args.selections = evolve(ray, handles, runs, args) if args.evolve else 0
-        curves = ray.get(runs)
+        with StopSignals() as stop:
+            args.selections = evolve(ray, handles, runs, args, stop) if args.evolve else 0
+            while not stop.signum and len(ray.wait(runs, num_returns=len(runs), timeout=1.0)[0]) < len(runs):
+                pass
+            if stop.signum:
+                for h in handles:
+                    h.stop.remote(stop.signum)
+            results = ray.get(runs)
         ray.wait(feeding, num_returns=len(feeding), timeout=30)
-        return curves
+        stopped = [r for r in results if "interrupted" in r]
+        if stopped:
+            args.interrupted = True
+            note_in_records(args, learners, args.argv)
+            raise Interrupted(stopped[0]["interrupted"], "; ".join(r["message"] for r in stopped))
+        return [r["curves"] for r in results]
     finally:
         ray.shutdown()
 
 
-def evolve(ray, handles, runs, args) -> int:
+def evolve(ray, handles, runs, args, stop) -> int:
     """ASAC's evolver while the learners train: whenever every learner has ``evolve_every`` new evaluations, the
     cross-entropy step over their parameters, ranked by the mean of those evaluations; the selections made."""
     import torch
@@ -180,8 +195,8 @@ def evolve(ray, handles, runs, args) -> int:
     generator = torch.Generator().manual_seed(12345)
     done_at = 0
     while True:
-        finished, _ = ray.wait(runs, num_returns=len(runs), timeout=2.0)
-        if len(finished) == len(runs):
+        finished, _ = ray.wait(runs, num_returns=len(runs), timeout=1.0)
+        if len(finished) == len(runs) or stop.signum:
             return done_at // args.evolve_every
         curves = ray.get([h.evaluations.remote() for h in handles])
         if min(len(c) for c in curves) - 1 < done_at + args.evolve_every:
@@ -199,8 +214,9 @@ def run(argv=None) -> int:
     args, learners = build(argv)
     import_ray()
     start = time.perf_counter()
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     curves = train(args, learners)
-    note_in_records(args, learners, sys.argv[1:] if argv is None else list(argv))
+    note_in_records(args, learners, args.argv)
     if not learners[0].quiet:
         for cfg, c in zip(learners, curves):
             print(f"{cfg.name}: {len(c[0])} evaluations, last {[round(x[-1], 1) for x in c]}")

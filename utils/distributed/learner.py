@@ -4,7 +4,10 @@ checkpoints), whose steps are the transitions its actors send instead of its own
 Step t of the learner is the t-th step it stores (one transition per agent of its group); it trains at every step
 past ``--start_steps`` as the single-machine loop does, evaluates every ``--eval_freq`` stored steps on its own
 evaluation environments, and writes the same curves, record and checkpoints. Every ``refresh_every`` updates it
-publishes its actors' parameters (with the update count, their *version*). Per evaluation it also writes
+publishes its actors' parameters (with the update count, their *version*). The last step of every block is stored
+as the end of an episode (a cut: it still bootstraps unless the environment terminated there), so that N-step
+returns and V-trace's sequences, which read consecutive rows, never join one actor's steps to another's. Per
+evaluation it also writes
 ``{stem}_distributed.npy``: [steps stored per second, blocks waiting in its queue, mean policy lag (updates between
 the version that acted and the learner's count when the step is stored), then each actor's share of the steps].
 """
@@ -16,8 +19,10 @@ from collections import deque
 import numpy as np
 import torch
 
+from ..errors import Interrupted
 from ..io import save_curve
 from ..run.loop import Trainer
+from ..run.progress import StopSignals
 
 STATS_SUFFIX = "_distributed"
 
@@ -29,6 +34,7 @@ class DistributedTrainer(Trainer):
         self.queue, self.refresh_every, self.actors = queue, int(refresh_every), int(actors)
         self.inbox: deque = deque()  # stored steps not yet learned from: (fields, version, actor)
         self.incoming = None  # parameters the evolver sent, loaded at the next step
+        self.stopper = StopSignals()  # its signum set by the driver (LearnerActor.stop): no handlers in this thread
         super().__init__(cfg, validated=True)
         self.stats_path = self.files[0].results / f"{cfg.stem}{STATS_SUFFIX}.npy"
         self.stats_rows: list[list[float]] = []
@@ -51,9 +57,12 @@ class DistributedTrainer(Trainer):
         waiting = self.queue.qsize()
         blocks = self.queue.get_nowait_batch(waiting) if waiting else [self.queue.get(block=True)]
         for block in blocks:
-            for s in range(len(block["rewards"])):
+            last = len(block["rewards"]) - 1
+            for s in range(last + 1):
                 fields = tuple(None if block[k] is None else block[k][s] for k in
                                ("obs", "actions", "rewards", "next_obs", "terminated", "ended"))
+                if s == last:  # the next stored step may be another actor's: cut the episode here
+                    fields = (*fields[:5], np.ones_like(fields[5]))
                 behaviour = None if block["behaviour"] is None else tuple(b[s] for b in block["behaviour"])
                 self.inbox.append((fields, behaviour, block["version"], block["actor"]))
 
@@ -75,6 +84,9 @@ class DistributedTrainer(Trainer):
         self.t += self.learner.steps_per_iteration
         if updates - self.latest["version"] >= self.refresh_every or warmup != self.latest["warmup"]:
             self.publish()
+
+    def stop_signals(self) -> StopSignals:
+        return self.stopper
 
     def start_evaluation(self) -> None:
         """The period's distributed statistics, then the evaluation."""
@@ -121,8 +133,17 @@ class LearnerActor:
     def __init__(self, cfg, queue, refresh_every: int, actors: int):
         self.trainer = DistributedTrainer(cfg, queue, refresh_every, actors)
 
-    def run(self) -> list[list[float]]:
-        return [c.tolist() for c in self.trainer.run()]
+    def run(self) -> dict:
+        """{"curves": every agent's curve} when it finished or paused (--stop_at); {"interrupted": signum,
+        "message": the stop report} when the driver stopped it (``stop``): it checkpointed first."""
+        try:
+            return {"curves": [c.tolist() for c in self.trainer.run()]}
+        except Interrupted as e:
+            return {"interrupted": e.signum, "message": str(e)}
+
+    def stop(self, signum: int) -> None:
+        """Stop at the end of the current step with a checkpoint, as the scripts do on SIGINT/SIGTERM."""
+        self.trainer.stopper.signum = int(signum)
 
     def latest(self, known: int):
         """The published parameters, or None if the actor has them already (``known``: its version)."""

@@ -96,7 +96,7 @@ class Trainer:
                 return seed_files.curve_arrays(self)
             seed_files.open_outputs(self)
             self.clock, self.eval_seconds = time.perf_counter(), 0.0  # the loop starts (or resumes) here
-            with StopSignals() as stop:
+            with self.stop_signals() as stop:
                 if self.t == 0:
                     self.start_evaluation()
                 evaluated = len(self.curves[0])
@@ -130,6 +130,10 @@ class Trainer:
                                                                            resume.checkpoint_where(self)))
             seed_files.finish(self)
         return seed_files.curve_arrays(self)
+
+    def stop_signals(self) -> StopSignals:
+        """What the loop reads SIGINT/SIGTERM from (a learner in a thread of a Ray actor is told by its driver)."""
+        return StopSignals()
 
     def step(self) -> None:
         """One environment step for every member (and of a pending evaluation), then the batched updates."""
