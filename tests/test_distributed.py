@@ -145,6 +145,69 @@ def test_n_step_returns_never_join_two_actors_blocks(tmp_path):
         trainer.close()
 
 
+def test_the_actors_n_step_targets_follow_the_learners_rule():
+    """n_step_targets against a plain loop per writer: up to N steps, cut at an ended episode and at the block's end;
+    the bootstrap from the last summed step's next state (not_done 0 only where it terminated)."""
+    from utils.distributed.actor import n_step_targets
+
+    rng = np.random.default_rng(0)
+    s_len, n, gamma = 9, 3, 0.9
+    block = {"rewards": rng.normal(size=(s_len, n)), "next_obs": rng.normal(size=(s_len, n, 2)),
+             "terminated": np.zeros((s_len, n), bool), "ended": np.zeros((s_len, n), bool)}
+    block["terminated"][2, 0] = block["ended"][2, 0] = True
+    block["ended"][5, 1] = True  # a time limit: ended, not terminated
+    for n_step in (1, 3, 4):
+        reward, discount, next_obs, not_done = n_step_targets(block, n_step, gamma)
+        for w in range(n):
+            for s in range(s_len):
+                total, j = 0.0, 0
+                while True:
+                    total += gamma ** j * block["rewards"][s + j, w]
+                    if block["ended"][s + j, w] or s + j == s_len - 1 or j == n_step - 1:
+                        break
+                    j += 1
+                assert reward[s, w] == pytest.approx(total, rel=1e-5)
+                assert discount[s, w] == pytest.approx(gamma ** (j + 1), rel=1e-6)
+                np.testing.assert_array_equal(next_obs[s, w], block["next_obs"][s + j, w])
+                assert not_done[s, w] == (0.0 if block["terminated"][s + j, w] else 1.0)
+
+
+def test_the_learner_stores_the_actors_initial_priorities(tmp_path):
+    """A block with the actor's |TD errors| [S, members, writers]: each stored row's priority under each member is
+    (|td| + eps) ** alpha, not the learner's largest priority."""
+    from utils.distributed.learner import DistributedTrainer
+
+    blocks = [block_of(0, 4), block_of(1, 3)]
+    rng = np.random.default_rng(1)
+    for b in blocks:
+        b["td_errors"] = rng.uniform(0.01, 3.0, size=(len(b["rewards"]), 2, 2))
+        for k in ("obs", "actions", "next_obs", "rewards", "terminated", "ended"):  # two agents: DASE_SAC's group
+            b[k] = np.concatenate([b[k], b[k]], axis=1)
+    flags = [*FLAGS, "--policy", "DASE_SAC", "--prioritized", "--per_alpha", "0.7", "--start_steps", "1000",
+             "--num_steps", "2000", "--results_dir", str(tmp_path / "r")]
+    _, (cfg,) = cli.build(flags)
+    trainer = DistributedTrainer(cfg, ListQueue(blocks), refresh_every=100, actors=2)
+    try:
+        assert "networks" in trainer.latest and "critic_target" in trainer.latest["networks"]
+        for _ in range(7):
+            trainer.step()
+        p = trainer.buffer.priorities.priorities  # [members, rows]
+        td = np.concatenate([b["td_errors"] for b in blocks])  # [steps, members, writers]
+        expected = (td + 1e-6) ** 0.7
+        for step in range(7):
+            for w in range(2):
+                np.testing.assert_allclose(p[:, step * 2 + w].numpy(), expected[step, :, w], rtol=1e-5)
+    finally:
+        trainer.close()
+
+
+def test_a_prioritized_n_step_run_with_actor_priorities_finishes(tmp_path):
+    out = tmp_path / "r"
+    assert run(cli, "--actors", "2", "--block", "20", *FLAGS, "--prioritized", "--n_step", "3", "--num_steps", "750",
+               "--results_dir", str(out)) == 0
+    assert len(np.load(out / "SAC_Pendulum-v1_0.npy")) == 4
+
+
 def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path):
     """SIGINT to the driver: each learner stops at the end of a step with a checkpoint, the command says so in one
     line and exits 130; the same command with --resume finishes the run."""

@@ -85,3 +85,35 @@ def test_bad_prioritized_flags_are_one_line(tmp_path, capsys, args, words):
     assert main_guard(DASE_main.run, [*args, "--env", "Pendulum-v1", "--results_dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err, err
+
+
+@pytest.mark.parametrize("algorithm, algo", [("TD3", {"hidden": (16, 16)}), ("DDPG", {}),
+                                             ("SAC", {"policy_type": "Gaussian", "hidden_size": 16}),
+                                             ("DiscreteSAC", {"hidden_size": 16})])
+def test_td_errors_without_learning_are_the_ones_an_update_reports(algorithm, algo):
+    """``td_errors`` (the distributed actors' initial priorities) on a batch equals the |TD error| an update of the
+    same agents reports for it before its gradient step (N-step discounts included; the same random draws)."""
+    import copy
+
+    from algorithms import DDPG, SAC, TD3, Batch
+    from algorithms.replay.discrete_sac import DiscreteSAC
+
+    cls = {"TD3": TD3, "DDPG": DDPG, "SAC": SAC, "DiscreteSAC": DiscreteSAC}[algorithm]
+    discrete = algorithm == "DiscreteSAC"
+    agents = cls(3, 4 if discrete else 2, None if discrete else np.full(2, -2.0), None if discrete else
+                 np.full(2, 2.0), [0, 7], "cpu", **algo)
+    gen = torch.Generator().manual_seed(1)
+    n, b = 2, 16
+    action = torch.randint(0, 4, (n, b, 1), generator=gen).float() if discrete else \
+        torch.rand(n, b, 2, generator=gen) * 4 - 2
+    batch = Batch(obs=torch.randn(n, b, 3, generator=gen), action=action, reward=torch.randn(n, b, 1, generator=gen),
+                  next_obs=torch.randn(n, b, 3, generator=gen),
+                  not_done=(torch.rand(n, b, 1, generator=gen) > 0.2).float(), own=torch.ones(n, b, dtype=torch.bool),
+                  behaviour_probs=torch.full((n, b, 4), 0.25) if discrete else None,
+                  discount=0.99 ** torch.randint(1, 4, (n, b, 1), generator=gen).float(),
+                  index=torch.zeros((n, b), dtype=torch.long), importance=torch.ones(n, b, 1))
+    other = copy.deepcopy(agents)
+    ours = agents.td_errors(batch)
+    reported = other.update(batch)["td_error"].squeeze(-1)
+    assert ours.shape == (n, b) and (ours > 0).all()
+    torch.testing.assert_close(ours, reported, rtol=1e-6, atol=1e-7)

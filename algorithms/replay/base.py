@@ -178,6 +178,18 @@ class StackedAgents(Members):
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    @torch.no_grad()
+    def td_errors(self, batch: Batch) -> torch.Tensor:
+        """|TD error| [N, B] of every agent on ``batch`` without learning: the mean over its critics of |Q(s, a) -
+        target|, as ``update`` reports it for prioritized replay (the distributed actors' initial priorities)."""
+        target = self.target(batch)
+        errors = [(q - target).abs() for q in self.stored_action_values(batch)]
+        return (sum(errors) / len(errors)).squeeze(-1)
+
+    def stored_action_values(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """Each critic's Q of the batch's stored actions, [N, B, 1] each."""
+        return tuple(self.critic(batch.critic_input, batch.action))
+
     def schedule(self) -> tuple:
         """Which branch the next ``update`` takes (its kernels differ per branch: one CUDA graph each)."""
         return ()

@@ -44,6 +44,9 @@ class DDPG(StackedAgents):
         q = self.critic_target(batch.target_input, self.actor_target(batch.target_input))
         return batch.reward + batch.not_done * batch.gamma(self.discount) * q
 
+    def stored_action_values(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        return (self.critic(batch.critic_input, batch.action),)
+
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
         self.updates += 1

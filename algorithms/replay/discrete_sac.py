@@ -114,6 +114,10 @@ class DiscreteSAC(StackedAgents):
     def schedule(self) -> tuple:
         return ((self.updates + 1) % self.target_update_interval == 0,)  # the next update moves the targets
 
+    def stored_action_values(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        taken = batch.action.long()  # [N, B, 1]: the stored action indices
+        return tuple(q.gather(-1, taken) for q in self.critic(batch.critic_input))
+
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
         w = self.weights(batch)

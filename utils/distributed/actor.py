@@ -6,6 +6,12 @@ Before each block the actor asks its learner for parameters newer than its own (
 explores at its own level, as ASAC's actors do: SAC adds Gaussian noise of std ``noise * k / (K - 1)`` before the
 tanh (``--action_noise``'s rule), TD3 and DDPG that much on top of ``--expl_noise``, discrete SAC takes a random
 action with that probability. A restarted actor (Ray restarts one that dies) starts new episodes.
+
+With prioritized replay the actor also computes each transition's initial priority, as Ape-X's actors do: the
+learner publishes all its networks (online, target, SAC's temperature), and the actor evaluates |TD error| of every
+step of its block under every agent of its group (``td_errors``), with the N-step return the learner will read
+(summed up to N steps of the same environment, cut where an episode ended and at the block's end, which the learner
+stores as a cut). Until the learner's warm-up ends the actor sends none (the learner's largest priority then).
 """
 from __future__ import annotations
 
@@ -45,6 +51,8 @@ class EnvActor:
             level += float(cfg.algo.get("expl_noise", 0.1))
         if level > 0 or cfg.algorithm in ("TD3", "DDPG"):
             self.agents.set_action_noise([level] * len(member_seeds))
+        self.prioritized, self.n_step = bool(cfg.per), int(cfg.n_step)
+        self.gamma = float(cfg.algo.get("discount", cfg.algo.get("gamma", 0.99)))
         self.rng = np.random.default_rng([int(seed), self.index])
         for env in self.envs:
             env.action_space.seed(int(self.rng.integers(2 ** 31)))
@@ -60,7 +68,11 @@ class EnvActor:
             return True
         if latest["done"]:
             return False
-        self.agents.actor.load_state_dict(latest["actor"])
+        if "networks" in latest:  # prioritized replay: every network, for the TD errors
+            for name, net in self.agents.networks.items():
+                net.load_state_dict(latest["networks"][name])
+        else:
+            self.agents.actor.load_state_dict(latest["actor"])
         self.version, self.warmup = latest["version"], latest["warmup"]
         return True
 
@@ -87,6 +99,8 @@ class EnvActor:
         block = {k: np.stack(v) for k, v in out.items()}
         block["behaviour"] = None if any(b is None for b in behaviour) else tuple(np.stack(x) for x in zip(*behaviour))
         block.update(version=self.version, actor=self.index)
+        if self.prioritized and not self.warmup:
+            block["td_errors"] = self.td_errors(block)
         self.steps += self.block
         return block
 
@@ -95,3 +109,43 @@ class EnvActor:
         while self.refresh(learner):
             queue.put(self.collect())
         return self.steps
+
+    def td_errors(self, block: dict) -> np.ndarray:
+        """|TD error| [S, N members, N writers] of every step of ``block`` under every agent of the group."""
+        reward, discount, next_obs, not_done = n_step_targets(block, self.n_step, self.gamma)
+        s, n = reward.shape
+        every = lambda x: torch.as_tensor(x, dtype=torch.float32).reshape(1, s * n, *x.shape[2:]).expand(  # noqa
+            len(self.agents.seeds), -1, *x.shape[2:])
+        actions = np.asarray(block["actions"], dtype=np.float32)
+        from algorithms.replay.base import Batch
+
+        batch = Batch(obs=every(block["obs"]), action=every(actions.reshape(s, n, -1)),
+                      reward=every(reward[..., None]), next_obs=every(next_obs), not_done=every(not_done[..., None]),
+                      own=torch.zeros((len(self.agents.seeds), s * n), dtype=torch.bool),
+                      discount=every(discount[..., None]) if self.n_step > 1 else None)
+        return self.agents.td_errors(batch).reshape(-1, s, n).permute(1, 0, 2).numpy()
+
+
+def n_step_targets(block: dict, n_step: int, gamma: float):
+    """Per step s and writer w of a block [S, N]: the N-step reward sum_{k<=j} gamma^k r_{s+k}, its discount
+    gamma^(j+1), the next state and not_done of step s + j, where j < n_step stops at the first step that ended
+    its episode or at the block's last step (``utils.run.replay.buffer``'s rule, with the block's end as a cut)."""
+    r = np.asarray(block["rewards"], dtype=np.float64)
+    ended = np.asarray(block["ended"], dtype=bool).copy()
+    ended[-1] = True
+    s_len = r.shape[0]
+    reward, discount = r.copy(), np.full(r.shape, gamma)
+    last = np.arange(s_len)[:, None].repeat(r.shape[1], axis=1)  # s + j
+    open_ = ~ended  # still summing
+    for k in range(1, n_step):
+        nxt = np.minimum(last + 1, s_len - 1)
+        step = open_ & (last + 1 < s_len)
+        cols = np.arange(r.shape[1])
+        reward = np.where(step, reward + gamma ** k * r[nxt, cols], reward)
+        discount = np.where(step, discount * gamma, discount)
+        last = np.where(step, nxt, last)
+        open_ = step & ~ended[last, cols]
+    cols = np.arange(r.shape[1])[None, :]
+    next_obs = np.asarray(block["next_obs"])[last, cols]
+    not_done = 1.0 - np.asarray(block["terminated"], dtype=np.float64)[last, cols]
+    return reward.astype(np.float32), discount.astype(np.float32), next_obs, not_done.astype(np.float32)

@@ -48,9 +48,13 @@ class DistributedTrainer(Trainer):
     def publish(self, done: bool = False) -> None:
         """The actors' parameters as they are now, for the actors to fetch (``LearnerActor.latest``)."""
         agents = self.learner.agents
+        copy = lambda net: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}  # noqa: E731
         self.latest = {"version": int(agents.updates), "done": done,
-                       "warmup": self.t < self.cfg.start_time_steps,
-                       "actor": {k: v.detach().cpu().clone() for k, v in agents.actor.state_dict().items()}}
+                       "warmup": self.t < self.cfg.start_time_steps}
+        if self.cfg.per:  # the actors compute initial priorities: every network
+            self.latest["networks"] = {name: copy(net) for name, net in agents.networks.items()}
+        else:
+            self.latest["actor"] = copy(agents.actor)
 
     def receive(self) -> None:
         """Blocks from the queue (waiting for one if none is there) into the inbox, step by step."""
@@ -64,7 +68,8 @@ class DistributedTrainer(Trainer):
                 if s == last:  # the next stored step may be another actor's: cut the episode here
                     fields = (*fields[:5], np.ones_like(fields[5]))
                 behaviour = None if block["behaviour"] is None else tuple(b[s] for b in block["behaviour"])
-                self.inbox.append((fields, behaviour, block["version"], block["actor"]))
+                td = None if block.get("td_errors") is None else block["td_errors"][s]
+                self.inbox.append((fields, behaviour, block["version"], block["actor"], td))
 
     def step(self) -> None:
         if self.incoming is not None:
@@ -72,8 +77,13 @@ class DistributedTrainer(Trainer):
             self.incoming = None
         while not self.inbox:
             self.receive()
-        (obs, actions, rewards, next_obs, terminated, ended), behaviour, version, actor = self.inbox.popleft()
+        (obs, actions, rewards, next_obs, terminated, ended), behaviour, version, actor, td = self.inbox.popleft()
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
+        if td is not None:  # the actor's initial priorities of the rows just written, under every member
+            buffer = self.learner.buffer
+            rows = ((buffer.newest + torch.arange(buffer.writers, device=buffer.device)) % buffer.capacity).view(1, -1)
+            buffer.priorities.update(rows.expand(buffer.priorities.members, -1),
+                                     torch.as_tensor(td, device=buffer.device).reshape(buffer.priorities.members, -1))
         warmup = self.t < self.cfg.start_time_steps
         if not warmup:
             self.learner.train(self.t)
