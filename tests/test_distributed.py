@@ -18,7 +18,7 @@ import torch
 from tests.runs import run
 from utils.distributed import cli
 from utils.distributed.actor import actor_level
-from utils.distributed.evolver import cem_step, elite_count
+from utils.distributed.evolver import Schedule, cem_step, elite_count
 
 ROOT = Path(__file__).resolve().parents[1]
 ray = pytest.importorskip("ray")
@@ -39,6 +39,84 @@ def test_the_cem_step_equals_numpy_on_fixed_parameters():
         mean, std = chosen.mean(0), np.minimum(chosen.std(0), 1.0)  # population std, capped at 1
         np.testing.assert_allclose(new[name].numpy(), (mean + std * noise).astype(np.float32), rtol=1e-6)
     assert (np.std(params["b"].numpy()[[4, 2, 0]], 0) > 1).any()  # the cap mattered
+
+
+def test_the_schedule_selects_when_all_are_ready_or_late_and_removes_a_learner_left_out_4_times():
+    sched = Schedule(3, every=5, seconds=60, lag=4, start=0.0)
+    assert sched.ready([6, 6, 5], now=10) is None  # learner 2 has 4 new evaluations, not 5; not late yet
+    assert sched.ready([6, 6, 6], now=10) == [0, 1, 2]
+    assert sched.select([0, 1, 2], [6, 6, 6], now=10) == [] and sched.since == [6, 6, 6]
+    assert sched.ready([8, 7, 6], now=69) is None  # late at 70 only
+    assert sched.ready([8, 7, 6], now=70) is None  # only learner 0 has 2 new ones
+    counts = [6, 6, 6]
+    for k in range(4):  # learners 0 and 1 move on, learner 2 never does
+        counts = [counts[0] + 2, counts[1] + 3, 6]
+        now = 70 + 60 * k  # 60 s after the last selection
+        assert sched.ready(counts, now - 1) is None and sched.ready(counts, now) == [0, 1]
+        removed = sched.select([0, 1], counts, now)
+        assert removed == ([2] if k == 3 else []) and sched.missed[2] == k + 1
+    assert sched.alive == [0, 1] and sched.selections == 5
+    sched.alive = [0]
+    assert sched.ready([100, 100, 6], now=10_000) is None  # one learner left: no selection
+
+
+class Remote:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def remote(self, *args):
+        return self.fn(*args)
+
+
+class FakeLearner:
+    """A learner handle whose curve grows by ``pace`` evaluations whenever the driver reads it."""
+
+    def __init__(self, index: int, pace: int):
+        self.curve, self.pace, self.received, self.removed = [0.0], pace, [], False
+        self.evaluations = Remote(self.grow)
+        self.parameters = Remote(lambda: {"w": torch.full((2,), float(index))})
+        self.set_parameters = Remote(self.received.append)
+        self.remove = Remote(lambda: setattr(self, "removed", True))
+
+    def grow(self):
+        self.curve += [float(len(self.curve))] * self.pace
+        return list(self.curve)
+
+
+class FakeRay:
+    @staticmethod
+    def wait(runs, num_returns, timeout):
+        return [r for r in runs if r["done"]], [r for r in runs if not r["done"]]
+
+    @staticmethod
+    def get(x):
+        return x
+
+
+def test_the_evolver_breeds_the_learners_that_keep_up_and_removes_one_that_lags():
+    """The driver's evolver loop on fake learners: 0 and 1 advance, 2 never does; with --evolve_seconds 0 every
+    selection is among 0 and 1, each alive learner gets a draw, and learner 2 is removed at selection 4."""
+    import argparse
+    import itertools
+
+    handles = [FakeLearner(0, 2), FakeLearner(1, 3), FakeLearner(2, 0)]
+    runs = [{"done": False} for _ in handles]
+    ticks = itertools.count()
+
+    class Stop:
+        @property
+        def signum(self):
+            if len(handles[0].received) >= 6:  # enough: end the loop as Ctrl-C would
+                return 2
+            return None
+
+    args = argparse.Namespace(evolve_every=50, evolve_seconds=0.0, evolve_lag=4, elite=0.5)
+    selections = cli.evolve(FakeRay, handles, runs, args, Stop(), clock=lambda: float(next(ticks)))
+    assert selections == 6 and args.removed == {2: 4} and handles[2].removed and not handles[0].removed
+    assert len(handles[2].received) == 3 and len(handles[1].received) == 6  # none from its removal on
+    # elite 0.5 of 2: one elite, std 0, so every learner gets its parameters: learner 0's at the first selection
+    # (a tie, the first ranked), then learner 1's (its curve grows faster, so its recent scores are higher)
+    assert [float(p["w"][0]) for p in handles[0].received] == [0.0] + [1.0] * 5
 
 
 def test_actors_explore_at_levels_spread_up_to_the_noise():
@@ -287,6 +365,8 @@ def test_four_actors_feeding_one_learner_learn_pendulum(tmp_path):
     (["--actors", "0"], "--actors 0: at least 1"),
     (["--learners", "0"], "--learners 0: at least 1"),
     (["--evolve"], "--evolve breeds several learners"),
+    (["--actors", "2", "--learners", "3"], "--actors 2 < --learners 3: every learner needs an actor"),
+    (["--evolve_lag", "0"], "--evolve_lag 0: at least 1"),
     (["--seeds", "0", "1"], "learner m trains --seed + m"),
     (["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: cannot reach a Ray cluster there"),
     (["--policy", "DPD_TD3"], "DPD_ and DIFF_ learners are not distributed"),

@@ -37,6 +37,11 @@ def parse(argv=None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--evolve_every", type=int, default=5,
                    help="--evolve: evaluations of every learner between selections (default 5; ASAC: 50)")
     p.add_argument("--elite", type=float, default=0.3, help="--evolve: the fraction of learners kept (default 0.3)")
+    p.add_argument("--evolve_seconds", type=float, default=180.0,
+                   help="--evolve: after this long without a selection, select among the learners with 2 or more "
+                        "new evaluations (ASAC: 3 minutes; default 180)")
+    p.add_argument("--evolve_lag", type=int, default=4,
+                   help="--evolve: remove a learner left out of this many selections in a row (ASAC: 4; default 4)")
     p.add_argument("--script", choices=("sac_main", "DASE_main"), default=None,
                    help="whose flags the rest are (default: the script of --policy)")
     return p.parse_known_args(argv)
@@ -57,13 +62,18 @@ def script_of(rest: list[str], chosen: str | None):
 def build(argv=None):
     """The distributed settings and each learner's run config, checked; a UsageError for bad input."""
     args, rest = parse(argv)
-    for name in ("actors", "learners", "refresh_every", "block", "evolve_every"):
+    for name in ("actors", "learners", "refresh_every", "block", "evolve_every", "evolve_lag"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} {getattr(args, name)}: at least 1")
     if not 0 < args.elite <= 1:
         raise UsageError(f"--elite {args.elite:g}: a fraction in (0, 1]")
     if args.actor_noise < 0:
         raise UsageError(f"--actor_noise {args.actor_noise:g}: at least 0")
+    if args.evolve_seconds < 0:
+        raise UsageError(f"--evolve_seconds {args.evolve_seconds:g}: at least 0")
+    if args.actors < args.learners:
+        raise UsageError(f"--actors {args.actors} < --learners {args.learners}: every learner needs an actor "
+                         "(actor k feeds learner k mod M)")
     if args.evolve and args.learners < 2:
         raise UsageError("--evolve breeds several learners: give --learners 2 or more")
     script = script_of(rest, args.script)
@@ -175,39 +185,56 @@ def train(args, learners) -> list[list[list[float]]]:
                     h.stop.remote(stop.signum)
             results = ray.get(runs)
         ray.wait(feeding, num_returns=len(feeding), timeout=30)
+        for m, r in enumerate(results):
+            if "removed" in r:
+                print(f"{learners[m].name}: removed by the evolver at selection {args.removed.get(m)} (left out of "
+                      f"{args.evolve_lag} in a row); {r['message']}", file=sys.stderr)
         stopped = [r for r in results if "interrupted" in r]
         if stopped:
             args.interrupted = True
             note_in_records(args, learners, args.argv)
             raise Interrupted(stopped[0]["interrupted"], "; ".join(r["message"] for r in stopped))
-        return [r["curves"] for r in results]
+        return [r.get("curves") for r in results]
     finally:
         ray.shutdown()
 
 
-def evolve(ray, handles, runs, args, stop) -> int:
-    """ASAC's evolver while the learners train: whenever every learner has ``evolve_every`` new evaluations, the
-    cross-entropy step over their parameters, ranked by the mean of those evaluations; the selections made."""
+def evolve(ray, handles, runs, args, stop, clock=time.monotonic) -> int:
+    """ASAC's evolver while the learners train (``Schedule``: when, who, whom to remove): the cross-entropy step over
+    the parameters of the learners taking part, ranked by the mean of their new evaluations (at most
+    ``evolve_every`` of them), every learner still training receiving a draw; a lagging learner is stopped with a
+    checkpoint (``LearnerActor.remove``). Returns the selections made; ``args.removed``: {learner: selection}."""
     import torch
 
-    from .evolver import cem_step
+    from .evolver import Schedule, cem_step
 
     generator = torch.Generator().manual_seed(12345)
-    done_at = 0
+    schedule = Schedule(len(handles), args.evolve_every, args.evolve_seconds, args.evolve_lag, start=clock())
+    args.removed = {}
     while True:
         finished, _ = ray.wait(runs, num_returns=len(runs), timeout=1.0)
         if len(finished) == len(runs) or stop.signum:
-            return done_at // args.evolve_every
-        curves = ray.get([h.evaluations.remote() for h in handles])
-        if min(len(c) for c in curves) - 1 < done_at + args.evolve_every:
+            return schedule.selections
+        alive = [m for m in schedule.alive if runs[m] not in finished]
+        if len(alive) < 2:
+            return schedule.selections
+        schedule.alive = alive
+        curves = ray.get([handles[m].evaluations.remote() for m in range(len(handles))])
+        counts = [len(c) for c in curves]
+        taking_part = schedule.ready(counts, clock())
+        if taking_part is None:
             continue
-        done_at += args.evolve_every
-        scores = [float(sum(c[-args.evolve_every:]) / args.evolve_every) for c in curves]
-        params = ray.get([h.parameters.remote() for h in handles])
+        recent = [min(args.evolve_every, counts[m] - schedule.since[m]) for m in taking_part]
+        scores = [float(sum(curves[m][-k:]) / k) for m, k in zip(taking_part, recent)]
+        params = ray.get([handles[m].parameters.remote() for m in taking_part])
         stacked = {name: torch.stack([p[name] for p in params]) for name in params[0]}
-        new, _ = cem_step(stacked, scores, generator, elite=args.elite)
-        for i, h in enumerate(handles):
-            h.set_parameters.remote({name: v[i] for name, v in new.items()})
+        removed = schedule.select(taking_part, counts, clock())
+        new, _ = cem_step(stacked, scores, generator, elite=args.elite, draws=len(schedule.alive))
+        for i, m in enumerate(schedule.alive):
+            handles[m].set_parameters.remote({name: v[i] for name, v in new.items()})
+        for m in removed:
+            handles[m].remove.remote()
+            args.removed[m] = schedule.selections
 
 
 def run(argv=None) -> int:
@@ -219,7 +246,8 @@ def run(argv=None) -> int:
     note_in_records(args, learners, args.argv)
     if not learners[0].quiet:
         for cfg, c in zip(learners, curves):
-            print(f"{cfg.name}: {len(c[0])} evaluations, last {[round(x[-1], 1) for x in c]}")
+            if c is not None:
+                print(f"{cfg.name}: {len(c[0])} evaluations, last {[round(x[-1], 1) for x in c]}")
         print(f"{len(learners)} learner(s), {args.actors} actor(s): {time.perf_counter() - start:.0f} s")
     return 0
 
@@ -239,6 +267,9 @@ def note_in_records(args, learners, argv: list[str]) -> None:
                                      "actor_noise": args.actor_noise, "evolve": args.evolve,
                                      "evolve_every": args.evolve_every if args.evolve else None,
                                      "elite": args.elite if args.evolve else None, "address": args.address,
+                                     "evolve_seconds": args.evolve_seconds if args.evolve else None,
+                                     "evolve_lag": args.evolve_lag if args.evolve else None,
+                                     "removed_at_selection": getattr(args, "removed", {}).get(learners.index(cfg)),
                                      "selections": getattr(args, "selections", 0),
                                      "command": ["python", "-m", "utils.distributed", *argv]}
             save_json(path, record)

@@ -13,6 +13,7 @@ the version that acted and the learner's count when the step is stored), then ea
 """
 from __future__ import annotations
 
+import signal
 import time
 from collections import deque
 
@@ -142,6 +143,7 @@ class LearnerActor:
 
     def __init__(self, cfg, queue, refresh_every: int, actors: int):
         self.trainer = DistributedTrainer(cfg, queue, refresh_every, actors)
+        self.removed = False
 
     def run(self) -> dict:
         """{"curves": every agent's curve} when it finished or paused (--stop_at); {"interrupted": signum,
@@ -149,7 +151,14 @@ class LearnerActor:
         try:
             return {"curves": [c.tolist() for c in self.trainer.run()]}
         except Interrupted as e:
+            if self.removed:
+                return {"removed": True, "message": str(e).split(": ", 1)[-1]}
             return {"interrupted": e.signum, "message": str(e)}
+
+    def remove(self) -> None:
+        """The evolver drops this learner: it stops as on SIGTERM (a checkpoint; its actors end with it)."""
+        self.removed = True
+        self.trainer.stopper.signum = int(signal.SIGTERM)
 
     def stop(self, signum: int) -> None:
         """Stop at the end of the current step with a checkpoint, as the scripts do on SIGINT/SIGTERM."""
