@@ -279,11 +279,40 @@ def test_the_learner_stores_the_actors_initial_priorities(tmp_path):
         trainer.close()
 
 
-def test_a_prioritized_n_step_run_with_actor_priorities_finishes(tmp_path):
+def test_the_learner_keeps_the_statistics_of_what_it_stores_and_publishes_them(tmp_path):
+    """--normalize_obs: every stored observation joins the learner's statistics (it acts on none itself), and the
+    actors receive them with the parameters."""
+    from utils.distributed.learner import DistributedTrainer
+
+    blocks = [block_of(0, 4), block_of(1, 3)]
+    rng = np.random.default_rng(2)
+    for b in blocks:
+        b["obs"] = rng.normal(3.0, 2.0, size=b["obs"].shape).astype(np.float32)
+    _, (cfg,) = cli.build([*FLAGS, "--normalize_obs", "--start_steps", "1000", "--num_steps", "2000",
+                           "--results_dir", str(tmp_path / "r")])
+    trainer = DistributedTrainer(cfg, ListQueue(blocks), refresh_every=1, actors=2)
+    try:
+        for _ in range(7):
+            trainer.step()
+        norm = trainer.learner.normalizer
+        stored = np.concatenate([b["obs"][:, 0] for b in blocks])
+        np.testing.assert_allclose(norm.mean.numpy()[0], stored.mean(0), rtol=1e-6)
+        trainer.publish()
+        np.testing.assert_allclose(trainer.latest["obs_normalizer"]["mean"].numpy()[0], stored.mean(0), rtol=1e-6)
+    finally:
+        trainer.close()
+
+
+def test_runs_with_actor_priorities_n_steps_normalised_observations_and_curiosity_finish(tmp_path):
     out = tmp_path / "r"
-    assert run(cli, "--actors", "2", "--block", "20", *FLAGS, "--prioritized", "--n_step", "3", "--num_steps", "750",
-               "--results_dir", str(out)) == 0
-    assert len(np.load(out / "SAC_Pendulum-v1_0.npy")) == 4
+    assert run(cli, "--actors", "2", "--block", "20", *FLAGS, "--prioritized", "--n_step", "3", "--normalize_obs",
+               "--num_steps", "750", "--results_dir", str(out / "n_step")) == 0
+    assert len(np.load(out / "n_step" / "SAC_norm_Pendulum-v1_0.npy")) == 4  # --normalize_obs: "norm" in the name
+    assert run(cli, "--actors", "2", "--block", "20", *FLAGS, "--prioritized", "--curiosity", "forward",
+               "--num_steps", "750", "--results_dir", str(out)) == 0
+    (curve,) = [p for p in out.glob("SAC*_Pendulum-v1_0.npy")]
+    intrinsic = np.load(curve.with_name(curve.stem + "_intrinsic.npy"))
+    assert len(np.load(curve)) == 4 and np.isfinite(intrinsic[-2:]).all() and (intrinsic[-2:, 0] > 0).all()
 
 
 def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path):
@@ -367,6 +396,7 @@ def test_four_actors_feeding_one_learner_learn_pendulum(tmp_path):
     (["--evolve"], "--evolve breeds several learners"),
     (["--actors", "2", "--learners", "3"], "--actors 2 < --learners 3: every learner needs an actor"),
     (["--evolve_lag", "0"], "--evolve_lag 0: at least 1"),
+    (["--rnd", "--rnd_n_sample", "4"], "--rnd_n_sample: the actors hold no RND model"),
     (["--seeds", "0", "1"], "learner m trains --seed + m"),
     (["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: cannot reach a Ray cluster there"),
     (["--policy", "DPD_TD3"], "DPD_ and DIFF_ learners are not distributed"),

@@ -43,9 +43,18 @@ class EnvActor:
         discrete = not hasattr(probe.action_space, "low")
         act_dim = int(probe.action_space.n) if discrete else int(probe.action_space.shape[0])
         low, high = (None, None) if discrete else (probe.action_space.low, probe.action_space.high)
-        algo = {k: v for k, v in cfg.algo.items() if k not in ("action_noise",)}
+        # what the learner keeps to itself: the intrinsic models (they shape its updates only), the noise spread
+        learner_only = ("action_noise", "normalize_obs", "curiosity", "curiosity_strength", "rnd", "rnd_strength",
+                        "rnd_n_sample")
+        algo = {k: v for k, v in cfg.algo.items() if k not in learner_only}
         cls = (DISCRETE if discrete else ALGORITHMS)[cfg.algorithm]
-        self.agents = cls(int(probe.observation_space.shape[0]), act_dim, low, high, member_seeds, "cpu", **algo)
+        obs_dim = int(probe.observation_space.shape[0])
+        self.agents = cls(obs_dim, act_dim, low, high, member_seeds, "cpu", **algo)
+        self.normalizer = None  # --normalize_obs: the learner's statistics, fetched with its parameters
+        if cfg.algo.get("normalize_obs"):
+            from algorithms.common.normalizer import ObsNormalizer
+
+            self.normalizer = ObsNormalizer(len(member_seeds), obs_dim, "cpu")
         level = actor_level(index, actors, noise)
         if cfg.algorithm in ("TD3", "DDPG"):
             level += float(cfg.algo.get("expl_noise", 0.1))
@@ -73,6 +82,8 @@ class EnvActor:
                 net.load_state_dict(latest["networks"][name])
         else:
             self.agents.actor.load_state_dict(latest["actor"])
+        if self.normalizer is not None:
+            self.normalizer.load_state_dict(latest["obs_normalizer"])
         self.version, self.warmup = latest["version"], latest["warmup"]
         return True
 
@@ -85,7 +96,7 @@ class EnvActor:
             if self.warmup:
                 actions, beh = np.stack([env.action_space.sample() for env in self.envs]), None
             else:
-                actions, beh = self.agents.explore(self.obs)
+                actions, beh = self.agents.explore(self.normalised(self.obs))
             next_obs, rewards, terminated, ended = [], [], [], []
             for env, a in zip(self.envs, actions):
                 o, r, term, trunc, _ = env.step(a)
@@ -104,6 +115,12 @@ class EnvActor:
         self.steps += self.block
         return block
 
+    def normalised(self, obs):
+        """Observations as the learner's networks read them (--normalize_obs: its statistics as last fetched)."""
+        if self.normalizer is None:
+            return obs
+        return self.normalizer(torch.as_tensor(np.asarray(obs), dtype=torch.float32).unsqueeze(1)).squeeze(1)
+
     def run(self, learner, queue) -> int:
         """Blocks to the learner until it is done; the steps taken."""
         while self.refresh(learner):
@@ -119,8 +136,11 @@ class EnvActor:
         actions = np.asarray(block["actions"], dtype=np.float32)
         from algorithms.replay.base import Batch
 
-        batch = Batch(obs=every(block["obs"]), action=every(actions.reshape(s, n, -1)),
-                      reward=every(reward[..., None]), next_obs=every(next_obs), not_done=every(not_done[..., None]),
+        obs, next_obs = every(block["obs"]), every(next_obs)
+        if self.normalizer is not None:
+            obs, next_obs = self.normalizer(obs), self.normalizer(next_obs)
+        batch = Batch(obs=obs, action=every(actions.reshape(s, n, -1)),
+                      reward=every(reward[..., None]), next_obs=next_obs, not_done=every(not_done[..., None]),
                       own=torch.zeros((len(self.agents.seeds), s * n), dtype=torch.bool),
                       discount=every(discount[..., None]) if self.n_step > 1 else None)
         return self.agents.td_errors(batch).reshape(-1, s, n).permute(1, 0, 2).numpy()

@@ -89,9 +89,8 @@ def build(argv=None):
          "independent and DASE_ ones are"),
         (bool(cfg.algo.get("seq_encoder")), "--seq_encoder is not distributed yet"),
         (bool(cfg.algo.get("image_features")), f"--env {cfg.env}: image tasks are not distributed yet"),
-        (bool(cfg.algo.get("normalize_obs")), "--normalize_obs is not distributed yet (the actors would need the "
-         "learner's statistics)"),
-        (bool(cfg.algo.get("curiosity") or cfg.algo.get("rnd")), "intrinsic rewards are not distributed yet"),
+        ((cfg.algo.get("rnd_n_sample") or 1) > 1, "--rnd_n_sample: the actors hold no RND model to pick novel "
+         "actions with; the bonus itself (--rnd) is distributed"),
         (cfg.device != "cpu" and cfg.cuda_graphs, "--cuda_graphs: the distributed learner takes no CUDA graphs"),
         (cfg.episode_eval or cfg.max_episodes is not None or cfg.solved_at is not None,
          "--episode_eval/--max_episodes/--solved_at: the distributed learner counts the steps it stores"),

@@ -56,6 +56,8 @@ class DistributedTrainer(Trainer):
             self.latest["networks"] = {name: copy(net) for name, net in agents.networks.items()}
         else:
             self.latest["actor"] = copy(agents.actor)
+        if self.learner.normalizer is not None:  # --normalize_obs: the actors act on the same statistics
+            self.latest["obs_normalizer"] = copy(self.learner.normalizer)
 
     def receive(self) -> None:
         """Blocks from the queue (waiting for one if none is there) into the inbox, step by step."""
@@ -79,6 +81,8 @@ class DistributedTrainer(Trainer):
         while not self.inbox:
             self.receive()
         (obs, actions, rewards, next_obs, terminated, ended), behaviour, version, actor, td = self.inbox.popleft()
+        if self.learner.normalizer is not None:  # every stored observation joins the statistics (acting's, there)
+            self.learner.normalizer.observe(self.learner.agents._obs(obs))
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if td is not None:  # the actor's initial priorities of the rows just written, under every member
             buffer = self.learner.buffer
