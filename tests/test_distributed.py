@@ -315,6 +315,45 @@ def test_runs_with_actor_priorities_n_steps_normalised_observations_and_curiosit
     assert len(np.load(curve)) == 4 and np.isfinite(intrinsic[-2:]).all() and (intrinsic[-2:, 0] > 0).all()
 
 
+def test_a_recurrent_learner_stores_the_actors_states_and_restarts_windows_at_block_starts(tmp_path):
+    """--seq_encoder: each row keeps the state the actor acted with; a block's first row is marked as a start (its
+    windows then restart from that stored state, not from zeros), and its last as an episode cut."""
+    from utils.distributed.learner import DistributedTrainer
+
+    _, (cfg,) = cli.build([*FLAGS, "--seq_encoder", "gru", "--seq_len", "4", "--seq_hidden", "8", "--start_steps",
+                           "1000", "--num_steps", "2000", "--results_dir", str(tmp_path / "r")])
+    blocks = [block_of(0, 5), block_of(1, 5)]
+    rng = np.random.default_rng(3)
+    for b in blocks:
+        b["state"] = rng.normal(size=(5, 1, 8)).astype(np.float32)
+        b["first"] = np.zeros((5, 1), np.float32)
+    blocks[0]["first"][2] = 1.0  # an episode started inside the block
+    trainer = DistributedTrainer(cfg, ListQueue(blocks), refresh_every=100, actors=2)
+    try:
+        for _ in range(10):
+            trainer.step()
+        buffer = trainer.buffer
+        assert buffer.restart_from_stored and "encoder" in trainer.latest
+        np.testing.assert_array_equal(buffer.state[0, :10].numpy(), np.concatenate([b["state"][:, 0] for b in blocks]))
+        assert buffer.first[0, :10, 0].tolist() == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0]
+        assert buffer.ended[0, :10, 0].tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+        batch = buffer.sample(8, trainer.learner.sampler)  # windows of 4 rows: their restart states are the rows'
+        restart, stored = batch.sequence["restart"], buffer.state[0, :10]
+        assert restart.shape == (1, 8, 4, 8)
+        for window in restart[0]:
+            assert all((stored == step).all(dim=1).any() for step in window)
+    finally:
+        trainer.close()
+
+
+def test_a_recurrent_distributed_run_finishes(tmp_path):
+    out = tmp_path / "r"
+    assert run(cli, "--actors", "2", "--block", "20", *FLAGS, "--seq_encoder", "gru", "--seq_len", "8",
+               "--seq_hidden", "16", "--prev_action", "--num_steps", "750", "--results_dir", str(out)) == 0
+    (curve,) = out.glob("SAC*_Pendulum-v1_0.npy")
+    assert len(np.load(curve)) == 4
+
+
 def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path):
     """SIGINT to the driver: each learner stops at the end of a step with a checkpoint, the command says so in one
     line and exits 130; the same command with --resume finishes the run."""

@@ -59,6 +59,26 @@ def test_unroll_zeroes_the_state_at_episode_starts_and_equals_steps(kind):
     torch.testing.assert_close(enc.next_features(nxt, after)[:, :, 2], enc.step(nxt[:, :, 2], after[:, :, 2])[0])
 
 
+@pytest.mark.parametrize("kind", ["gru", "attn"])
+def test_unroll_restarts_from_given_states_where_a_stretch_starts(kind):
+    """``restart`` (the distributed learner's block starts): where ``first`` is 1 the step starts from the given
+    state instead of zeros; given zeros there, the unroll is bit for bit the one without ``restart``."""
+    enc = SequenceEncoder(kind, 3, 5, [torch.Generator().manual_seed(s) for s in (1, 2)], context=4)
+    obs, first = torch.randn(2, 4, 6, 3), (torch.rand(2, 4, 6) < 0.4).float()
+    first[:, :, 3] = 1.0
+    state0, restart = torch.randn(2, 4, enc.state_size), torch.randn(2, 4, 6, enc.state_size)
+    features, after = enc.unroll(obs, state0, first, restart)
+    state = state0
+    for t in range(6):
+        start = first[:, :, t, None]
+        f, state = enc.step(obs[:, :, t], state * (1 - start) + restart[:, :, t] * start)
+        torch.testing.assert_close(features[:, :, t], f)
+        torch.testing.assert_close(after[:, :, t], state)
+    plain = enc.unroll(obs, state0, first)
+    zeros = enc.unroll(obs, state0, first, torch.zeros_like(restart))
+    assert all(torch.equal(a, b) for a, b in zip(plain, zeros))
+
+
 def fill(buffer: SequenceReplayBuffer, steps: int, writers: int, rng: np.random.Generator) -> list[list[int]]:
     """Store ``steps`` steps whose observation is (step, writer, episode) and whose stored state is (step, writer);
     episodes end at random. Returns each writer's episode id per step."""

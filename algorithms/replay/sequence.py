@@ -137,14 +137,20 @@ class SequenceEncoder(nn.Module):
         flat = state.reshape(lead[0], -1, state.shape[-1])
         return self.cell.output(flat).view(*lead, -1)
 
-    def unroll(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def unroll(self, obs: torch.Tensor, state: torch.Tensor, first: torch.Tensor,
+               restart: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """T steps: obs [N, B, T, obs_dim] from ``state`` [N, B, S]; ``first`` [N, B, T] is 1 where an episode starts
-        (the state is zeroed before that step, as acting zeroed it). Returns (features [N, B, T, F], the states after
-        each step [N, B, T, S])."""
+        (the state is zeroed before that step, as acting zeroed it). ``restart`` [N, B, T, S]: where ``first`` is 1
+        the state is set to it instead (the stored state of a step that starts a stretch of rows mid-episode: the
+        distributed learner's block starts). Returns (features [N, B, T, F], the states after each step
+        [N, B, T, S])."""
         keep = 1.0 - first.to(obs.dtype).unsqueeze(-1)
         after = []
         for t in range(obs.shape[2]):
-            state = self._cell(obs[:, :, t], state * keep[:, :, t])
+            before = state * keep[:, :, t]
+            if restart is not None:
+                before = before + restart[:, :, t] * (1.0 - keep[:, :, t])
+            state = self._cell(obs[:, :, t], before)
             after.append(state)
         states = torch.stack(after, dim=2)
         return torch.cat([obs, self._hidden(states)], dim=-1), states

@@ -90,16 +90,18 @@ class SequenceAgents:
         target of the next observations (no gradient); burn-in first (see the module's docstring)."""
         seq, k = batch.sequence, self.burn_in
         obs, first, state = batch.obs, seq["first"], seq["state"]
+        restart = seq.get("restart")  # the distributed learner's: stored states where rows restart mid-episode
+        early, late = (None, None) if restart is None else (restart[:, :, :k], restart[:, :, k:])
         with torch.no_grad():
             online, target = state, state
             if k:
-                online = self.encoder.unroll(obs[:, :, :k], state, first[:, :, :k])[1][:, :, -1]
-                target = self.encoder_target.unroll(obs[:, :, :k], state, first[:, :, :k])[1][:, :, -1]
-        features, after = self.encoder.unroll(obs[:, :, k:], online, first[:, :, k:])
+                online = self.encoder.unroll(obs[:, :, :k], state, first[:, :, :k], early)[1][:, :, -1]
+                target = self.encoder_target.unroll(obs[:, :, :k], state, first[:, :, :k], early)[1][:, :, -1]
+        features, after = self.encoder.unroll(obs[:, :, k:], online, first[:, :, k:], late)
         next_obs = batch.next_obs[:, :, k:]
         with torch.no_grad():
             next_features = self.encoder.next_features(next_obs, after.detach())
-            _, target_after = self.encoder_target.unroll(obs[:, :, k:], target, first[:, :, k:])
+            _, target_after = self.encoder_target.unroll(obs[:, :, k:], target, first[:, :, k:], late)
             target_next = self.encoder_target.next_features(next_obs, target_after)
         return features, next_features, target_next
 

@@ -47,9 +47,19 @@ class EnvActor:
         learner_only = ("action_noise", "normalize_obs", "curiosity", "curiosity_strength", "rnd", "rnd_strength",
                         "rnd_n_sample")
         algo = {k: v for k, v in cfg.algo.items() if k not in learner_only}
-        cls = (DISCRETE if discrete else ALGORITHMS)[cfg.algorithm]
+        self.recurrent = bool(cfg.algo.get("seq_encoder"))
+        if self.recurrent:  # --seq_encoder: the agents' recurrent form, acting as RecurrentLearner acts
+            from utils.run.replay.recurrent import RECURRENT, RECURRENT_DISCRETE
+
+            cls = (RECURRENT_DISCRETE if discrete else RECURRENT)[cfg.algorithm]
+        else:
+            cls = (DISCRETE if discrete else ALGORITHMS)[cfg.algorithm]
         obs_dim = int(probe.observation_space.shape[0])
         self.agents = cls(obs_dim, act_dim, low, high, member_seeds, "cpu", **algo)
+        if self.recurrent:
+            n = len(member_seeds)
+            self.first = np.ones(n, dtype=np.float32)  # every member's next step starts an episode
+            self.prev = np.zeros((n, self.agents.prev_width), dtype=np.float32)  # --prev_action
         self.normalizer = None  # --normalize_obs: the learner's statistics, fetched with its parameters
         if cfg.algo.get("normalize_obs"):
             from algorithms.common.normalizer import ObsNormalizer
@@ -77,6 +87,8 @@ class EnvActor:
             return True
         if latest["done"]:
             return False
+        if "encoder" in latest:  # --seq_encoder: the encoder acts too
+            self.agents.encoder.load_state_dict(latest["encoder"])
         if "networks" in latest:  # prioritized replay: every network, for the TD errors
             for name, net in self.agents.networks.items():
                 net.load_state_dict(latest["networks"][name])
@@ -90,10 +102,12 @@ class EnvActor:
     def collect(self) -> dict:
         """``block`` steps of every environment, as arrays [S, N, ...]."""
         keys = ("obs", "actions", "rewards", "next_obs", "terminated", "ended")
-        out = {k: [] for k in keys}
+        out = {k: [] for k in keys + (("state", "first") if self.recurrent else ())}
         behaviour = []
         for _ in range(self.block):
-            if self.warmup:
+            if self.recurrent:
+                actions, beh = self.recurrent_act()
+            elif self.warmup:
                 actions, beh = np.stack([env.action_space.sample() for env in self.envs]), None
             else:
                 actions, beh = self.agents.explore(self.normalised(self.obs))
@@ -102,7 +116,12 @@ class EnvActor:
                 o, r, term, trunc, _ = env.step(a)
                 next_obs.append(o), rewards.append(r), terminated.append(term), ended.append(term or trunc)
             next_obs = np.stack(next_obs)
-            for k, v in zip(keys, (self.obs, actions, rewards, next_obs, terminated, ended)):
+            stored_obs, stored_next = self.obs, next_obs
+            if self.recurrent:
+                stored_obs, stored_next = self.recurrent_stored(actions, next_obs, np.asarray(ended, dtype=bool))
+                out["state"].append(self.stored.numpy())
+                out["first"].append(self.first_now)
+            for k, v in zip(keys, (stored_obs, actions, rewards, stored_next, terminated, ended)):
                 out[k].append(np.asarray(v))
             behaviour.append(beh)
             self.obs = np.stack([env.reset(seed=int(self.rng.integers(2 ** 31)))[0] if e else o
@@ -110,10 +129,50 @@ class EnvActor:
         block = {k: np.stack(v) for k, v in out.items()}
         block["behaviour"] = None if any(b is None for b in behaviour) else tuple(np.stack(x) for x in zip(*behaviour))
         block.update(version=self.version, actor=self.index)
-        if self.prioritized and not self.warmup:
+        if self.prioritized and not self.warmup and not self.recurrent:  # windows: the learner's largest priority
             block["td_errors"] = self.td_errors(block)
         self.steps += self.block
         return block
+
+    # ---- --seq_encoder: acting with a state, as RecurrentLearner acts ---------------------------------------
+    def recurrent_act(self):
+        """Every member's encoder steps on [o, a_prev] (the warm-up's random steps too); the state before it is kept
+        for the learner (R2D2's stored state)."""
+        self.stored = self.agents.acting.clone()
+        x = self.with_prev(self.obs, self.prev)
+        features = self.agents.observe(self.agents._obs(x))
+        if self.warmup:
+            return np.stack([env.action_space.sample() for env in self.envs]), None
+        with self.agents.acting_noise():
+            action, behaviour = self.agents.explore_device(features)
+        return action.numpy(), None if behaviour is None else tuple(b.numpy() for b in behaviour)
+
+    def recurrent_stored(self, actions, next_obs, ended):
+        """The step's observations as the learner stores them ([o, a_prev], [o', a]); the acting state zeroed and
+        the previous action cleared where an episode ended; whether this step started an episode."""
+        obs = self.with_prev(self.obs, self.prev)
+        taken = self.encoded(actions)
+        stored_next = self.with_prev(next_obs, taken)
+        self.prev = taken * (1.0 - ended.astype(np.float32))[:, None]
+        self.first_now, self.first = self.first.copy(), ended.astype(np.float32)
+        self.agents.episodes_ended(torch.as_tensor(ended))
+        return obs, stored_next
+
+    def with_prev(self, obs, prev):
+        if not self.agents.prev_width:
+            return np.asarray(obs, dtype=np.float32)
+        return np.concatenate([np.asarray(obs, dtype=np.float32).reshape(len(prev), -1), prev], axis=-1)
+
+    def encoded(self, actions) -> np.ndarray:
+        """Actions as the encoder reads them (--prev_action): one-hot, or scaled to [-1, 1]."""
+        width, n = self.agents.prev_width, len(self.prev)
+        if not width:
+            return self.prev
+        if self.agents.low is None:
+            return np.eye(width, dtype=np.float32)[np.asarray(actions).reshape(n).astype(np.int64)]
+        half = self.agents.scale.numpy()
+        mid = self.agents.low.numpy() + half
+        return ((np.asarray(actions, dtype=np.float32).reshape(n, -1) - mid) / half).astype(np.float32)
 
     def normalised(self, obs):
         """Observations as the learner's networks read them (--normalize_obs: its statistics as last fetched)."""

@@ -37,6 +37,9 @@ class DistributedTrainer(Trainer):
         self.incoming = None  # parameters the evolver sent, loaded at the next step
         self.stopper = StopSignals()  # its signum set by the driver (LearnerActor.stop): no handlers in this thread
         super().__init__(cfg, validated=True)
+        self.recurrent = hasattr(self.learner.buffer, "restart_from_stored")
+        if self.recurrent:  # every block starts mid-episode: its first row restarts from the actor's stored state
+            self.learner.buffer.restart_from_stored = True
         self.stats_path = self.files[0].results / f"{cfg.stem}{STATS_SUFFIX}.npy"
         self.stats_rows: list[list[float]] = []
         self.reset_period()
@@ -56,6 +59,8 @@ class DistributedTrainer(Trainer):
             self.latest["networks"] = {name: copy(net) for name, net in agents.networks.items()}
         else:
             self.latest["actor"] = copy(agents.actor)
+        if hasattr(agents, "encoder") and "networks" not in self.latest:  # --seq_encoder: the encoder acts too
+            self.latest["encoder"] = copy(agents.encoder)
         if self.learner.normalizer is not None:  # --normalize_obs: the actors act on the same statistics
             self.latest["obs_normalizer"] = copy(self.learner.normalizer)
 
@@ -70,6 +75,9 @@ class DistributedTrainer(Trainer):
                                ("obs", "actions", "rewards", "next_obs", "terminated", "ended"))
                 if s == last:  # the next stored step may be another actor's: cut the episode here
                     fields = (*fields[:5], np.ones_like(fields[5]))
+                if "state" in block:  # --seq_encoder: the stored state, and a start at the block's first row
+                    first = np.ones_like(block["first"][s]) if s == 0 else block["first"][s]
+                    fields = (*fields, block["state"][s], first)
                 behaviour = None if block["behaviour"] is None else tuple(b[s] for b in block["behaviour"])
                 td = None if block.get("td_errors") is None else block["td_errors"][s]
                 self.inbox.append((fields, behaviour, block["version"], block["actor"], td))
@@ -80,10 +88,16 @@ class DistributedTrainer(Trainer):
             self.incoming = None
         while not self.inbox:
             self.receive()
-        (obs, actions, rewards, next_obs, terminated, ended), behaviour, version, actor, td = self.inbox.popleft()
+        fields, behaviour, version, actor, td = self.inbox.popleft()
+        (obs, actions, rewards, next_obs, terminated, ended), recurrent = fields[:6], fields[6:]
         if self.learner.normalizer is not None:  # every stored observation joins the statistics (acting's, there)
             self.learner.normalizer.observe(self.learner.agents._obs(obs))
-        self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
+        if recurrent:  # as the actor acted: [o, a_prev] rows, its state before acting, episode (or block) starts
+            state, first = recurrent
+            self.learner.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended,
+                                    state=torch.as_tensor(state), first=first)
+        else:
+            self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if td is not None:  # the actor's initial priorities of the rows just written, under every member
             buffer = self.learner.buffer
             rows = ((buffer.newest + torch.arange(buffer.writers, device=buffer.device)) % buffer.capacity).view(1, -1)

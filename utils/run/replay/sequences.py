@@ -33,6 +33,9 @@ class SequenceReplayBuffer(SharedReplayBuffer):
     """``SharedReplayBuffer`` with stored states and episode starts, sampled in windows of ``seq_len`` steps."""
 
     FIELDS = SharedReplayBuffer.FIELDS + ("first", "state")
+    # the distributed learner's rows start mid-episode at every block (marked as starts, with the actor's state):
+    # True makes a window restart from the stored state where it crosses a start (zero at a real episode's start)
+    restart_from_stored = False
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int, device, *, seq_len: int,
                  state_size: int, groups: int = 1, gaussian_behaviour: bool = False, behaviour_width: int = 0,
@@ -96,6 +99,8 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         probs = self.behaviour_probs[g, rows] if self.behaviour_probs is not None else None
         sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]],
                     "ended": self.ended[g, rows].squeeze(-1)}
+        if self.restart_from_stored:
+            sequence["restart"] = self.state[g, rows]
         return Batch(self.obs[g, rows], self.action[g, rows], self.reward[g, rows], self.next_obs[g, rows],
                      self.not_done[g, rows], own, *beh, behaviour_probs=probs, sequence=sequence, index=index,
                      importance=importance)
