@@ -182,7 +182,7 @@ def train(args, learners) -> list[list[list[float]]]:
                 for h in handles:
                     h.stop.remote(stop.signum)
             results = ray.get(runs)
-        ray.wait(feeding, num_returns=len(feeding), timeout=30)
+        finish_actors(ray, feeding, queues)
         for m, r in enumerate(results):
             if "removed" in r:
                 print(f"{learners[m].name}: removed by the evolver at selection {args.removed.get(m)} (left out of "
@@ -195,6 +195,19 @@ def train(args, learners) -> list[list[list[float]]]:
         return [r.get("curves") for r in results]
     finally:
         ray.shutdown()
+
+
+def finish_actors(ray, feeding, queues, timeout: float = 30.0) -> None:
+    """Let the actors end on their own once the learners are done: an actor blocked on a full queue is freed by
+    emptying it, then sees the learner done at its next refresh (killed at shutdown instead, Ray would log an error
+    for each of its tasks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for q in queues:
+            if q.qsize():
+                q.get_nowait_batch(q.qsize())
+        if len(ray.wait(feeding, num_returns=len(feeding), timeout=0.5)[0]) == len(feeding):
+            return
 
 
 def evolve(ray, handles, runs, args, stop, clock=time.monotonic) -> int:
