@@ -119,6 +119,43 @@ def test_the_evolver_breeds_the_learners_that_keep_up_and_removes_one_that_lags(
     assert [float(p["w"][0]) for p in handles[0].received] == [0.0] + [1.0] * 5
 
 
+class Ref:
+    def __init__(self, done=False, error=None):
+        self.done, self.error = done, error
+
+
+class WatchRay:
+    @staticmethod
+    def wait(refs, num_returns, timeout):
+        return [r for r in refs if r.done], [r for r in refs if not r.done]
+
+    @staticmethod
+    def get(ref):
+        if ref.error:
+            raise RuntimeError(f"Traceback (most recent call last):\n  ...\n{ref.error}")
+        return 0
+
+
+def test_an_actor_that_ends_early_is_fed_again_and_one_that_raises_ends_the_run():
+    """check_actors: an actor whose task returned while its learner trains is started again; one that raised ends
+    the run with one line naming it (its learner would wait for blocks forever); ones of finished learners rest."""
+    from utils.errors import WorkerDied
+
+    runs = [Ref(), Ref(done=True)]  # learner 0 trains, learner 1 is done
+    feeding = [Ref(done=True), Ref(done=True), Ref()]  # actors 0 and 2 feed learner 0, actor 1 learner 1
+    started = []
+
+    def feed(i):
+        started.append(i)
+        return Ref()
+    cli.check_actors(WatchRay, feeding, runs, feed)
+    assert started == [0] and not feeding[0].done and feeding[1].done  # actor 1's learner is done: left alone
+    feeding[2] = Ref(done=True, error="ValueError: the policy's output is NaN")
+    with pytest.raises(WorkerDied, match=r"^actor 2 \(feeding learner 0\) failed: ValueError: the policy's output "
+                                         r"is NaN; every learner stopped"):
+        cli.check_actors(WatchRay, feeding, runs, feed)
+
+
 def test_actors_explore_at_levels_spread_up_to_the_noise():
     assert [actor_level(k, 5, 0.1) for k in range(5)] == pytest.approx([0, 0.025, 0.05, 0.075, 0.1])
     assert actor_level(0, 1, 0.1) == 0
@@ -174,7 +211,7 @@ class ListQueue:
         taken, self.blocks = self.blocks[:n], self.blocks[n:]
         return taken
 
-    def get(self, block: bool = True):
+    def get(self, block: bool = True, timeout: float | None = None):
         return self.blocks.pop(0)
 
 

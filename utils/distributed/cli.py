@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -157,7 +158,7 @@ def train(args, learners) -> list[list[list[float]]]:
     ray = import_ray()
     from ray.util.queue import Queue
 
-    from ..errors import Interrupted
+    from ..errors import Interrupted, WorkerDied
     from ..run.progress import StopSignals
     from .actor import EnvActor
     from .learner import LearnerActor
@@ -173,15 +174,24 @@ def train(args, learners) -> list[list[list[float]]]:
         actors = [remote_actor.remote(learners[i % m], i // m, -(-k // m), args.actor_noise, args.block,
                                       learners[i % m].seed) for i in range(k)]
         runs = [h.run.remote() for h in handles]
-        feeding = [a.run.remote(handles[i % m], queues[i % m]) for i, a in enumerate(actors)]
+        feed = lambda i: actors[i].run.remote(handles[i % m], queues[i % m])  # noqa: E731
+        feeding = [feed(i) for i in range(k)]
+        failed = None
         with StopSignals() as stop:
-            args.selections = evolve(ray, handles, runs, args, stop) if args.evolve else 0
-            while not stop.signum and len(ray.wait(runs, num_returns=len(runs), timeout=1.0)[0]) < len(runs):
-                pass
-            if stop.signum:
+            try:
+                watch = lambda: check_actors(ray, feeding, runs, feed)  # noqa: E731
+                args.selections = evolve(ray, handles, runs, args, stop, watch=watch) if args.evolve else 0
+                while not stop.signum and len(ray.wait(runs, num_returns=len(runs), timeout=1.0)[0]) < len(runs):
+                    watch()
+            except WorkerDied as e:  # an actor's own error: stop every learner with a checkpoint, then say so
+                failed = e
+            if stop.signum or failed:
                 for h in handles:
-                    h.stop.remote(stop.signum)
+                    h.stop.remote(stop.signum or signal.SIGTERM)
             results = ray.get(runs)
+        if failed:
+            note_in_records(args, learners, args.argv)
+            raise failed
         finish_actors(ray, feeding, queues)
         for m, r in enumerate(results):
             if "removed" in r:
@@ -197,6 +207,27 @@ def train(args, learners) -> list[list[list[float]]]:
         ray.shutdown()
 
 
+def check_actors(ray, feeding: list, runs: list, feed) -> None:
+    """An actor's task that ended while its learner trains: an error of its own (Ray restarts an actor that dies,
+    not one whose code raised) ends the run as WorkerDied (one line; its learner would wait for blocks forever);
+    one that ended without an error is started again (``feed(i)``)."""
+    from ..errors import WorkerDied
+
+    ended, _ = ray.wait(feeding, num_returns=len(feeding), timeout=0)
+    m = len(runs)
+    for ref in ended:
+        i = feeding.index(ref)
+        if ray.wait([runs[i % m]], num_returns=1, timeout=0)[0]:  # its learner is done: so is it
+            continue
+        try:
+            ray.get(ref)
+        except Exception as e:  # RayTaskError: the actor's exception, its traceback in the text
+            lines = [x for x in str(e).strip().splitlines() if x.strip()]
+            raise WorkerDied(f"actor {i} (feeding learner {i % m}) failed: {lines[-1] if lines else type(e).__name__}; "
+                             "every learner stopped with a checkpoint (--resume continues)") from None
+        feeding[i] = feed(i)
+
+
 def finish_actors(ray, feeding, queues, timeout: float = 30.0) -> None:
     """Let the actors end on their own once the learners are done: an actor blocked on a full queue is freed by
     emptying it, then sees the learner done at its next refresh (killed at shutdown instead, Ray would log an error
@@ -210,7 +241,7 @@ def finish_actors(ray, feeding, queues, timeout: float = 30.0) -> None:
             return
 
 
-def evolve(ray, handles, runs, args, stop, clock=time.monotonic) -> int:
+def evolve(ray, handles, runs, args, stop, clock=time.monotonic, watch=lambda: None) -> int:
     """ASAC's evolver while the learners train (``Schedule``: when, who, whom to remove): the cross-entropy step over
     the parameters of the learners taking part, ranked by the mean of their new evaluations (at most
     ``evolve_every`` of them), every learner still training receiving a draw; a lagging learner is stopped with a
@@ -224,6 +255,7 @@ def evolve(ray, handles, runs, args, stop, clock=time.monotonic) -> int:
     args.removed = {}
     while True:
         finished, _ = ray.wait(runs, num_returns=len(runs), timeout=1.0)
+        watch()
         if len(finished) == len(runs) or stop.signum:
             return schedule.selections
         alive = [m for m in schedule.alive if runs[m] not in finished]

@@ -36,6 +36,7 @@ class DistributedTrainer(Trainer):
         self.inbox: deque = deque()  # stored steps not yet learned from: (fields, version, actor)
         self.incoming = None  # parameters the evolver sent, loaded at the next step
         self.stopper = StopSignals()  # its signum set by the driver (LearnerActor.stop): no handlers in this thread
+        self.evaluated_at = None  # the step of the last evaluation
         super().__init__(cfg, validated=True)
         self.recurrent = hasattr(self.learner.buffer, "restart_from_stored")
         if self.recurrent:  # every block starts mid-episode: its first row restarts from the actor's stored state
@@ -53,21 +54,34 @@ class DistributedTrainer(Trainer):
         """The actors' parameters as they are now, for the actors to fetch (``LearnerActor.latest``)."""
         agents = self.learner.agents
         copy = lambda net: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}  # noqa: E731
-        self.latest = {"version": int(agents.updates), "done": done,
-                       "warmup": self.t < self.cfg.start_time_steps}
+        latest = {"version": int(agents.updates), "done": done, "warmup": self.t < self.cfg.start_time_steps}
         if self.cfg.per:  # the actors compute initial priorities: every network
-            self.latest["networks"] = {name: copy(net) for name, net in agents.networks.items()}
+            latest["networks"] = {name: copy(net) for name, net in agents.networks.items()}
         else:
-            self.latest["actor"] = copy(agents.actor)
-        if hasattr(agents, "encoder") and "networks" not in self.latest:  # --seq_encoder: the encoder acts too
-            self.latest["encoder"] = copy(agents.encoder)
+            latest["actor"] = copy(agents.actor)
+        if hasattr(agents, "encoder") and "networks" not in latest:  # --seq_encoder: the encoder acts too
+            latest["encoder"] = copy(agents.encoder)
         if self.learner.normalizer is not None:  # --normalize_obs: the actors act on the same statistics
-            self.latest["obs_normalizer"] = copy(self.learner.normalizer)
+            latest["obs_normalizer"] = copy(self.learner.normalizer)
+        # one assignment, once complete: the actors read it from other threads (LearnerActor.latest)
+        self.latest = latest
 
-    def receive(self) -> None:
-        """Blocks from the queue (waiting for one if none is there) into the inbox, step by step."""
+    def receive(self) -> bool:
+        """Blocks from the queue (waiting for one if none is there) into the inbox, step by step; False when told to
+        stop while waiting (its actors may be gone)."""
         waiting = self.queue.qsize()
-        blocks = self.queue.get_nowait_batch(waiting) if waiting else [self.queue.get(block=True)]
+        if waiting:
+            blocks = self.queue.get_nowait_batch(waiting)
+        else:
+            from ray.util.queue import Empty
+
+            while True:
+                try:
+                    blocks = [self.queue.get(block=True, timeout=1.0)]
+                    break
+                except Empty:
+                    if self.stopper.signum:
+                        return False
         for block in blocks:
             last = len(block["rewards"]) - 1
             for s in range(last + 1):
@@ -81,13 +95,15 @@ class DistributedTrainer(Trainer):
                 behaviour = None if block["behaviour"] is None else tuple(b[s] for b in block["behaviour"])
                 td = None if block.get("td_errors") is None else block["td_errors"][s]
                 self.inbox.append((fields, behaviour, block["version"], block["actor"], td))
+        return True
 
     def step(self) -> None:
         if self.incoming is not None:
             self.load_parameters(self.incoming)
             self.incoming = None
         while not self.inbox:
-            self.receive()
+            if not self.receive():
+                return  # stopping: nothing stored this step (the loop checkpoints and stops)
         fields, behaviour, version, actor, td = self.inbox.popleft()
         (obs, actions, rewards, next_obs, terminated, ended), recurrent = fields[:6], fields[6:]
         if self.learner.normalizer is not None:  # every stored observation joins the statistics (acting's, there)
@@ -118,7 +134,10 @@ class DistributedTrainer(Trainer):
         return self.stopper
 
     def start_evaluation(self) -> None:
-        """The period's distributed statistics, then the evaluation."""
+        """The period's distributed statistics, then the evaluation (none when a step stored nothing: stopping)."""
+        if self.t == self.evaluated_at:
+            return
+        self.evaluated_at = self.t
         seconds = time.perf_counter() - self.period_start
         total = self.received.sum()
         row = [total / seconds if total else np.nan, float(self.queue.qsize()),
