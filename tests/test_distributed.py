@@ -156,6 +156,14 @@ def test_an_actor_that_ends_early_is_fed_again_and_one_that_raises_ends_the_run(
         cli.check_actors(WatchRay, feeding, runs, feed)
 
 
+def test_the_evolver_ranks_a_dase_group_by_the_mean_of_its_agents():
+    from utils.distributed.learner import group_curve
+
+    assert group_curve([[0.0, 10.0, 20.0], [2.0, -10.0, 40.0]]) == [1.0, 0.0, 30.0]
+    assert group_curve([[1.0, 2.0], [3.0]]) == [2.0]  # only evaluations every agent has
+    assert group_curve([[5.0, 6.0]]) == [5.0, 6.0]
+
+
 def test_actors_explore_at_levels_spread_up_to_the_noise():
     assert [actor_level(k, 5, 0.1) for k in range(5)] == pytest.approx([0, 0.025, 0.05, 0.075, 0.1])
     assert actor_level(0, 1, 0.1) == 0

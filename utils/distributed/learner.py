@@ -175,6 +175,12 @@ class DistributedTrainer(Trainer):
         self.publish()
 
 
+def group_curve(curves) -> list[float]:
+    """The mean over the agents' curves [agents][evaluations] at every evaluation all of them have."""
+    length = min(len(c) for c in curves)
+    return [float(np.mean([c[i] for c in curves])) for i in range(length)]
+
+
 class LearnerActor:
     """A learner as a Ray actor (threaded: the actors fetch its parameters while it trains)."""
 
@@ -207,8 +213,9 @@ class LearnerActor:
         return None if latest["version"] == known and not latest["done"] and known >= 0 else latest
 
     def evaluations(self) -> list[float]:
-        """The learner's (first agent's) curve so far."""
-        return list(self.trainer.curves[0])
+        """The learner's curve so far: at each evaluation the mean over its group's agents (a DASE learner's N; the
+        evolver ranks whole groups)."""
+        return group_curve(self.trainer.curves)
 
     def parameters(self) -> dict[str, torch.Tensor]:
         return self.trainer.parameters()
