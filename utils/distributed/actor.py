@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from algorithms.replay.base import Batch
+
 
 def actor_level(k: int, actors: int, noise: float) -> float:
     """Actor k's extra exploration level among ``actors``: 0 for the first, ``noise`` for the last."""
@@ -57,9 +59,12 @@ class EnvActor:
         obs_dim = int(probe.observation_space.shape[0])
         self.agents = cls(obs_dim, act_dim, low, high, member_seeds, "cpu", **algo)
         if self.recurrent:
+            from utils.run.replay.recurrent import PrevAction
+
             n = len(member_seeds)
             self.first = np.ones(n, dtype=np.float32)  # every member's next step starts an episode
             self.prev = np.zeros((n, self.agents.prev_width), dtype=np.float32)  # --prev_action
+            self.coding = PrevAction(self.agents, n)
         self.normalizer = None  # --normalize_obs: the learner's statistics, fetched with its parameters
         if cfg.algo.get("normalize_obs"):
             from algorithms.common.normalizer import ObsNormalizer
@@ -139,7 +144,7 @@ class EnvActor:
         """Every member's encoder steps on [o, a_prev] (the warm-up's random steps too); the state before it is kept
         for the learner (R2D2's stored state)."""
         self.stored = self.agents.acting.clone()
-        x = self.with_prev(self.obs, self.prev)
+        x = self.coding.with_prev(self.obs, self.prev)
         features = self.agents.observe(self.agents._obs(x))
         if self.warmup:
             return np.stack([env.action_space.sample() for env in self.envs]), None
@@ -150,29 +155,14 @@ class EnvActor:
     def recurrent_stored(self, actions, next_obs, ended):
         """The step's observations as the learner stores them ([o, a_prev], [o', a]); the acting state zeroed and
         the previous action cleared where an episode ended; whether this step started an episode."""
-        obs = self.with_prev(self.obs, self.prev)
-        taken = self.encoded(actions)
-        stored_next = self.with_prev(next_obs, taken)
-        self.prev = taken * (1.0 - ended.astype(np.float32))[:, None]
+        obs, stored_next = self.coding.with_prev(self.obs, self.prev), next_obs
+        if self.coding.width:
+            taken = self.coding.encode(actions)
+            stored_next = self.coding.with_prev(next_obs, taken)
+            self.prev = taken * (1.0 - ended.astype(np.float32))[:, None]
         self.first_now, self.first = self.first.copy(), ended.astype(np.float32)
         self.agents.episodes_ended(torch.as_tensor(ended))
         return obs, stored_next
-
-    def with_prev(self, obs, prev):
-        if not self.agents.prev_width:
-            return np.asarray(obs, dtype=np.float32)
-        return np.concatenate([np.asarray(obs, dtype=np.float32).reshape(len(prev), -1), prev], axis=-1)
-
-    def encoded(self, actions) -> np.ndarray:
-        """Actions as the encoder reads them (--prev_action): one-hot, or scaled to [-1, 1]."""
-        width, n = self.agents.prev_width, len(self.prev)
-        if not width:
-            return self.prev
-        if self.agents.low is None:
-            return np.eye(width, dtype=np.float32)[np.asarray(actions).reshape(n).astype(np.int64)]
-        half = self.agents.scale.numpy()
-        mid = self.agents.low.numpy() + half
-        return ((np.asarray(actions, dtype=np.float32).reshape(n, -1) - mid) / half).astype(np.float32)
 
     def normalised(self, obs):
         """Observations as the learner's networks read them (--normalize_obs: its statistics as last fetched)."""
@@ -193,8 +183,6 @@ class EnvActor:
         every = lambda x: torch.as_tensor(x, dtype=torch.float32).reshape(1, s * n, *x.shape[2:]).expand(  # noqa
             len(self.agents.seeds), -1, *x.shape[2:])
         actions = np.asarray(block["actions"], dtype=np.float32)
-        from algorithms.replay.base import Batch
-
         obs, next_obs = every(block["obs"]), every(next_obs)
         if self.normalizer is not None:
             obs, next_obs = self.normalizer(obs), self.normalizer(next_obs)
@@ -215,16 +203,15 @@ def n_step_targets(block: dict, n_step: int, gamma: float):
     s_len = r.shape[0]
     reward, discount = r.copy(), np.full(r.shape, gamma)
     last = np.arange(s_len)[:, None].repeat(r.shape[1], axis=1)  # s + j
+    cols = np.arange(r.shape[1])
     open_ = ~ended  # still summing
     for k in range(1, n_step):
         nxt = np.minimum(last + 1, s_len - 1)
         step = open_ & (last + 1 < s_len)
-        cols = np.arange(r.shape[1])
         reward = np.where(step, reward + gamma ** k * r[nxt, cols], reward)
         discount = np.where(step, discount * gamma, discount)
         last = np.where(step, nxt, last)
         open_ = step & ~ended[last, cols]
-    cols = np.arange(r.shape[1])[None, :]
     next_obs = np.asarray(block["next_obs"])[last, cols]
     not_done = 1.0 - np.asarray(block["terminated"], dtype=np.float64)[last, cols]
     return reward.astype(np.float32), discount.astype(np.float32), next_obs, not_done.astype(np.float32)

@@ -38,9 +38,10 @@ class DistributedTrainer(Trainer):
         self.stopper = StopSignals()  # its signum set by the driver (LearnerActor.stop): no handlers in this thread
         self.evaluated_at = None  # the step of the last evaluation
         super().__init__(cfg, validated=True)
-        self.recurrent = hasattr(self.learner.buffer, "restart_from_stored")
-        if self.recurrent:  # every block starts mid-episode: its first row restarts from the actor's stored state
-            self.learner.buffer.restart_from_stored = True
+        buffer = self.learner.buffer
+        self.writer_offsets = torch.arange(buffer.writers, device=buffer.device)  # a step's rows from its first
+        if hasattr(buffer, "restart_from_stored"):  # --seq_encoder: every block starts mid-episode, its first row
+            buffer.restart_from_stored = True  # restarting windows from the actor's stored state
         self.stats_path = self.files[0].results / f"{cfg.stem}{STATS_SUFFIX}.npy"
         self.stats_rows: list[list[float]] = []
         self.reset_period()
@@ -116,7 +117,7 @@ class DistributedTrainer(Trainer):
             self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if td is not None:  # the actor's initial priorities of the rows just written, under every member
             buffer = self.learner.buffer
-            rows = ((buffer.newest + torch.arange(buffer.writers, device=buffer.device)) % buffer.capacity).view(1, -1)
+            rows = ((buffer.newest + self.writer_offsets) % buffer.capacity).view(1, -1)
             buffer.priorities.update(rows.expand(buffer.priorities.members, -1),
                                      torch.as_tensor(td, device=buffer.device).reshape(buffer.priorities.members, -1))
         warmup = self.t < self.cfg.start_time_steps

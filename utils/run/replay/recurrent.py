@@ -22,6 +22,30 @@ RECURRENT = {"SAC": RecurrentSAC, "TD3": RecurrentTD3, "DDPG": RecurrentDDPG}  #
 RECURRENT_DISCRETE = {"SAC": RecurrentDiscreteSAC}
 
 
+class PrevAction:
+    """``--prev_action``: a member's last action as the encoder reads it (one-hot, or scaled to [-1, 1] by the
+    algorithm's bounds) and the [o, a_prev] observation; the recurrent learner's and the distributed actors'."""
+
+    def __init__(self, agents, members: int):
+        self.width, self.members, self.discrete = agents.prev_width, members, agents.low is None
+        if self.width and not self.discrete:
+            half = agents.scale  # (high - low) / 2, the algorithms' own
+            self.mid, self.half = (agents.low + half).cpu().numpy(), half.cpu().numpy()
+
+    def encode(self, actions: np.ndarray) -> np.ndarray:
+        """Actions [M, ...] as the encoder reads them."""
+        m = self.members
+        if self.discrete:
+            return np.eye(self.width, dtype=np.float32)[np.asarray(actions).reshape(m).astype(np.int64)]
+        return ((np.asarray(actions, dtype=np.float32).reshape(m, -1) - self.mid) / self.half).astype(np.float32)
+
+    def with_prev(self, obs: np.ndarray, prev: np.ndarray) -> np.ndarray:
+        """[o, a_prev] per member (``obs`` unchanged without --prev_action)."""
+        if not self.width:
+            return obs
+        return np.concatenate([np.asarray(obs, dtype=np.float32).reshape(self.members, -1), prev], axis=-1)
+
+
 class RecurrentLearner(Learner):
     """``Learner`` for agents with a sequence encoder (see the module's docstring)."""
 
@@ -41,9 +65,7 @@ class RecurrentLearner(Learner):
         # --prev_action: each member's last action as the encoder reads it (zeros when an episode starts); the
         # buffer stores [o_t, a_{t-1}] as the observation and [o_{t+1}, a_t] as the next one
         self.prev = np.zeros((self.members, self.agents.prev_width), dtype=np.float32)
-        if self.agents.prev_width and self.agents.low is not None:
-            half = self.agents.scale  # (high - low) / 2, the algorithms' own
-            self.act_mid, self.act_half = (self.agents.low + half).cpu().numpy(), half.cpu().numpy()
+        self.coding = PrevAction(self.agents, self.members)
         capacity, width = buffer_size - buffer_size % w, obs_dim + self.agents.prev_width
         self.check_memory(SequenceReplayBuffer.bytes_for(width, act_dim, 1, self.agents.gaussian_behaviour,
                                                          self.agents.behaviour_width,
@@ -72,24 +94,10 @@ class RecurrentLearner(Learner):
             self.prediction_sum.zero_()
         return stats
 
-    def encoded_actions(self, actions: np.ndarray) -> np.ndarray:
-        """Actions [M, ...] as the encoder reads them (``--prev_action``): one-hot, or scaled to [-1, 1]."""
-        m = self.members
-        if self.agents.low is None:
-            return np.eye(self.agents.prev_width, dtype=np.float32)[np.asarray(actions).reshape(m).astype(np.int64)]
-        return ((np.asarray(actions, dtype=np.float32).reshape(m, -1) - self.act_mid) / self.act_half).astype(
-            np.float32)
-
-    def with_prev(self, obs: np.ndarray, prev: np.ndarray) -> np.ndarray:
-        """[o, a_prev] per member (``obs`` unchanged without --prev_action)."""
-        if not self.agents.prev_width:
-            return obs
-        return np.concatenate([np.asarray(obs, dtype=np.float32).reshape(self.members, -1), prev], axis=-1)
-
     def act(self, obs: np.ndarray, warmup: bool):
         """Every member's encoder steps (the warm-up too); exploration actions from its features (None: random)."""
         self.stored = self.agents.acting.clone()
-        features = self.agents.observe(self.agents._obs(self.with_prev(obs, self.prev)))
+        features = self.agents.observe(self.agents._obs(self.coding.with_prev(obs, self.prev)))
         if warmup:
             return None, None
         with self.agents.acting_noise():
@@ -102,8 +110,8 @@ class RecurrentLearner(Learner):
     def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
         ended = np.asarray(terminated if ended is None else ended, dtype=bool).reshape(-1)
         if self.agents.prev_width:
-            taken = self.encoded_actions(actions)
-            obs, next_obs = self.with_prev(obs, self.prev), self.with_prev(next_obs, taken)
+            taken = self.coding.encode(actions)
+            obs, next_obs = self.coding.with_prev(obs, self.prev), self.coding.with_prev(next_obs, taken)
             self.prev = taken * (1.0 - ended.astype(np.float32))[:, None]
         self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended, state=self.stored,
                         first=self.first)
