@@ -399,6 +399,58 @@ def test_a_recurrent_distributed_run_finishes(tmp_path):
     assert len(np.load(curve)) == 4
 
 
+PIXELS = ["--env", "PixelPendulum-v1", "--image_features", "8", "--buffer_size", "500", "--batch_size", "8"]
+
+
+def stacks_block(actor: int, steps: int, rng, frames: list) -> dict:
+    """An actor's block of PixelPendulum stacks (3 frames of 84x84) from its running episode ``frames`` (a list the
+    block extends), with no episode end inside it: every stack reaches back into the actor's earlier frames."""
+    obs, nxt = [], []
+    for _ in range(steps):
+        obs.append(np.stack(frames[-3:]))
+        frames.append(rng.integers(0, 256, (84, 84), dtype=np.uint8))
+        nxt.append(np.stack(frames[-3:]))
+    zeros = np.zeros((steps, 1), dtype=bool)
+    return {"obs": np.stack(obs)[:, None], "actions": rng.normal(size=(steps, 1, 1)).astype(np.float32),
+            "rewards": np.zeros((steps, 1), np.float32), "next_obs": np.stack(nxt)[:, None], "terminated": zeros,
+            "ended": zeros.copy(), "behaviour": None, "version": 0, "actor": actor}
+
+
+def test_a_pixel_learner_rebuilds_every_stack_of_interleaved_blocks(tmp_path):
+    """Pixel tasks: blocks of two actors arrive interleaved, mid-episode; each frame is stored once and each block's
+    first stacks, whose older frames are the actor's and not the rows before them, are rebuilt from the start's
+    head: every stored observation and next observation is the one the actor sent."""
+    from utils.distributed.learner import DistributedTrainer
+
+    _, (cfg,) = cli.build([*FLAGS, *PIXELS, "--start_steps", "1000", "--num_steps", "2000", "--results_dir",
+                           str(tmp_path / "r")])
+    rng = np.random.default_rng(5)
+    episodes = [[rng.integers(0, 256, (84, 84), dtype=np.uint8) for _ in range(5)] for _ in range(2)]
+    blocks = [stacks_block(k % 2, 4, rng, episodes[k % 2]) for k in range(5)]
+    trainer = DistributedTrainer(cfg, ListQueue(blocks), refresh_every=100, actors=2)
+    try:
+        for _ in range(20):
+            trainer.step()
+        buffer = trainer.buffer
+        assert "encoder" in trainer.latest and buffer.size == 20
+        obs, nxt = buffer.observations(torch.zeros((1, 1), dtype=torch.long), torch.arange(20).view(1, -1))
+        sent = np.concatenate([b["obs"][:, 0] for b in blocks]), np.concatenate([b["next_obs"][:, 0] for b in blocks])
+        np.testing.assert_array_equal(obs["pixels"][0].numpy(), sent[0])
+        np.testing.assert_array_equal(nxt["pixels"][0].numpy(), sent[1])
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("env", ["PixelPendulum-v1", "SensorPendulum-v1"])
+def test_a_pixel_or_sensor_distributed_run_finishes(tmp_path, env):
+    out = tmp_path / "r"
+    assert run(cli, "--actors", "2", "--block", "20", *FLAGS, *PIXELS, "--env", env, "--num_steps", "500",
+               "--results_dir", str(out)) == 0
+    curve = np.load(out / f"SAC_{env}_0.npy")
+    assert curve.shape == (3,) and np.isfinite(curve).all()
+    assert json.loads((out / f"SAC_{env}_0.json").read_text())["finished"]
+
+
 def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path):
     """SIGINT to the driver: each learner stops at the end of a step with a checkpoint, the command says so in one
     line and exits 130; the same command with --resume finishes the run."""

@@ -121,6 +121,87 @@ def test_a_restored_buffer_goes_on_as_the_original():
         torch.testing.assert_close(a.frames[key].units, b.frames[key].units, rtol=0, atol=0)
 
 
+def play_blocks(buffer: ImageReplayBuffer, blocks: int, rng: np.random.Generator, actors: int = 3, state=None):
+    """A distributed learner's replay: ``actors`` actors, each with its own episodes (of 1-9 steps) for every member,
+    send blocks of 1-5 steps in turn at random; a block's last step is stored as an episode cut and its first as a
+    start (the rows before it are another actor's). Returns the observations added per (group, row), as ``play``,
+    and the actors' state."""
+    g, n = buffer.groups, buffer.writers
+    m, parts = g * n, buffer.parts
+
+    def fresh(p):
+        if not p.image:
+            return rng.normal(size=p.shape).astype(np.float32)
+        return rng.integers(0, 256, p.shape[1:] if p.stacked else p.shape, dtype=np.uint8)
+
+    def reset():
+        return {p.key: np.stack([fresh(p)] * p.shape[0]) if p.stacked else fresh(p) for p in parts}
+
+    def moved(o):
+        return {p.key: np.concatenate([o[p.key][1:], fresh(p)[None]]) if p.stacked else fresh(p) for p in parts}
+
+    def packed(obs):
+        if parts[0].start is None:
+            return np.stack([o[parts[0].key] for o in obs])
+        return np.stack([np.concatenate([o[p.key].astype(np.float32).ravel() for p in parts]) for o in obs])
+
+    if state is None:
+        state = [([reset() for _ in range(m)], rng.integers(1, 10, m)) for _ in range(actors)]
+    ref = {}
+    for _ in range(blocks):
+        a = int(rng.integers(len(state)))
+        obs, left = state[a]
+        length = int(rng.integers(1, 6))
+        for s in range(length):
+            nxt = [moved(o) for o in obs]
+            ended = left == 1
+            terminated = ended & (rng.random(m) < 0.5)
+            cut = ended | (s == length - 1)
+            rows = [(buffer.ptr + i) % buffer.capacity for i in range(n)]
+            buffer.add(packed(obs), rng.normal(size=(m, 1)), rng.normal(size=m), packed(nxt), terminated, None, cut,
+                       start=np.full(m, s == 0))
+            for k in range(m):
+                ref[(k // n, rows[k % n])] = (obs[k], nxt[k])
+            left = np.where(ended, rng.integers(1, 10, m), left - 1)
+            obs = [reset() if e else x for e, x in zip(ended, nxt)]
+        state[a] = (obs, left)
+    return ref, state
+
+
+@pytest.mark.parametrize("kind", ["stack", "image", "sensors"])
+def test_blocks_of_several_actors_rebuild_every_observation_from_their_starts(kind):
+    """A distributed run's replay (utils.distributed): a block starts mid-episode after another actor's rows, so its
+    stacks' older frames come from the start's head, not from the rows before it."""
+    rng = np.random.default_rng(3)
+    buffer = ImageReplayBuffer(layout(kind), 1, 60, 2, "cpu", groups=2, finals=2)
+    ref, state = play_blocks(buffer, 3, rng)  # at most 15 steps: not yet full
+    assert check_all(buffer, ref) == buffer.size
+    ref.update(play_blocks(buffer, 40, rng, state=state)[0])  # wraps around: the rings grow
+    assert buffer.size == 60 and check_all(buffer, ref) == 60 - 2 * buffer.depth
+    if kind != "image":  # frame stacks: starts kept heads, and more than the first ring held
+        assert buffer.head_step.shape[1] > 64 or (buffer.head_step >= 0).sum() > 0
+    else:  # single images have no history: nothing kept for a start
+        assert buffer.since is None
+    # restored group by group, the buffer goes on as the original
+    twin = ImageReplayBuffer(layout(kind), 1, 60, 2, "cpu", groups=2, finals=2)
+    for grp in range(2):
+        twin.load_state_dict(buffer.state_dict(slice(grp, grp + 1)), slice(grp, grp + 1))
+    keep = rng.bit_generator.state
+    ref.update(play_blocks(buffer, 15, rng, state=list(state))[0])
+    rng.bit_generator.state = keep
+    play_blocks(twin, 15, rng, state=list(state))
+    check_all(twin, ref)
+
+
+def test_without_starts_the_buffer_keeps_no_heads_and_reads_as_before():
+    """Single-machine runs never store a start: nothing more is allocated or read (their bytes stay the old ones)."""
+    rng = np.random.default_rng(4)
+    buffer = ImageReplayBuffer(layout("stack"), 1, 40, 2, "cpu", groups=1)
+    ref, _ = play(buffer, 30, rng)
+    assert buffer.since is None and buffer.frames["pixels"].heads is None and "heads" not in buffer.state_dict()["images"]
+    check_all(buffer, ref)
+
+
 def test_observations_that_are_not_frame_stacks_are_refused():
     buffer = ImageReplayBuffer(layout("stack"), 1, 20, 1, "cpu")
     obs = np.zeros((1, 3, 5, 4), dtype=np.uint8)

@@ -5,7 +5,9 @@ Before each block the actor asks its learner for parameters newer than its own (
 ``--refresh_every`` updates) and takes them; random actions while the learner is in its warm-up. Actor k of K
 explores at its own level, as ASAC's actors do: SAC adds Gaussian noise of std ``noise * k / (K - 1)`` before the
 tanh (``--action_noise``'s rule), TD3 and DDPG that much on top of ``--expl_noise``, discrete SAC takes a random
-action with that probability. A restarted actor (Ray restarts one that dies) starts new episodes.
+action with that probability. A restarted actor (Ray restarts one that dies) starts new episodes. On pixel and sensor tasks the actor holds the
+image agents' encoders (fetched with the policies) and sends whole observations, frame stacks included; the learner
+keeps each frame once and the older frames of a block's first stack as its head (``ImageReplayBuffer``'s starts).
 
 With prioritized replay the actor also computes each transition's initial priority, as Ape-X's actors do: the
 learner publishes all its networks (online, target, SAC's temperature), and the actor evaluates |TD error| of every
@@ -30,7 +32,7 @@ class EnvActor:
     """Ray actor: steps its environments with its learner's policies (see the module's docstring)."""
 
     def __init__(self, cfg, index: int, actors: int, noise: float, block: int, seed: int):
-        from utils.envs.registry import make_env
+        from utils.envs.registry import make_env, sensor_layout
         from utils.naming import ALGORITHM
         from utils.run.replay.learner import ALGORITHMS, DISCRETE
         from utils.run.setup import member_tasks
@@ -50,13 +52,20 @@ class EnvActor:
                         "rnd_n_sample")
         algo = {k: v for k, v in cfg.algo.items() if k not in learner_only}
         self.recurrent = bool(cfg.algo.get("seq_encoder"))
+        parts = sensor_layout(cfg.env)  # pixel and sensor tasks: the image agents' encoders act
+        obs_dim = int(probe.observation_space.shape[0])
         if self.recurrent:  # --seq_encoder: the agents' recurrent form, acting as RecurrentLearner acts
             from utils.run.replay.recurrent import RECURRENT, RECURRENT_DISCRETE
 
             cls = (RECURRENT_DISCRETE if discrete else RECURRENT)[cfg.algorithm]
+        elif parts is not None:
+            from utils.run.replay.images import IMAGE, IMAGE_DISCRETE
+
+            cls, obs_dim = (IMAGE_DISCRETE if discrete else IMAGE)[cfg.algorithm], parts
+            learner_only += ("siamese", "siamese_use_q")  # the auxiliary loss shapes the learner's updates only
+            algo = {k: v for k, v in algo.items() if k not in learner_only}
         else:
             cls = (DISCRETE if discrete else ALGORITHMS)[cfg.algorithm]
-        obs_dim = int(probe.observation_space.shape[0])
         self.agents = cls(obs_dim, act_dim, low, high, member_seeds, "cpu", **algo)
         if self.recurrent:
             from utils.run.replay.recurrent import PrevAction

@@ -88,7 +88,6 @@ def build(argv=None):
         (len(cfg.seed_list()) > 1, "--seeds: learner m trains --seed + m; give --seed and --learners"),
         (cfg.method.distils or cfg.method.diffuses, f"{cfg.policy}: DPD_ and DIFF_ learners are not distributed; "
          "independent and DASE_ ones are"),
-        (bool(cfg.algo.get("image_features")), f"--env {cfg.env}: image tasks are not distributed yet"),
         ((cfg.algo.get("rnd_n_sample") or 1) > 1, "--rnd_n_sample: the actors hold no RND model to pick novel "
          "actions with; the bonus itself (--rnd) is distributed"),
         (cfg.device != "cpu" and cfg.cuda_graphs, "--cuda_graphs: the distributed learner takes no CUDA graphs"),

@@ -6,8 +6,9 @@ past ``--start_steps`` as the single-machine loop does, evaluates every ``--eval
 evaluation environments, and writes the same curves, record and checkpoints. Every ``refresh_every`` updates it
 publishes its actors' parameters (with the update count, their *version*). The last step of every block is stored
 as the end of an episode (a cut: it still bootstraps unless the environment terminated there), so that N-step
-returns and V-trace's sequences, which read consecutive rows, never join one actor's steps to another's. Per
-evaluation it also writes
+returns and V-trace's sequences, which read consecutive rows, never join one actor's steps to another's. On pixel and sensor
+tasks every block's first step is stored as a *start* (its stacks' older frames are the actor's, not the rows before
+it: ``ImageReplayBuffer`` keeps them as the start's head). Per evaluation it also writes
 ``{stem}_distributed.npy``: [steps stored per second, blocks waiting in its queue, mean policy lag (updates between
 the version that acted and the learner's count when the step is stored), then each actor's share of the steps].
 """
@@ -24,6 +25,7 @@ from ..errors import Interrupted
 from ..io import save_curve
 from ..run.loop import Trainer
 from ..run.progress import StopSignals
+from ..run.replay.images import ImageLearner
 
 STATS_SUFFIX = "_distributed"
 
@@ -39,6 +41,7 @@ class DistributedTrainer(Trainer):
         self.evaluated_at = None  # the step of the last evaluation
         super().__init__(cfg, validated=True)
         buffer = self.learner.buffer
+        self.images = isinstance(self.learner, ImageLearner)
         self.writer_offsets = torch.arange(buffer.writers, device=buffer.device)  # a step's rows from its first
         if hasattr(buffer, "restart_from_stored"):  # --seq_encoder: every block starts mid-episode, its first row
             buffer.restart_from_stored = True  # restarting windows from the actor's stored state
@@ -95,7 +98,7 @@ class DistributedTrainer(Trainer):
                     fields = (*fields, block["state"][s], first)
                 behaviour = None if block["behaviour"] is None else tuple(b[s] for b in block["behaviour"])
                 td = None if block.get("td_errors") is None else block["td_errors"][s]
-                self.inbox.append((fields, behaviour, block["version"], block["actor"], td))
+                self.inbox.append((fields, behaviour, block["version"], block["actor"], td, s == 0))
         return True
 
     def step(self) -> None:
@@ -105,7 +108,7 @@ class DistributedTrainer(Trainer):
         while not self.inbox:
             if not self.receive():
                 return  # stopping: nothing stored this step (the loop checkpoints and stops)
-        fields, behaviour, version, actor, td = self.inbox.popleft()
+        fields, behaviour, version, actor, td, first = self.inbox.popleft()
         (obs, actions, rewards, next_obs, terminated, ended), recurrent = fields[:6], fields[6:]
         if self.learner.normalizer is not None:  # every stored observation joins the statistics (acting's, there)
             self.learner.normalizer.observe(self.learner.agents._obs(obs))
@@ -113,6 +116,9 @@ class DistributedTrainer(Trainer):
             state, first = recurrent
             self.learner.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended,
                                     state=torch.as_tensor(state), first=first)
+        elif self.images:  # a block's first stacks reach back into the actor's earlier frames: a start
+            self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended,
+                               start=np.full(len(actions), first))
         else:
             self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if td is not None:  # the actor's initial priorities of the rows just written, under every member

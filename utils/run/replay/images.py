@@ -20,6 +20,12 @@ history may be overwritten): a member samples uniformly among the others.
 
 The finals live in a ring per group (a slot for every image part) that grows (doubling) when a slot it would reuse
 still belongs to a stored row, so no stored row ever loses its last frame, whatever the episodes' lengths.
+
+*Starts* (``add(..., start=)``): a row whose observation continues an episode whose earlier steps are not the rows
+before it (a distributed run's block: the rows before it are another actor's). Its observation's older units are
+kept in a side ring of *heads* (one slot per start, D - 1 units), and every row keeps the steps *since* its start
+(or its reset), so a unit further back than that comes from the head. The heads' ring is made at the first start
+and grows as the finals' does; a buffer that never sees one (every single-machine run) holds and reads nothing more.
 """
 from __future__ import annotations
 
@@ -50,6 +56,7 @@ class Frames:
         self.unit_shape = part.shape[1:] if part.stacked else part.shape
         self.units = torch.zeros((groups, capacity, *self.unit_shape), dtype=torch.uint8, device=device)
         self.finals = torch.zeros((groups, finals, *self.unit_shape), dtype=torch.uint8, device=device)
+        self.heads: Optional[torch.Tensor] = None  # [groups, slots, depth - 1, *unit]: the starts' older units
 
     def newest(self, obs: np.ndarray) -> np.ndarray:
         """[M, *shape] -> the newest unit of each [M, *unit_shape]."""
@@ -84,6 +91,12 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.final_next = np.zeros(g, dtype=np.int64)  # the slot each group fills next
         self.steps = 0  # steps added so far
         self.next_age = np.zeros(g * writers, dtype=np.int64)  # each member's next observation's age
+        # starts (see the module's docstring): made at the first one (``make_heads``); until then since == age
+        self.since: Optional[torch.Tensor] = None  # [g, c] steps since the row's start or reset
+        self.head_slot: Optional[torch.Tensor] = None  # [g, c] a start row's slot in the heads' ring
+        self.head_step: Optional[np.ndarray] = None  # [g, slots] the step whose start a slot holds
+        self.head_next = np.zeros(g, dtype=np.int64)
+        self.next_since = self.next_age
         # the sampled range, on the device (no host value when sampling): ``start`` its first row, ``count`` rows
         self.start = torch.zeros((), dtype=torch.int64, device=self.device)
         self.count = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -98,14 +111,25 @@ class ImageReplayBuffer(SharedReplayBuffer):
             if self.vectors else np.zeros((m, 0), np.float32)
         return {k: np.asarray(parts[k]) for k in self.frames}, vectors
 
-    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None, ended=None) -> None:
+    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None, ended=None,
+            start=None) -> None:
+        """``start`` [M] (optional): the members whose observation continues an episode whose earlier steps are not
+        their rows before this one (see the module's docstring)."""
         g, n, c = self.groups, self.writers, self.capacity
         (images, vectors), (next_images, next_vectors) = self.split(obs), self.split(next_obs)
         ended_b = np.asarray(terminated if ended is None else ended, dtype=bool).reshape(g * n)
+        start_b = np.zeros(g * n, dtype=bool) if start is None or self.depth == 1 else \
+            np.asarray(start, dtype=bool).reshape(g * n)
         age = self.next_age.copy()
         for key, f in self.frames.items():
             if f.depth > 1:
-                self.check_stacks(key, images[key], next_images[key], age == 0)
+                self.check_stacks(key, images[key], next_images[key], (age == 0) & ~start_b)
+        if start_b.any() and self.since is None:
+            self.make_heads()
+        since = None
+        if self.since is not None:  # a start's units back to depth - 1 are all known: its own and its head's
+            age = np.where(start_b, np.maximum(age, self.depth - 1), age)
+            since = np.where(start_b, 0, self.next_since)
         rows = (self.ptr + torch.arange(n, device=self.device)) % c
         nxt = (rows + n) % c
         going = torch.as_tensor(~ended_b, device=self.device).view(g, n)
@@ -117,11 +141,16 @@ class ImageReplayBuffer(SharedReplayBuffer):
             f.units[:, nxt] = torch.where(going.view(g, n, *([1] * len(f.unit_shape))), last, f.units[:, nxt])
             lasts[key] = last
         self.age[:, rows] = torch.as_tensor(age, dtype=torch.int32, device=self.device).view(g, n)
+        if since is not None:
+            self.since[:, rows] = torch.as_tensor(since, dtype=torch.int32, device=self.device).view(g, n)
+            if start_b.any():
+                self.keep_heads(start_b.reshape(g, n), rows, images)
         if ended_b.any():
             self.keep_finals(ended_b.reshape(g, n), rows, lasts)
         super().add(vectors, action, reward, next_vectors, terminated, behaviour, ended)
         self.steps += 1
         self.next_age = np.where(ended_b, 0, age + 1)
+        self.next_since = self.next_age if since is None else np.where(ended_b, 0, since + 1)
         self.set_range()
 
     def set_range(self) -> None:
@@ -150,6 +179,46 @@ class ImageReplayBuffer(SharedReplayBuffer):
             self.final_slot[grp, rows[writer]] = slot
             self.final_step[grp, slot] = self.steps
             self.final_next[grp] = (slot + 1) % self.final_step.shape[1]
+
+    def make_heads(self, slots: int = 64) -> None:
+        """The heads' ring and the rows' steps since their start, at the first start (until then since == age)."""
+        g, c = self.groups, self.capacity
+        self.since = self.age.clone()
+        self.next_since = self.next_age.copy()
+        self.head_slot = torch.zeros((g, c), dtype=torch.int64, device=self.device)
+        self.head_step = np.full((g, int(slots)), -1, dtype=np.int64)
+        self.head_next = np.zeros(g, dtype=np.int64)
+        for f in self.frames.values():
+            if f.depth > 1:
+                f.heads = torch.zeros((g, int(slots), f.depth - 1, *f.unit_shape), dtype=torch.uint8,
+                                      device=self.device)
+
+    def keep_heads(self, start: np.ndarray, rows: torch.Tensor, images: dict) -> None:
+        """The older units of the observations that start at this step ([G, N] flags) into the heads' ring."""
+        kept = self.capacity // self.writers
+        for grp, writer in zip(*np.nonzero(start)):
+            slot = int(self.head_next[grp])
+            if self.head_step[grp, slot] >= 0 and self.steps - self.head_step[grp, slot] < kept:
+                slot = self.grow_heads()  # its start's row is still stored: more room
+            for key, f in self.frames.items():
+                if f.heads is not None:
+                    f.heads[grp, slot] = torch.as_tensor(images[key][grp * self.writers + writer, :-1],
+                                                         device=self.device)
+            self.head_slot[grp, rows[writer]] = slot
+            self.head_step[grp, slot] = self.steps
+            self.head_next[grp] = (slot + 1) % self.head_step.shape[1]
+
+    def grow_heads(self) -> int:
+        """Twice the heads' slots in every group (the old ones kept where they are); the first new slot."""
+        size = self.head_step.shape[1]
+        for f in self.frames.values():
+            if f.heads is not None:
+                grown = torch.zeros((self.groups, 2 * size, *f.heads.shape[2:]), dtype=torch.uint8,
+                                    device=self.device)
+                grown[:, :size] = f.heads
+                f.heads = grown
+        self.head_step = np.concatenate([self.head_step, np.full_like(self.head_step, -1)], axis=1)
+        return size
 
     def grow_finals(self) -> int:
         """Twice the finals' slots in every group (the old ones kept where they are); the first new slot."""
@@ -181,8 +250,16 @@ class ImageReplayBuffer(SharedReplayBuffer):
         for key, f in self.frames.items():
             d = f.depth
             back = torch.arange(d - 1, -1, -1, device=self.device)  # oldest unit first
-            rows = (idx.unsqueeze(-1) - torch.minimum(back, age.unsqueeze(-1)) * n) % c  # [M, B, D]
-            units = f.units[g.unsqueeze(-1), rows]  # [M, B, D, *unit]
+            kk = torch.minimum(back, age.unsqueeze(-1))  # [M, B, D] steps back, padded at a reset
+            if f.heads is None:
+                units = f.units[g.unsqueeze(-1), (idx.unsqueeze(-1) - kk * n) % c]  # [M, B, D, *unit]
+            else:  # steps back past the row's start come from the start's head
+                since = self.since[g, idx].long().unsqueeze(-1)  # [M, B, 1]
+                units = f.units[g.unsqueeze(-1), (idx.unsqueeze(-1) - torch.minimum(kk, since) * n) % c]
+                origin = self.head_slot[g, (idx - since.squeeze(-1) * n) % c]  # [M, B]
+                at = (d - 1 - (kk - since)).clamp(0, d - 2)
+                heads = f.heads[g.unsqueeze(-1), origin.unsqueeze(-1), at]
+                units = torch.where((kk > since).view(*kk.shape, *([1] * len(f.unit_shape))), heads, units)
             newest = torch.where(ended.view(*ended.shape, *([1] * len(f.unit_shape))), f.finals[g, slot],
                                  f.units[g, (idx + n) % c])
             if d == 1:
@@ -214,6 +291,13 @@ class ImageReplayBuffer(SharedReplayBuffer):
             "final_step": torch.from_numpy(self.final_step[groups].copy()),
             "final_next": torch.from_numpy(self.final_next[groups].copy()), "steps": self.steps,
             "next_age": torch.from_numpy(self.next_age[self._members(groups)].copy())}
+        if self.since is not None:  # starts were stored
+            state["images"]["heads"] = {
+                "units": {k: f.heads[groups].cpu().clone() for k, f in self.frames.items() if f.heads is not None},
+                "since": self.since[groups, :rows].cpu().clone(), "slot": self.head_slot[groups, :rows].cpu().clone(),
+                "step": torch.from_numpy(self.head_step[groups].copy()),
+                "next": torch.from_numpy(self.head_next[groups].copy()),
+                "next_since": torch.from_numpy(self.next_since[self._members(groups)].copy())}
         return state
 
     def load_state_dict(self, state: dict, groups: slice = slice(None)) -> None:
@@ -231,6 +315,24 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.final_next[groups] = im["final_next"].numpy()
         self.steps = int(im["steps"])
         self.next_age[self._members(groups)] = im["next_age"].numpy()
+        if self.since is not None and "heads" not in im:
+            self.since[groups] = self.age[groups]
+            self.next_since[self._members(groups)] = self.next_age[self._members(groups)]
+        if "heads" in im:
+            h = im["heads"]
+            size = h["step"].shape[1]
+            if self.since is None:
+                self.make_heads(size)
+            while self.head_step.shape[1] < size:
+                self.grow_heads()
+            for k, units in h["units"].items():
+                self.frames[k].heads[groups, :size] = units.to(self.device)
+            self.since[groups, :h["since"].shape[1]] = h["since"].to(self.device)
+            self.head_slot[groups, :h["slot"].shape[1]] = h["slot"].to(self.device)
+            self.head_step[groups] = -1
+            self.head_step[groups, :size] = h["step"].numpy()
+            self.head_next[groups] = h["next"].numpy()
+            self.next_since[self._members(groups)] = h["next_since"].numpy()
         self.set_range()
 
     @staticmethod
@@ -242,8 +344,10 @@ class ImageReplayBuffer(SharedReplayBuffer):
                                                                            gaussian_behaviour, behaviour_width)
 
     def nbytes(self) -> int:
+        heads = 0 if self.since is None else self.since.numel() * 4 + self.head_slot.numel() * 8 + sum(
+            f.heads.numel() for f in self.frames.values() if f.heads is not None)
         return super().nbytes() + sum(f.units.numel() + f.finals.numel() for f in self.frames.values()) \
-            + self.final_slot.numel() * 8
+            + self.final_slot.numel() * 8 + heads
 
 
 class ImageLearner(Learner):
@@ -271,6 +375,11 @@ class ImageLearner(Learner):
         return ImageReplayBuffer(parts, act_dim, capacity, w, self.device, groups=self.scheme.groups,
                                  gaussian_behaviour=self.agents.gaussian_behaviour,
                                  behaviour_width=self.agents.behaviour_width)
+
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None, start=None) -> None:
+        """``Learner.store``; ``start``: members whose observation's earlier frames are not their rows before
+        (``ImageReplayBuffer.add``)."""
+        self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended, start=start)
 
     def accumulate(self, own: torch.Tensor, info: dict) -> None:
         """The period's sums, and the siamese loss (``--siamese``)."""
