@@ -1,7 +1,7 @@
 """How a distributed run's collection scales with its actors (utils/distributed), and what one learner consumes.
 
     python -m benchmarks.distributed [--actors 1 2 4 8] [--seconds 20] [--env Pendulum-v1] [--policy SAC]
-                                     [--json out.json]
+                                     [--prioritized] [--json out.json]
 
 For each actor count K: K Ray actors (``utils.distributed.actor.EnvActor``, one CPU each, as a run places them)
 step their environments with a fixed policy (the learner's initial SAC actor, exploring; no warm-up) and send blocks
@@ -9,7 +9,8 @@ of 50 steps to a queue the driver empties as fast as they come, for ``--seconds`
 gives the environment steps collected per second, per actor, and against K times the rate of one actor. Beside it,
 the learner's side: one SAC learner's updates per second on this machine (batch 256, 256-256 networks, one torch
 thread, the replay filled with 10k random transitions), the rate at which a learner consumes steps at one update
-per stored step. Ray starts on this machine (``ray.init``) with as many logical CPUs as the largest K plus one.
+per stored step. ``--prioritized``: the actors also compute every step's initial priority (a pass of every network
+over each block, as in a ``--prioritized`` run), and the learner samples by priority. Ray starts on this machine (``ray.init``) with as many logical CPUs as the largest K plus one.
 """
 from __future__ import annotations
 
@@ -25,23 +26,23 @@ import numpy as np
 class FixedLearner:
     """Stands in for a learner: publishes one policy, then says done when told."""
 
-    def __init__(self, actor_state):
-        self.state, self.done = actor_state, False
+    def __init__(self, published: dict):
+        self.published, self.done = published, False
 
     def latest(self, known: int):
         if self.done:
             return {"done": True}
-        return None if known == 0 else {"version": 0, "done": False, "warmup": False, "actor": self.state}
+        return None if known == 0 else {"version": 0, "done": False, "warmup": False, **self.published}
 
     def stop(self) -> None:
         self.done = True
 
 
-def learner_config(env: str, policy: str):
+def learner_config(env: str, policy: str, prioritized: bool = False):
     import sac_main
 
     return sac_main.build_config(sac_main.parse(["--policy", policy, "--env", env, "--quiet", "--results_dir",
-                                                 "/tmp/benchmark-distributed"]))
+                                                 "/tmp/benchmark-distributed", *(["--prioritized"] * prioritized)]))
 
 
 def collection_rate(ray, cfg, k: int, seconds: float) -> float:
@@ -56,8 +57,10 @@ def collection_rate(ray, cfg, k: int, seconds: float) -> float:
     agents = ALGORITHMS[cfg.algorithm](env.observation_space.shape[0], env.action_space.shape[0],
                                        env.action_space.low, env.action_space.high, cfg.agent_seeds(), "cpu",
                                        **cfg.algo)
-    state = {n: v.clone() for n, v in agents.actor.state_dict().items()}
-    stub = ray.remote(num_cpus=0, max_concurrency=4)(FixedLearner).remote(state)
+    copy = lambda net: {n: v.clone() for n, v in net.state_dict().items()}  # noqa: E731
+    published = {"networks": {name: copy(net) for name, net in agents.networks.items()}} if cfg.per \
+        else {"actor": copy(agents.actor)}  # prioritized: every network, for the actors' TD errors
+    stub = ray.remote(num_cpus=0, max_concurrency=4)(FixedLearner).remote(published)
     queue = Queue(maxsize=2 * k)
     actors = [ray.remote(num_cpus=1)(EnvActor).remote(cfg, i, k, 0.1, 50, 0) for i in range(k)]
     running = [a.run.remote(stub, queue) for a in actors]
@@ -87,7 +90,7 @@ def learner_rate(cfg, updates: int = 300) -> float:
     env = make_env(cfg.env)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     learner = Learner(cfg.algorithm, cfg.algo, cfg.agent_seeds(), 1, obs_dim, act_dim, env.action_space.low,
-                      env.action_space.high, 100_000, 256, 1, torch.device("cpu"))
+                      env.action_space.high, 100_000, 256, 1, torch.device("cpu"), prioritized=cfg.per or None)
     rng = np.random.default_rng(0)
     for _ in range(10_000):
         learner.store(rng.normal(size=(1, obs_dim)), rng.uniform(-1, 1, (1, act_dim)), rng.normal(size=1),
@@ -105,6 +108,7 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--policy", default="SAC")
+    p.add_argument("--prioritized", action="store_true", help="actor-side initial priorities, a prioritized learner")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     try:
@@ -112,7 +116,7 @@ def main(argv=None) -> int:
     except ImportError:
         print("Ray is not installed: pip install -r requirements-cluster.txt", file=sys.stderr)
         return 2
-    cfg = learner_config(args.env, args.policy)
+    cfg = learner_config(args.env, args.policy, args.prioritized)
     updates = learner_rate(cfg)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ray.init(num_cpus=max(args.actors) + 1, include_dashboard=False, log_to_driver=False,
@@ -124,7 +128,8 @@ def main(argv=None) -> int:
     finally:
         ray.shutdown()
     one = rows[0]["steps_per_s"] / rows[0]["actors"]
-    print(f"{args.policy} on {args.env}, {os.cpu_count()} cores; one learner: {updates:.0f} updates/s")
+    print(f"{args.policy} on {args.env}{' (prioritized)' * args.prioritized}, {os.cpu_count()} cores; one learner: "
+          f"{updates:.0f} updates/s")
     print("| actors | steps/s collected | per actor | of linear |")
     print("|---|---|---|---|")
     for r in rows:
@@ -134,7 +139,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"learner_updates_per_s": updates, "rows": rows, "cores": os.cpu_count(),
-                       "env": args.env, "policy": args.policy}, f, indent=2)
+                       "env": args.env, "policy": args.policy, "prioritized": args.prioritized}, f, indent=2)
     return 0
 
 
