@@ -5,9 +5,10 @@ Before each block the actor asks its learner for parameters newer than its own (
 ``--refresh_every`` updates) and takes them; random actions while the learner is in its warm-up. Actor k of K
 explores at its own level, as ASAC's actors do: SAC adds Gaussian noise of std ``noise * k / (K - 1)`` before the
 tanh (``--action_noise``'s rule), TD3 and DDPG that much on top of ``--expl_noise``, discrete SAC takes a random
-action with that probability. A restarted actor (Ray restarts one that dies) starts new episodes. On pixel and sensor tasks the actor holds the
-image agents' encoders (fetched with the policies) and sends whole observations, frame stacks included; the learner
-keeps each frame once and the older frames of a block's first stack as its head (``ImageReplayBuffer``'s starts).
+action with that probability. A restarted actor (Ray restarts one that dies) starts new episodes. On pixel and
+sensor tasks the actor holds the image agents' encoders (fetched with the policies) and sends whole observations,
+frame stacks included; the learner keeps each frame once and the older frames of a block's first stack as its head
+(``ImageReplayBuffer``'s starts).
 
 With prioritized replay the actor also computes each transition's initial priority, as Ape-X's actors do: the
 learner publishes all its networks (online, target, SAC's temperature), and the actor evaluates |TD error| of every
