@@ -10,7 +10,8 @@ gives the environment steps collected per second, per actor, and against K times
 the learner's side: one SAC learner's updates per second on this machine (batch 256, 256-256 networks, one torch
 thread, the replay filled with 10k random transitions), the rate at which a learner consumes steps at one update
 per stored step. ``--prioritized``: the actors also compute every step's initial priority (a pass of every network
-over each block, as in a ``--prioritized`` run), and the learner samples by priority. Ray starts on this machine (``ray.init``) with as many logical CPUs as the largest K plus one.
+over each block, as in a ``--prioritized`` run), and the learner samples by priority. Ray starts on this machine
+(``ray.init``) with as many logical CPUs as the largest K plus one.
 """
 from __future__ import annotations
 

@@ -198,7 +198,8 @@ def test_without_starts_the_buffer_keeps_no_heads_and_reads_as_before():
     rng = np.random.default_rng(4)
     buffer = ImageReplayBuffer(layout("stack"), 1, 40, 2, "cpu", groups=1)
     ref, _ = play(buffer, 30, rng)
-    assert buffer.since is None and buffer.frames["pixels"].heads is None and "heads" not in buffer.state_dict()["images"]
+    assert buffer.since is None and buffer.frames["pixels"].heads is None
+    assert "heads" not in buffer.state_dict()["images"]
     check_all(buffer, ref)
 
 

@@ -6,9 +6,9 @@ past ``--start_steps`` as the single-machine loop does, evaluates every ``--eval
 evaluation environments, and writes the same curves, record and checkpoints. Every ``refresh_every`` updates it
 publishes its actors' parameters (with the update count, their *version*). The last step of every block is stored
 as the end of an episode (a cut: it still bootstraps unless the environment terminated there), so that N-step
-returns and V-trace's sequences, which read consecutive rows, never join one actor's steps to another's. On pixel and sensor
-tasks every block's first step is stored as a *start* (its stacks' older frames are the actor's, not the rows before
-it: ``ImageReplayBuffer`` keeps them as the start's head). Per evaluation it also writes
+returns and V-trace's sequences, which read consecutive rows, never join one actor's steps to another's. On pixel
+and sensor tasks every block's first step is stored as a *start* (its stacks' older frames are the actor's, not the
+rows before it: ``ImageReplayBuffer`` keeps them as the start's head). Per evaluation it also writes
 ``{stem}_distributed.npy``: [steps stored per second, blocks waiting in its queue, mean policy lag (updates between
 the version that acted and the learner's count when the step is stored), then each actor's share of the steps].
 """
