@@ -70,7 +70,8 @@ class ImageReplayBuffer(SharedReplayBuffer):
     FIELDS = SharedReplayBuffer.FIELDS + ("age",)
 
     def __init__(self, parts: tuple[Part, ...], act_dim: int, capacity: int, writers: int, device, *,
-                 groups: int = 1, gaussian_behaviour: bool = False, behaviour_width: int = 0, finals: int = 64):
+                 groups: int = 1, gaussian_behaviour: bool = False, behaviour_width: int = 0, finals: int = 64,
+                 heads: int = 64):
         if capacity % writers:
             raise ValueError(f"image replay needs whole steps: capacity {capacity} is not a multiple of {writers}")
         self.parts = tuple(parts)
@@ -97,6 +98,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.head_step: Optional[np.ndarray] = None  # [g, slots] the step whose start a slot holds
         self.head_next = np.zeros(g, dtype=np.int64)
         self.next_since = self.next_age
+        self.first_heads = int(heads)  # the heads' ring's first size
         # the sampled range, on the device (no host value when sampling): ``start`` its first row, ``count`` rows
         self.start = torch.zeros((), dtype=torch.int64, device=self.device)
         self.count = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -180,9 +182,9 @@ class ImageReplayBuffer(SharedReplayBuffer):
             self.final_step[grp, slot] = self.steps
             self.final_next[grp] = (slot + 1) % self.final_step.shape[1]
 
-    def make_heads(self, slots: int = 64) -> None:
+    def make_heads(self, slots: Optional[int] = None) -> None:
         """The heads' ring and the rows' steps since their start, at the first start (until then since == age)."""
-        g, c = self.groups, self.capacity
+        g, c, slots = self.groups, self.capacity, self.first_heads if slots is None else slots
         self.since = self.age.clone()
         self.next_since = self.next_age.copy()
         self.head_slot = torch.zeros((g, c), dtype=torch.int64, device=self.device)
