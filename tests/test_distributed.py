@@ -195,10 +195,20 @@ def test_the_evolver_breeds_the_learners_while_they_train(tmp_path):
     assert records[0]["distributed"]["evolve"] and records[0]["distributed"]["selections"] >= 1
 
 
-def test_a_paused_learner_resumes_and_finishes(tmp_path):
+def test_a_paused_learner_resumes_and_finishes(tmp_path, capsys):
     out = str(tmp_path / "r")
     args = ["--actors", "2", *FLAGS, "--num_steps", "750", "--results_dir", out, "--checkpoint_freq", "250"]
     assert run(cli, *args, "--stop_at", "500") == 0
+    assert len(np.load(Path(out) / "SAC_Pendulum-v1_0.npy")) == 3
+    capsys.readouterr()
+    # the same run again without --resume: refused before Ray starts; with other settings: its learner refuses the
+    # checkpoint, in one line (not Ray's traceback of the learner)
+    assert run(cli, *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already exists: add --resume" in err, err
+    assert run(cli, *args, "--resume", "--batch_size", "64") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "was made with batch_size=32, this run has 64" in err, err
     assert len(np.load(Path(out) / "SAC_Pendulum-v1_0.npy")) == 3
     assert run(cli, *args, "--resume") == 0
     assert len(np.load(Path(out) / "SAC_Pendulum-v1_0.npy")) == 4
@@ -451,29 +461,38 @@ def test_a_pixel_or_sensor_distributed_run_finishes(tmp_path, env):
     assert json.loads((out / f"SAC_{env}_0.json").read_text())["finished"]
 
 
-def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path):
-    """SIGINT to the driver: each learner stops at the end of a step with a checkpoint, the command says so in one
-    line and exits 130; the same command with --resume finishes the run."""
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGINT, True), (signal.SIGTERM, True), (signal.SIGTERM, False)],
+                         ids=["SIGINT-group", "SIGTERM-group", "SIGTERM-driver"])
+def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_path, signum, to_group):
+    """SIGINT or SIGTERM to the driver, or to its whole process group (Ctrl-C in a terminal, timeout, Slurm: Ray's
+    processes are in that group too): each learner stops at the end of a step with a checkpoint, the command says so
+    in one line and exits 128 + the signal; the same command with --resume finishes the run."""
     out = tmp_path / "r"
     args = ["--actors", "2", "--learners", "2", *FLAGS, "--num_steps", "2000", "--results_dir", str(out),
             "--checkpoint_freq", "250"]
     proc = subprocess.Popen([sys.executable, "-m", "utils.distributed", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         for _ in range(480):
             time.sleep(0.25)
             if all((out / f"SAC_Pendulum-v1_{s}.npy").exists() for s in range(2)):
                 break
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=300) == 130
+        if to_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        assert proc.wait(timeout=300) == 128 + signum
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
     err = proc.stderr.read().strip()
-    assert len(err.splitlines()) == 1 and err.startswith("interrupted by SIGINT: stopped SAC_Pendulum-v1_0"), err
+    name = signal.Signals(signum).name
+    assert len(err.splitlines()) == 1 and err.startswith(f"interrupted by {name}: stopped SAC_Pendulum-v1_0"), err
     assert "SAC_Pendulum-v1_1 at step" in err and "continue with --resume" in err
     records = [json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text()) for s in range(2)]
     assert not any(r.get("finished") for r in records) and records[1]["distributed"]["learner"] == 1
+    if signum == signal.SIGTERM:
+        return  # resuming is the same after either signal: tested once, after Ctrl-C
     assert run(cli, *args, "--resume") == 0
     for s in range(2):
         assert len(np.load(out / f"SAC_Pendulum-v1_{s}.npy")) == 9
@@ -536,6 +555,8 @@ def test_four_actors_feeding_one_learner_learn_pendulum(tmp_path):
     (["--seeds", "0", "1"], "learner m trains --seed + m"),
     (["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: cannot reach a Ray cluster there"),
     (["--policy", "DPD_TD3"], "DPD_ and DIFF_ learners are not distributed"),
+    (["--actors", "two"], "argument --actors: invalid int value: 'two'"),
+    (["--actor", "2"], "unrecognized arguments: --actor 2"),  # no abbreviations: the script's flags go on
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, words):
     base = ["--policy", "SAC", "--env", "Pendulum-v1", "--quiet"]

@@ -23,8 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(argv=None) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog="python -m utils.distributed", description=__doc__.split("\n\n")[0],
-                                add_help=True)
+    from ..cli import Parser
+
+    # one-line errors; no abbreviations (an abbreviated flag of the script's would be taken for one of these)
+    p = Parser(prog="python -m utils.distributed", description=__doc__.split("\n\n")[0], add_help=True,
+               allow_abbrev=False)
     p.add_argument("--actors", type=int, default=4, help="actors stepping environments (default 4)")
     p.add_argument("--learners", type=int, default=1, help="learners, each with its own replay (default 1)")
     p.add_argument("--address", default=None, help="a running Ray cluster to join (default: Ray on this machine)")
@@ -105,8 +108,21 @@ def build(argv=None):
                                   checkpoint_dir=str(Path(one.checkpoint_dir).resolve()) if one.checkpoint_dir else
                                   one.checkpoint_dir, models_dir=str(Path(one.models_dir).resolve()))
         validate(one, getattr(script, "FLAG_NAMES", None))
+        check_files(one)
         learners.append(one)
     return args, learners
+
+
+def check_files(cfg) -> None:
+    """What the scripts refuse of a seed's existing files (a run there and neither --resume nor --overwrite, a model
+    of another run in the way, a finished run asked to go on), refused here before Ray starts; a checkpoint to
+    resume is read and checked by its learner."""
+    from ..run.files import RunFiles
+    from ..run.plan import seed_plan
+
+    files = RunFiles(cfg)
+    if not (cfg.resume and files.checkpoint.exists()):
+        seed_plan(files)
 
 
 def import_ray():
@@ -141,8 +157,16 @@ def start_ray(ray, address: str | None, cpus: int) -> None:
         raise UsageError(f"--address {address}: cannot reach a Ray cluster there ({problem})")
     try:
         if address is None:
-            ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=env, log_to_driver=False,
-                     logging_level=logging.ERROR)
+            # Ray's processes on this machine (its GCS, raylet, workers: the learners and actors) start with SIGTERM
+            # blocked, so that a SIGTERM to the whole process group (timeout, Slurm, a terminal closing) reaches the
+            # driver alone, which stops every learner with a checkpoint; without this the GCS dies with the driver's
+            # group and the stop hangs a minute, then fails. Ray's shutdown kills them with SIGKILL after 1 s.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=env, log_to_driver=False,
+                         logging_level=logging.ERROR)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         else:
             ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as e:  # ConnectionError, ValueError, RuntimeError: Ray's own words
@@ -178,7 +202,7 @@ def train(args, learners) -> list[list[list[float]]]:
         failed = None
         with StopSignals() as stop:
             try:
-                watch = lambda: check_actors(ray, feeding, runs, feed)  # noqa: E731
+                watch = lambda: (check_learners(ray, runs), check_actors(ray, feeding, runs, feed))  # noqa: E731
                 args.selections = evolve(ray, handles, runs, args, stop, watch=watch) if args.evolve else 0
                 while not stop.signum and len(ray.wait(runs, num_returns=len(runs), timeout=1.0)[0]) < len(runs):
                     watch()
@@ -187,7 +211,7 @@ def train(args, learners) -> list[list[list[float]]]:
             if stop.signum or failed:
                 for h in handles:
                     h.stop.remote(stop.signum or signal.SIGTERM)
-            results = ray.get(runs)
+            results = learner_results(ray, runs)
         if failed:
             note_in_records(args, learners, args.argv)
             raise failed
@@ -204,6 +228,23 @@ def train(args, learners) -> list[list[list[float]]]:
         return [r.get("curves") for r in results]
     finally:
         ray.shutdown()
+
+
+def learner_results(ray, runs: list) -> list:
+    """The learners' results; a learner that refused its files or settings as it started (a checkpoint of other
+    settings, say) raises its UsageError alone, one line as the scripts say it (Ray's error would carry the
+    learner's traceback)."""
+    try:
+        return ray.get(runs)
+    except ray.exceptions.RayTaskError as e:
+        if isinstance(e.cause, UsageError):
+            raise UsageError(str(e.cause)) from None
+        raise
+
+
+def check_learners(ray, runs: list) -> None:
+    """``learner_results`` of the learners that ended so far (the run stops at the first one that refused)."""
+    learner_results(ray, ray.wait(runs, num_returns=len(runs), timeout=0)[0])
 
 
 def check_actors(ray, feeding: list, runs: list, feed) -> None:
