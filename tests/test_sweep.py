@@ -471,6 +471,45 @@ def test_ray_interrupt_stops_the_runs_with_a_checkpoint(tmp_path, local_ray):
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
 
 
+def test_sigterm_to_the_process_group_of_a_ray_sweep_stops_its_runs_with_a_checkpoint(tmp_path):
+    """timeout, Slurm and a terminal signal the whole group, the local Ray's processes included: the sweep still
+    stops its runs with their checkpoints and reports it (exit 143; before, Ray's GCS died with the group, the sweep
+    hung a minute, exited 1 and left its runs training)."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install -r requirements-cluster.txt)")
+    spec = {**TINY, "policies": ["TD3"], "seeds": [0], "steps": 20_000, "start_steps": 100, "eval_freq": 10_000,
+            "settings": {"s": {"results_dir": str(tmp_path / "r")}}}
+    folder = tmp_path / "r/TD3/Pendulum-v1"
+    proc = subprocess.Popen([sys.executable, "-m", "utils.sweep", str(write(tmp_path, spec)), "--ray"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not (folder / "TD3_Pendulum-v1_0.npy").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended or never started"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=HANG_GUARD)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, out
+    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the sweep to continue" in out, out
+    assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
+    assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
+    assert not running_with(str(tmp_path)), "a run is still going"
+
+
+def running_with(text: str) -> list[str]:
+    """The processes of this machine whose command line holds ``text``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:  # it ended meanwhile
+            continue
+    return found
+
+
 def is_suite(path: Path) -> bool:
     """A utils.compare suite (its methods by name) rather than a sweep's experiment file; tests/test_compare.py checks
     those."""

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..ray_local import init_local
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,16 +158,10 @@ def start_ray(ray, address: str | None, cpus: int) -> None:
         raise UsageError(f"--address {address}: cannot reach a Ray cluster there ({problem})")
     try:
         if address is None:
-            # Ray's processes on this machine (its GCS, raylet, workers: the learners and actors) start with SIGTERM
-            # blocked, so that a SIGTERM to the whole process group (timeout, Slurm, a terminal closing) reaches the
-            # driver alone, which stops every learner with a checkpoint; without this the GCS dies with the driver's
-            # group and the stop hangs a minute, then fails. Ray's shutdown kills them with SIGKILL after 1 s.
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-            try:
-                ray.init(num_cpus=cpus, include_dashboard=False, runtime_env=env, log_to_driver=False,
-                         logging_level=logging.ERROR)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            # a SIGTERM to the whole process group (timeout, Slurm) reaches the driver alone, which stops every
+            # learner with a checkpoint (utils/ray_local.py)
+            init_local(ray, num_cpus=cpus, include_dashboard=False, runtime_env=env, log_to_driver=False,
+                       logging_level=logging.ERROR)
         else:
             ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as e:  # ConnectionError, ValueError, RuntimeError: Ray's own words

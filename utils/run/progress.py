@@ -96,6 +96,9 @@ class StopSignals:
 
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.signal(s, self._note) for s in (signal.SIGINT, signal.SIGTERM)}
+            # a run started by a Ray task inherits its worker's mask, both blocked (utils/ray_local.py): unblocked,
+            # they reach these handlers (one that came already is noted now)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         return self
 
     def _note(self, signum, frame) -> None:

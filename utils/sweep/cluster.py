@@ -5,6 +5,7 @@ import contextlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..ray_local import init_local
 from . import execute as execute_module
 from .execute import StopFlag, execute
 from .results import Result, classify, display_path
@@ -21,7 +22,8 @@ def ray_session(address: str | None):
 
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(include_dashboard=False) if address is None else ray.init(address=address)
+        # a local instance: a SIGTERM to the whole process group reaches the sweep alone, which stops its runs
+        init_local(ray, include_dashboard=False) if address is None else ray.init(address=address)
     try:
         yield ray
     finally:
