@@ -14,6 +14,9 @@ import signal
 
 def init_local(ray, **kwargs) -> None:
     """``ray.init(**kwargs)`` of a new local instance, its processes started with SIGTERM blocked."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        ray.init(**kwargs)
+        return
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         ray.init(**kwargs)

@@ -98,7 +98,8 @@ class StopSignals:
             self.previous = {s: signal.signal(s, self._note) for s in (signal.SIGINT, signal.SIGTERM)}
             # a run started by a Ray task inherits its worker's mask, both blocked (utils/ray_local.py): unblocked,
             # they reach these handlers (one that came already is noted now)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+            if hasattr(signal, "pthread_sigmask"):  # not on Windows
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         return self
 
     def _note(self, signum, frame) -> None:
