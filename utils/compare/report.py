@@ -40,7 +40,7 @@ def budget_words(suite: Suite) -> tuple[str, str]:
                 "against steps count all agents' steps together.")
     return ("Steps per agent",
             "**Equal budget per agent** (`budget_rule: per_agent`): every agent of every method trains the budget, so "
-            "a method of N agents sees N times the data of a single learner in total (the table's last column); the "
+            "a method of N agents sees N times the data of a single learner in total (the table's total steps); the "
             "curves' x axes and IQM against steps count one agent's steps.")
 
 
@@ -321,9 +321,11 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     lines += [f"![{t.name}]({names[t.name]})" for t in suite.tasks] + [""]
     lines += ["## At each step", "",
               f"Per seed the mean of the {k} evaluations ending at the step (a seed's agents averaged first), then the "
-              "mean over seeds [95 % percentile bootstrap CI] (seeds); references are published curves read on the "
-              "same evaluation steps. Paired differences: A minus B over the seeds both ran, the project's paired "
-              "bootstrap interval, the exact two-sided sign-flip p over seeds and how many seeds A is above.", "",
+              "mean over seeds [95 % percentile bootstrap CI] (seeds)"
+              + ("; references are published curves read on the same evaluation steps"
+                 if any(t.references for t in suite.tasks) else "")
+              + ". Paired differences: A minus B over the seeds both ran, the project's paired bootstrap interval, "
+              "the exact two-sided sign-flip p over seeds and how many seeds A is above.", "",
               steps_table(suite, r), ""]
     lines += ["## Across tasks (rliable)", "",
               "Normalised final scores of all runs and tasks; stratified bootstrap (runs resampled within each task), "
