@@ -186,6 +186,17 @@ def test_a_local_run_stores_every_actors_steps_and_writes_the_files(tmp_path):
     assert record["finished"] and record["distributed"]["actors"] == 4 and record["distributed"]["learner"] == 0
 
 
+def test_the_driver_prints_each_learners_evaluations_as_the_scripts_do(tmp_path, capsys):
+    """A Ray worker's output does not reach the terminal: the driver prints the learners' lines as they come."""
+    loud = [a for a in FLAGS if a != "--quiet"]
+    assert run(cli, "--actors", "2", "--learners", "2", *loud, "--num_steps", "500", "--results_dir",
+               str(tmp_path / "r")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for s in range(2):
+        steps = [line.split("|")[1].split()[1] for line in lines if line.startswith(f"SAC_Pendulum-v1_{s} | step")]
+        assert steps == ["0/500", "250/500", "500/500"], lines
+
+
 def test_the_evolver_breeds_the_learners_while_they_train(tmp_path):
     out = tmp_path / "r"
     assert run(cli, "--actors", "2", "--learners", "2", "--evolve", "--evolve_every", "1", *FLAGS, "--num_steps",

@@ -195,9 +195,14 @@ def train(args, learners) -> list[list[list[float]]]:
         feed = lambda i: actors[i].run.remote(handles[i % m], queues[i % m])  # noqa: E731
         feeding = [feed(i) for i in range(k)]
         failed = None
+
+        def watch():
+            check_learners(ray, runs)
+            check_actors(ray, feeding, runs, feed)
+            print_said(ray, handles)
+
         with StopSignals() as stop:
             try:
-                watch = lambda: (check_learners(ray, runs), check_actors(ray, feeding, runs, feed))  # noqa: E731
                 args.selections = evolve(ray, handles, runs, args, stop, watch=watch) if args.evolve else 0
                 while not stop.signum and len(ray.wait(runs, num_returns=len(runs), timeout=1.0)[0]) < len(runs):
                     watch()
@@ -207,6 +212,7 @@ def train(args, learners) -> list[list[list[float]]]:
                 for h in handles:
                     h.stop.remote(stop.signum or signal.SIGTERM)
             results = learner_results(ray, runs)
+            print_said(ray, handles)
         if failed:
             note_in_records(args, learners, args.argv)
             raise failed
@@ -235,6 +241,17 @@ def learner_results(ray, runs: list) -> list:
         if isinstance(e.cause, UsageError):
             raise UsageError(str(e.cause)) from None
         raise
+
+
+def print_said(ray, handles: list) -> None:
+    """What the learners printed since the last call (a line per evaluation, as the scripts print), in order."""
+    for h in handles:
+        try:
+            lines = ray.get(h.said.remote())
+        except ray.exceptions.RayError:  # a learner whose process died: the run says so otherwise
+            continue
+        for line in lines:
+            print(line, flush=True)
 
 
 def check_learners(ray, runs: list) -> None:

@@ -40,6 +40,10 @@ class DistributedTrainer(Trainer):
         self.stopper = StopSignals()  # its signum set by the driver (LearnerActor.stop): no handlers in this thread
         self.evaluated_at = None  # the step of the last evaluation
         super().__init__(cfg, validated=True)
+        # what the scripts print (a line per evaluation, a pause), kept for the driver to print (``said``): a Ray
+        # worker's own output does not reach the terminal
+        self.lines: list[str] = []
+        self.progress.say = lambda line: None if cfg.quiet else self.lines.append(line)
         buffer = self.learner.buffer
         self.images = isinstance(self.learner, ImageLearner)
         self.writer_offsets = torch.arange(buffer.writers, device=buffer.device)  # a step's rows from its first
@@ -232,3 +236,8 @@ class LearnerActor:
 
     def step(self) -> int:
         return int(self.trainer.t)
+
+    def said(self) -> list[str]:
+        """The lines the learner printed since the last call (the scripts' lines: one per evaluation)."""
+        lines, self.trainer.lines = self.trainer.lines, []
+        return lines
