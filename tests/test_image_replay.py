@@ -30,14 +30,10 @@ def layout(kind: str) -> tuple:
     return (Part("camera", (3, 5, 4), True, 0), Part("vector", (2,), False, 60), Part("overview", (2, 3, 3), False, 62))
 
 
-def play(buffer: ImageReplayBuffer, steps: int, rng: np.random.Generator, lengths=(1, 2, 3, 7), state=None):
-    """Episodes of random lengths for every member, their frames and vectors random, from ``state`` (the
-    observations and steps left of the last call; None: new episodes); returns, per stored row (group, row), the
-    observation and next observation added there as {part: array} (what a plain buffer would hold), and the state
-    to go on from."""
-    g, n = buffer.groups, buffer.writers
-    m, parts = g * n, buffer.parts
-
+def episodes(parts, rng: np.random.Generator):
+    """Random episodes' makers for observations of ``parts``: a reset's observation {part: array} (a stack its first
+    frame repeated), the next observation (a stack moved on by one random frame), and observations as the
+    environments pack them."""
     def fresh(p):
         if not p.image:
             return rng.normal(size=p.shape).astype(np.float32)
@@ -53,6 +49,18 @@ def play(buffer: ImageReplayBuffer, steps: int, rng: np.random.Generator, length
         if parts[0].start is None:
             return np.stack([o[parts[0].key] for o in obs])
         return np.stack([np.concatenate([o[p.key].astype(np.float32).ravel() for p in parts]) for o in obs])
+    return reset, moved, packed
+
+
+def play(buffer: ImageReplayBuffer, steps: int, rng: np.random.Generator, lengths=(1, 2, 3, 7), state=None):
+    """Episodes of random lengths for every member, their frames and vectors random, from ``state`` (the
+    observations and steps left of the last call; None: new episodes); returns, per stored row (group, row), the
+    observation and next observation added there as {part: array} (what a plain buffer would hold), and the state
+    to go on from."""
+    g, n = buffer.groups, buffer.writers
+    m, parts = g * n, buffer.parts
+
+    reset, moved, packed = episodes(parts, rng)
 
     obs, left = state if state is not None else ([reset() for _ in range(m)], rng.choice(lengths, m))
     ref = {}
@@ -129,21 +137,7 @@ def play_blocks(buffer: ImageReplayBuffer, blocks: int, rng: np.random.Generator
     g, n = buffer.groups, buffer.writers
     m, parts = g * n, buffer.parts
 
-    def fresh(p):
-        if not p.image:
-            return rng.normal(size=p.shape).astype(np.float32)
-        return rng.integers(0, 256, p.shape[1:] if p.stacked else p.shape, dtype=np.uint8)
-
-    def reset():
-        return {p.key: np.stack([fresh(p)] * p.shape[0]) if p.stacked else fresh(p) for p in parts}
-
-    def moved(o):
-        return {p.key: np.concatenate([o[p.key][1:], fresh(p)[None]]) if p.stacked else fresh(p) for p in parts}
-
-    def packed(obs):
-        if parts[0].start is None:
-            return np.stack([o[parts[0].key] for o in obs])
-        return np.stack([np.concatenate([o[p.key].astype(np.float32).ravel() for p in parts]) for o in obs])
+    reset, moved, packed = episodes(parts, rng)
 
     if state is None:
         state = [([reset() for _ in range(m)], rng.integers(1, 10, m)) for _ in range(actors)]
