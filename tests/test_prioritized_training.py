@@ -76,6 +76,24 @@ def test_prioritized_runs_equal_across_seed_batching_and_resume(tmp_path, seed_o
         assert curve.shape == (4,)
 
 
+def test_a_grown_budget_says_which_flag_keeps_betas_schedule(tmp_path, capsys):
+    """--per_beta_steps defaults to the run's length, so resuming with a larger budget would move beta's schedule:
+    refused in one line naming the real flag and the value that keeps the schedule, which then resumes."""
+    args = ["--policy", "TD3", "--env", "Pendulum-v1", "--prioritized", "--start_time_steps", "100", "--eval_freq",
+            "100", "--eval_episodes", "1", "--batch_size", "16", "--hidden_sizes", "16", "16", "--threads", "1",
+            "--quiet", "--checkpoint_freq", "100", "--results_dir", str(tmp_path)]
+    assert main_guard(DASE_main.run, [*args, "--max_time_steps", "300", "--stop_at", "200"]) == 0
+    capsys.readouterr()
+    assert main_guard(DASE_main.run, [*args, "--max_time_steps", "400", "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "was made with --per_beta_steps 300 (its default" in err and "give --per_beta_steps 300" in err, err
+    assert "\n" not in err
+    loud = [a for a in args if a != "--quiet"]
+    assert main_guard(DASE_main.run, [*loud, "--max_time_steps", "400", "--per_beta_steps", "300", "--resume"]) == 0
+    assert "at step 200, its budget grown from 300 to 400 steps" in capsys.readouterr().out  # said, not silent
+    assert np.load(tmp_path / "TD3_Pendulum-v1_0.npy").shape == (5,)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--per_alpha", "0.7"], "apply with --prioritized"),
     (["--prioritized", "--per_beta", "1.5"], "--per_beta 1.5 must be in [0, 1]"),

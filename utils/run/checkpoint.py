@@ -65,8 +65,14 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
             if isinstance(before, dict) and isinstance(now, dict):  # name the setting that differs, not the dict
                 b, n = plain(before), plain(now)
                 sub = sorted(k for k in set(b) | set(n) if b.get(k) != n.get(k))[0]
-                raise UsageError(f"{path} was made with --{sub} {b.get(sub)!r}, this run has {n.get(sub)!r}; use the "
-                                 "same flags, or --overwrite to start over")
+                flag = f"per_{sub}" if key == "per" else sub  # --prioritized's settings are --per_*
+                hint = ""
+                if key == "per" and sub == "beta_steps" and saved.get("max_time_steps") == b.get(sub):
+                    # --per_beta_steps defaults to the run's length: a grown budget would move beta's schedule
+                    hint = (f" (its default, the run's --max_time_steps; to grow the budget on the schedule the run "
+                            f"had, give --per_beta_steps {b.get(sub)})")
+                raise UsageError(f"{path} was made with --{flag} {b.get(sub)!r}{hint}, this run has {n.get(sub)!r}; "
+                                 "use the same flags, or --overwrite to start over")
             raise UsageError(f"{path} was made with {key}={before!r}, this run has "
                              f"{now!r}; use the same flags, or --overwrite to start over")
 

@@ -38,8 +38,11 @@ def prepare(tr) -> bool:
         load_checkpoints(tr, [plan.states[s] for s in tr.seeds if s in plan.states])
         note_thread_change(tr, [plan.states[s] for s in tr.seeds if s in plan.states])
         save_curves(tr)  # evaluations after the checkpoint are done again
-        for files in tr.files:
-            tr.progress.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {tr.t}")
+        for s, files in zip(tr.seeds, tr.files):
+            before = plan.states[s]["config"].get("max_time_steps") if s in plan.states else None
+            grown = f", its budget grown from {before} to {cfg.max_time_steps} steps" \
+                if isinstance(before, int) and before != cfg.max_time_steps else ""
+            tr.progress.say(f"{files.cfg.stem} | resumed from {files.checkpoint} at step {tr.t}{grown}")
     return False
 
 
