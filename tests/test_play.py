@@ -92,7 +92,7 @@ def test_a_checkpoint_of_an_unfinished_run_plays_the_model_of_its_step(tmp_path)
 
 def test_the_film_has_every_frame_of_every_episode(tmp_path, capsys):
     record, _ = train("DASE_main", tmp_path, "--save_model")
-    gif = tmp_path / "film.gif"
+    gif = tmp_path / "films" / "new" / "film.gif"  # its folders are made
     assert play.main([str(record), "--episodes", "2", "--gif", str(gif), "--every", "5", "--scale", "2"]) == 0
     out = capsys.readouterr().out
     lengths = [int(line.split("(")[1].split()[0]) for line in out.splitlines() if line.startswith("episode ")]
@@ -100,7 +100,7 @@ def test_the_film_has_every_frame_of_every_episode(tmp_path, capsys):
     expected = sum(len(range(0, n + 1, 5)) for n in lengths)  # the reset's frame and one per step, every 5th
     assert lengths == [200, 200] and frames.shape == (expected, 250, 250, 3), (lengths, frames.shape)
     assert frames.std() > 0  # something was drawn
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["film.gif", "m", "r"]  # no temporary file left
+    assert sorted(p.name for p in gif.parent.iterdir()) == ["film.gif"]  # no temporary file left
     mp4 = tmp_path / "film.mp4"
     assert play.main([str(record), "--episodes", "1", "--mp4", str(mp4), "--every", "10"]) == 0
     assert mp4.read_bytes()[4:8] == b"ftyp" and "WARNING" not in capsys.readouterr().err

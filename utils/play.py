@@ -24,7 +24,7 @@ import torch
 
 from .cli import Parser, tool_guard
 from .errors import UsageError
-from .io import output_file_problem
+from .io import folder_problem, output_file_problem
 
 PROG = "python -m utils.play"
 PLAY_HINT = "play the run's record (its --save_model models) instead"
@@ -77,7 +77,12 @@ def parse(argv):
     if args.gif and args.mp4:
         p.error("give --gif or --mp4, not both")
     for flag, path in (("--gif", args.gif), ("--mp4", args.mp4)):
-        if path is not None and (problem := output_file_problem(path)):
+        if path is None:
+            continue
+        problem = output_file_problem(path)
+        if problem and problem.startswith("no folder"):  # a folder still to make: made when the film is written
+            problem = folder_problem(Path(path).parent)
+        if problem:
             p.error(f"{flag} {path[:60]}: {problem}")
     if args.mp4:
         try:
@@ -261,6 +266,7 @@ def write_film(path: str, frames: list[np.ndarray], fps: int, mp4: bool) -> int:
     import imageio.v3 as iio
 
     tmp = Path(path).with_name(f".{Path(path).name}.tmp{Path(path).suffix}")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # checked writable with the arguments
     try:
         if mp4:  # H.264 wants sides in multiples of 16: pad with the edge pixels instead of letting ffmpeg resize
             video = np.stack(frames)
