@@ -63,8 +63,8 @@ class EnvActor:
             from utils.run.replay.images import IMAGE, IMAGE_DISCRETE
 
             cls, obs_dim = (IMAGE_DISCRETE if discrete else IMAGE)[cfg.algorithm], parts
-            learner_only += ("siamese", "siamese_use_q")  # the auxiliary loss shapes the learner's updates only
-            algo = {k: v for k, v in algo.items() if k not in learner_only}
+            # the auxiliary loss shapes the learner's updates only
+            algo = {k: v for k, v in algo.items() if k not in ("siamese", "siamese_use_q")}
         else:
             cls = (DISCRETE if discrete else ALGORITHMS)[cfg.algorithm]
         self.agents = cls(obs_dim, act_dim, low, high, member_seeds, "cpu", **algo)

@@ -245,9 +245,9 @@ def learner_results(ray, runs: list) -> list:
 
 def print_said(ray, handles: list) -> None:
     """What the learners printed since the last call (a line per evaluation, as the scripts print), in order."""
-    for h in handles:
+    for ref in [h.said.remote() for h in handles]:  # asked all at once
         try:
-            lines = ray.get(h.said.remote())
+            lines = ray.get(ref)
         except ray.exceptions.RayError:  # a learner whose process died: the run says so otherwise
             continue
         for line in lines:

@@ -43,7 +43,7 @@ class DistributedTrainer(Trainer):
         # what the scripts print (a line per evaluation, a pause), kept for the driver to print (``said``): a Ray
         # worker's own output does not reach the terminal
         self.lines: list[str] = []
-        self.progress.say = lambda line: None if cfg.quiet else self.lines.append(line)
+        self.progress.echo = lambda line: self.lines.append(line)  # the list of the moment (said() swaps it)
         buffer = self.learner.buffer
         self.images = isinstance(self.learner, ImageLearner)
         self.writer_offsets = torch.arange(buffer.writers, device=buffer.device)  # a step's rows from its first

@@ -18,6 +18,7 @@ class Progress:
     def __init__(self, name: str, max_time_steps: int, seeds: list[int], rows, quiet: bool):
         self.name, self.max_time_steps, self.seeds, self.rows, self.quiet = name, max_time_steps, seeds, rows, quiet
         self.boards: list = []
+        self.echo = lambda line: print(line, flush=True)  # where a line goes (a distributed learner keeps them)
 
     def start(self, t: int, boards=()) -> None:
         self.boards = list(boards)
@@ -32,7 +33,7 @@ class Progress:
 
     def say(self, line: str) -> None:
         if not self.quiet:
-            print(line, flush=True)
+            self.echo(line)
 
     def evaluation(self, t: int, scores: np.ndarray, period: dict, rate: float) -> None:
         """Step, throughput, returns (every agent's, or their spread over seeds), elapsed time; and the boards."""
