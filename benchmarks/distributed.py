@@ -1,17 +1,17 @@
 """How a distributed run's collection scales with its actors (utils/distributed), and what one learner consumes.
 
     python -m benchmarks.distributed [--actors 1 2 4 8] [--seconds 20] [--env Pendulum-v1] [--policy SAC]
-                                     [--prioritized] [--json out.json]
+                                     [--block 50] [--prioritized] [--json out.json]
 
-For each actor count K: K Ray actors (``utils.distributed.actor.EnvActor``, one CPU each, as a run places them)
-step their environments with a fixed policy (the learner's initial SAC actor, exploring; no warm-up) and send blocks
-of 50 steps to a queue the driver empties as fast as they come, for ``--seconds`` after a warm-up block; the table
-gives the environment steps collected per second, per actor, and against K times the rate of one actor. Beside it,
-the learner's side: one SAC learner's updates per second on this machine (batch 256, 256-256 networks, one torch
-thread, the replay filled with 10k random transitions), the rate at which a learner consumes steps at one update
-per stored step. ``--prioritized``: the actors also compute every step's initial priority (a pass of every network
-over each block, as in a ``--prioritized`` run), and the learner samples by priority. Ray starts on this machine
-(``ray.init``) with as many logical CPUs as the largest K plus one.
+For each actor count K: K Ray actors (``utils.distributed.actor.EnvActor``, one CPU each, as a run places them) step
+their environments with a fixed policy (the learner's initial SAC actor, exploring; no warm-up) and send blocks of
+``--block`` steps (a run's default, 50) to a queue the driver empties as fast as they come, for ``--seconds`` after a
+warm-up block; the table gives the environment steps collected per second, per actor, and against K times the rate of
+one actor. Beside it, the learner's side: one SAC learner's updates per second on this machine (batch 256, 256-256
+networks, one torch thread, the replay filled with 10k random transitions), the rate at which a learner consumes
+steps at one update per stored step. ``--prioritized``: the actors also compute every step's initial priority (a pass
+of every network over each block, as in a ``--prioritized`` run), and the learner samples by priority. Ray starts on
+this machine (``ray.init``) with as many logical CPUs as the largest K plus one.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def learner_config(env: str, policy: str, prioritized: bool = False):
                                                  "/tmp/benchmark-distributed", *(["--prioritized"] * prioritized)]))
 
 
-def collection_rate(ray, cfg, k: int, seconds: float) -> float:
+def collection_rate(ray, cfg, k: int, seconds: float, block: int = 50) -> float:
     """Environment steps per second that ``k`` actors deliver to the driver."""
     from ray.util.queue import Queue
 
@@ -63,7 +63,7 @@ def collection_rate(ray, cfg, k: int, seconds: float) -> float:
         else {"actor": copy(agents.actor)}  # prioritized: every network, for the actors' TD errors
     stub = ray.remote(num_cpus=0, max_concurrency=4)(FixedLearner).remote(published)
     queue = Queue(maxsize=2 * k)
-    actors = [ray.remote(num_cpus=1)(EnvActor).remote(cfg, i, k, 0.1, 50, 0) for i in range(k)]
+    actors = [ray.remote(num_cpus=1)(EnvActor).remote(cfg, i, k, 0.1, block, 0) for i in range(k)]
     running = [a.run.remote(stub, queue) for a in actors]
     for _ in range(k):  # each actor's first block: imports, environments and policies are ready
         queue.get(block=True)
@@ -109,9 +109,13 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--policy", default="SAC")
+    p.add_argument("--block", type=int, default=50, help="steps per block an actor sends (a run's --block; 50)")
     p.add_argument("--prioritized", action="store_true", help="actor-side initial priorities, a prioritized learner")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if min(args.actors) < 1 or args.block < 1 or args.seconds <= 0:
+        print("benchmarks.distributed: --actors and --block must be at least 1 and --seconds positive", file=sys.stderr)
+        return 2
     try:
         import ray
     except ImportError:
@@ -125,12 +129,12 @@ def main(argv=None) -> int:
     rows = []
     try:
         for k in args.actors:
-            rows.append({"actors": k, "steps_per_s": collection_rate(ray, cfg, k, args.seconds)})
+            rows.append({"actors": k, "steps_per_s": collection_rate(ray, cfg, k, args.seconds, args.block)})
     finally:
         ray.shutdown()
     one = rows[0]["steps_per_s"] / rows[0]["actors"]
     print(f"{args.policy} on {args.env}{' (prioritized)' * args.prioritized}, {os.cpu_count()} cores; one learner: "
-          f"{updates:.0f} updates/s")
+          f"{updates:.0f} updates/s; blocks of {args.block} steps")
     print("| actors | steps/s collected | per actor | of linear |")
     print("|---|---|---|---|")
     for r in rows:
@@ -140,7 +144,8 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"learner_updates_per_s": updates, "rows": rows, "cores": os.cpu_count(),
-                       "env": args.env, "policy": args.policy, "prioritized": args.prioritized}, f, indent=2)
+                       "env": args.env, "policy": args.policy, "prioritized": args.prioritized,
+                       "block": args.block}, f, indent=2)
     return 0
 
 
