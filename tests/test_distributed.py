@@ -566,6 +566,9 @@ def test_four_actors_feeding_one_learner_learn_pendulum(tmp_path):
     (["--seeds", "0", "1"], "learner m trains --seed + m"),
     (["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: cannot reach a Ray cluster there"),
     (["--policy", "DPD_TD3"], "DPD_ and DIFF_ learners are not distributed"),
+    (["--policy", "DIFF_SAC"], "DPD_ and DIFF_ learners are not distributed"),
+    # an unknown policy: the distributed ones listed, not every one the scripts train
+    (["--policy", "FOO"], "--policy FOO: the distributed run trains DASE_TD3, DASE_DDPG, TD3, DDPG, DASE_SAC, SAC"),
     (["--actors", "two"], "argument --actors: invalid int value: 'two'"),
     (["--actor", "2"], "unrecognized arguments: --actor 2"),  # no abbreviations: the script's flags go on
 ])

@@ -104,6 +104,16 @@ def test_the_film_has_every_frame_of_every_episode(tmp_path, capsys):
     mp4 = tmp_path / "film.mp4"
     assert play.main([str(record), "--episodes", "1", "--mp4", str(mp4), "--every", "10"]) == 0
     assert mp4.read_bytes()[4:8] == b"ftyp" and "WARNING" not in capsys.readouterr().err
+    # a film that exists is kept: refused in one line before anything plays, replaced only with --overwrite
+    kept = gif.read_bytes()
+    with pytest.raises(SystemExit) as e:
+        play.main([str(record), "--episodes", "1", "--gif", str(gif), "--every", "10"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "exists; --overwrite replaces it" in err, err
+    assert gif.read_bytes() == kept
+    assert play.main([str(record), "--episodes", "1", "--gif", str(gif), "--every", "10", "--overwrite"]) == 0
+    assert gif.read_bytes() != kept and len(iio.imread(gif, index=None)) == len(range(0, 201, 10))
+    assert sorted(p.name for p in gif.parent.iterdir()) == ["film.gif"]
 
 
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):

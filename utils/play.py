@@ -1,6 +1,6 @@
 """Watch a trained agent: play deterministic episodes of a saved model and film them.
 
-    python -m utils.play RUN [--episodes 5] [--gif out.gif | --mp4 out.mp4] [--agent i] [--seed S]
+    python -m utils.play RUN [--episodes 5] [--gif out.gif | --mp4 out.mp4 [--overwrite]] [--agent i] [--seed S]
 
 RUN is what a run of DASE_main.py, sac_main.py or ac_main.py (A2C, DIFF_A2C, ACER, A3C) left: its JSON record
 (``{stem}.json``, the models of ``--save_model`` under its ``--models_dir``), its results folder (the record of
@@ -67,6 +67,8 @@ def parse(argv):
     p.add_argument("--scale", type=int, default=1, help="film every k-th pixel row and column (default: 1)")
     p.add_argument("--models_dir", type=str, default=None,
                    help="where the record's models are, if not where it says (its --models_dir)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the --gif/--mp4 file if it exists (without it, an existing file is refused)")
     args = p.parse_args(argv)
     for flag, value, most in (("--episodes", args.episodes, 1000), ("--fps", args.fps, 240),
                               ("--every", args.every, 1000), ("--scale", args.scale, 64)):
@@ -84,6 +86,8 @@ def parse(argv):
             problem = folder_problem(Path(path).parent)
         if problem:
             p.error(f"{flag} {path[:60]}: {problem}")
+        if Path(path).exists() and not args.overwrite:  # a film someone kept is never replaced unasked
+            p.error(f"{flag} {path[:60]}: the file exists; --overwrite replaces it")
     if args.mp4:
         try:
             import imageio_ffmpeg  # noqa: F401

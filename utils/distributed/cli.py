@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..naming import SCRIPT_POLICIES, method_of
 from ..ray_local import init_local
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,15 +53,23 @@ def parse(argv=None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
+# the replay learners a distributed run trains: independent and DASE_ ones (DPD_ and DIFF_ learners exchange more
+# than experience)
+TRAINED = (*SCRIPT_POLICIES["DASE_main.py"], *SCRIPT_POLICIES["sac_main.py"])
+DISTRIBUTED = tuple(p for p in TRAINED if not (method_of(p).distils or method_of(p).diffuses))
+
+
 def script_of(rest: list[str], chosen: str | None):
     import DASE_main
     import sac_main
-    from ..naming import SCRIPT_POLICIES
 
-    if chosen:
-        return {"sac_main": sac_main, "DASE_main": DASE_main}[chosen]
     given = [i for i, a in enumerate(rest[:-1]) if a == "--policy"]
     policy = rest[given[-1] + 1] if given else None  # the last one given, as argparse takes it
+    if policy is not None and policy not in DISTRIBUTED:  # the scripts' own message would list DPD_/DIFF_ too
+        raise UsageError(f"--policy {policy}: the distributed run trains {', '.join(DISTRIBUTED)}"
+                         f"{' (DPD_ and DIFF_ learners are not distributed)' if policy in TRAINED else ''}")
+    if chosen:
+        return {"sac_main": sac_main, "DASE_main": DASE_main}[chosen]
     return DASE_main if policy in SCRIPT_POLICIES["DASE_main.py"] else sac_main
 
 
