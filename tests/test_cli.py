@@ -51,7 +51,8 @@ def test_v2_names_map_to_maintained_versions(tmp_path):
     out = cli("DASE_main.py", "--policy", "TD3", "--env", "LunarLanderContinuous-v2", "--max_time_steps", "200",
               "--start_time_steps", "200", "--eval_freq", "200", "--eval_episodes", "1", "--results_dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert "LunarLanderContinuous-v3 instead" in out.stderr
+    assert "LunarLanderContinuous-v3 instead (results differ from those published on LunarLanderContinuous-v2)" \
+        in out.stderr
     assert (tmp_path / "TD3_LunarLanderContinuous-v3_0.npy").is_file()
 
 
@@ -174,6 +175,8 @@ ERRORS = [
     (DASE_main, ["--hidden_sizes", "400", "0"], "--hidden_sizes 0 must be >= 1"),
     (DASE_main, ["--actor_lr=-1e-3"], "--actor_lr -0.001 must be > 0"),
     (DASE_main, ["--start_steps", "100"], "DASE_main.py calls it --start_time_steps"),
+    # a version no Gymnasium had is a typo, not an old id to map to the newest
+    (DASE_main, ["--env", "Pendulum-v9"], "--env Pendulum-v9: no such version; the newest Pendulum is Pendulum-v1"),
 ]
 if atari.available():  # the replay learners take flat observations only
     ERRORS.append((sac_main, ["--env", "ALE/Pong-v5"], "Atari games are played by A2C"))

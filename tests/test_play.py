@@ -121,6 +121,10 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys)
     (tmp_path / "junk.json").write_text("[1, 2]")
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
     (tmp_path / "a3c.json").write_text(json.dumps({"config": {"policy": "A3C", "env": "CartPole-v1"}}))
+    two = tmp_path / "two"  # two runs of seed 4 in one folder
+    two.mkdir()
+    for name in ("a.json", "b.json"):
+        (two / name).write_text(record.read_text())
     gif = str(tmp_path / "out.gif")
     cases = [
         ([str(tmp_path / "nope")], "no such file or folder"),
@@ -132,6 +136,8 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys)
         ([str(record), "--gif", gif, "--mp4", str(tmp_path / "o.mp4")], "not both"),
         ([str(record), "--gif", str(record / "x.gif")], "--gif"),
         ([str(tmp_path / "r"), "--seed", "7"], "no run record"),
+        ([str(two)], "2 runs here (a.json, b.json); give one record, or --seed"),
+        ([str(two), "--seed", "4"], "2 runs of seed 4 here (a.json, b.json); give one record"),
         ([str(tmp_path / "a3c.json")], "no model file"),
     ]
     before = sorted(p.name for p in tmp_path.rglob("*"))

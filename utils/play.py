@@ -122,7 +122,9 @@ def find_run(run: str, seed: int | None) -> tuple[dict, Path, dict | None]:
             raise UsageError(f"{run}: no run record (*.json){'' if seed is None else f' of seed {seed}'} in this folder")
         if len(records) > 1:
             names = ", ".join(p.name for p in records[:4]) + (", ..." if len(records) > 4 else "")
-            raise UsageError(f"{run}: {len(records)} runs here ({names}); give one record, or --seed")
+            if seed is None:
+                raise UsageError(f"{run}: {len(records)} runs here ({names}); give one record, or --seed")
+            raise UsageError(f"{run}: {len(records)} runs of seed {seed} here ({names}); give one record")
         path = records[0]
     if path.suffix == ".pt":
         state = read_checkpoint(path, PLAY_HINT)

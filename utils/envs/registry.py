@@ -103,7 +103,8 @@ def resolve_env_id(env: str) -> tuple[str, str | None]:
     """Map a user's environment name to a maintained Gymnasium id; returns (id, notice or None).
 
     A bare name ("Hopper") takes the newest version. The paper's MuJoCo -v2/-v3 ids need the dead
-    mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest. Atari
+    mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest; a version newer
+    than the newest (Pendulum-v9) is refused. Atari
     games (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) are taken as given, once ale-py has registered them.
     """
     register(env)  # a multi-agent id (Foraging-..., rware-...): its package registers it on import
@@ -127,9 +128,11 @@ def resolve_env_id(env: str) -> tuple[str, str | None]:
         raise UsageError(_unknown(env))
     spec = gym.registry.get(env)
     mujoco_py = spec is not None and "mujoco" in str(spec.entry_point) and version < 4
+    if spec is None and version > int(latest.rsplit("-v", 1)[1]):  # no Gymnasium ever had it: a typo, not an old id
+        raise UsageError(f"--env {env}: no such version; the newest {name} is {latest}")
     if spec is None or mujoco_py:
-        why = "needs the unmaintained mujoco-py" if mujoco_py else "is not in this Gymnasium"
-        return latest, f"note: {env} {why}; using {latest} instead (results differ from the paper's -v2 numbers)"
+        why = "needs the unmaintained mujoco-py" if mujoco_py else "is no longer in Gymnasium"
+        return latest, f"note: {env} {why}; using {latest} instead (results differ from those published on {env})"
     return env, None
 
 
