@@ -43,3 +43,39 @@ def test_a2c_on_pixel_pendulum_resumes_exactly(tmp_path):
     args = ["--policy", "A2C", "--env", "PixelPendulum-v1", "--envs_per_agent", "2", "--max_time_steps", "400",
             "--eval_freq", "200", "--eval_episodes", "1", "--seed", "3", "--threads", "1", "--quiet"]
     resumes_exactly(ac_main, args, tmp_path, "*.npy", stop_at=200, every=100)
+
+
+def test_pendulums_arrow_is_read_once_and_every_frame_is_the_same(monkeypatch):
+    """Gymnasium's Pendulum reads its arrow picture at every frame; the pixel tasks and films keep the first reading
+    (pixels.keep_pendulum_arrow). The frames equal, bit for bit, those of a Pendulum whose renderer reads it every
+    time, and the file is read once."""
+    import pygame
+
+    reads = []
+
+    def counting(file, *args, **kwargs):  # the real loader, counting what it reads (no cache on it)
+        reads.append(str(file))
+        return real(file, *args, **kwargs)
+
+    real = pygame.image.load
+    while hasattr(real, "without_keeping"):  # an earlier test's pixel task kept the arrow: the loader underneath
+        real = real.without_keeping
+    monkeypatch.setattr(pygame.image, "load", counting)
+
+    def frames(env, n=40):
+        env.reset(seed=3)
+        rng = np.random.default_rng(3)
+        out = []
+        for _ in range(n):
+            env.step(rng.uniform(-2, 2, (1,)).astype(np.float32))
+            out.append(np.asarray(env.render()))
+        env.close()
+        return np.stack(out)
+
+    plain = frames(gym.make("Pendulum-v1", render_mode="rgb_array"))
+    assert sum(r.endswith("clockwise.png") for r in reads) == 40  # what Gymnasium does: a reading per frame
+    reads.clear()
+    kept = frames(pixels.rendering("Pendulum-v1"))
+    assert sum(r.endswith("clockwise.png") for r in reads) == 1
+    np.testing.assert_array_equal(kept, plain)
+    assert plain.std() > 0

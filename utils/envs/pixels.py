@@ -39,14 +39,46 @@ class RenderObservation(gym.ObservationWrapper):
         return np.asarray(self.env.render(), dtype=np.uint8)
 
 
+def keep_pendulum_arrow() -> None:
+    """Gymnasium's Pendulum renderer reads its arrow picture (assets/clockwise.png) from disk at every frame: about
+    40 % of a pixel step here. From the first call on, ``pygame.image.load`` gives that one file's first reading
+    again (the renderer only scales and flips copies of it, so every frame is the same, bit for bit); any other
+    file is read as before."""
+    try:
+        import pygame
+    except ImportError:  # nothing to keep: a task that renders without pygame
+        return
+    if hasattr(pygame.image.load, "without_keeping"):  # installed already
+        return
+    from gymnasium.envs.classic_control import pendulum
+
+    arrow, read, kept = os.path.join(os.path.dirname(pendulum.__file__), "assets/clockwise.png"), pygame.image.load, []
+
+    def load(file, *args, **kwargs):
+        if file != arrow or args or kwargs:
+            return read(file, *args, **kwargs)
+        if not kept:
+            kept.append(read(file))
+        return kept[0]
+
+    load.without_keeping = read  # the loader underneath
+    pygame.image.load = load
+
+
+def rendering(base: str, **kwargs) -> gym.Env:
+    """The base task drawing ``rgb_array`` frames with pygame off screen (no display or sound device: SDL would
+    complain without one)."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    keep_pendulum_arrow()
+    return gym.make(base, render_mode="rgb_array", **kwargs)
+
+
 def make_pixels(base: str, size: int = SIZE, frames: int = FRAMES, render_mode: str | None = None,
                 **kwargs) -> gym.Env:
     # render_mode: the base always renders rgb_array (its frames are the observations), which is also what a film of
     # the task (utils.play asks for "rgb_array") shows
-    # the renderers draw with pygame off screen: no display or sound device (SDL would complain without one)
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    env = GrayResize(RenderObservation(gym.make(base, render_mode="rgb_array", **kwargs)), size)
+    env = GrayResize(RenderObservation(rendering(base, **kwargs)), size)
     return gym.wrappers.FrameStackObservation(env, frames)
 
 
@@ -95,9 +127,7 @@ class SensorObservations(gym.Wrapper):
 
 def make_sensors(base: str, cameras: dict[str, int], vector: tuple[int, ...], render_mode: str | None = None,
                  **kwargs) -> gym.Env:
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    return SensorObservations(gym.make(base, render_mode="rgb_array", **kwargs), cameras, vector)
+    return SensorObservations(rendering(base, **kwargs), cameras, vector)
 
 
 def _register() -> None:

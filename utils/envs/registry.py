@@ -154,6 +154,8 @@ def _create(env_id: str, task: dict | None = None, training: bool = True,
             render_mode: str | None = None) -> gym.Env:
     """Make one environment, unchecked; a failure to make it is a UsageError (see ``make_env``)."""
     extra = {} if render_mode is None else {"render_mode": render_mode}
+    if render_mode is not None:  # a film (utils.play): Pendulum's arrow read once, not at every frame
+        pixels.keep_pendulum_arrow()
     if package_of(env_id):  # Gymnasium's checker warns about the multi-agent tasks' list of rewards at every start
         extra["disable_env_checker"] = True
     atari = _atari_name(env_id)
