@@ -102,10 +102,10 @@ def _latest(name: str) -> str | None:
 def resolve_env_id(env: str) -> tuple[str, str | None]:
     """Map a user's environment name to a maintained Gymnasium id; returns (id, notice or None).
 
-    A bare name ("Hopper") takes the newest version. The paper's MuJoCo -v2/-v3 ids need the dead
-    mujoco-py and map to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest; a version newer
-    than the newest (Pendulum-v9) is refused. Atari
-    games (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) are taken as given, once ale-py has registered them.
+    A bare name ("Hopper") takes the newest version. The paper's MuJoCo -v2/-v3 ids need the dead mujoco-py and map
+    to -v5; ids no longer registered (LunarLanderContinuous-v2) map to the newest; a version newer than the newest
+    (Pendulum-v9) is refused. Atari games (``ALE/Pong-v5``, ``PongNoFrameskip-v4``) are taken as given, once ale-py
+    has registered them.
     """
     register(env)  # a multi-agent id (Foraging-..., rware-...): its package registers it on import
     if _atari_name(env):
