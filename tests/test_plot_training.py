@@ -73,3 +73,42 @@ def test_bad_training_input_is_one_line(tmp_path, capsys, argv, needle):
         code = e.code
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and needle in err[-1]
+
+
+def test_solved_at_finds_the_first_full_window_at_the_threshold(tmp_path):
+    """Pong's rule (A3C-ACER: the mean of the last 100 training episodes at 18), checked against a plain loop over
+    every window: the first full window reaching R, its episode count and total steps; else the best and last."""
+    from utils.plot.training import first_reaching
+    rng = np.random.default_rng(3)
+    returns = np.clip(np.cumsum(rng.normal(0.2, 2.0, 400)) / 10 - 21, -21, 21)
+    steps = np.cumsum(rng.integers(800, 1200, 400)).astype(float)
+    window, threshold = 50, float(np.sort(returns)[-60])
+    means = [returns[i - window:i].mean() for i in range(window, len(returns) + 1)]  # means[j]: episodes up to j+window
+    first = next(j for j, m in enumerate(means) if m >= threshold) + window
+    r = first_reaching(steps, returns, window, threshold)
+    assert (r["episodes"], r["steps"]) == (first, int(steps[first - 1]))
+    best = int(np.argmax(means)) + window
+    assert r["best_episodes"] == best and r["best"] == pytest.approx(max(means)) and r["last"] == pytest.approx(means[-1])
+    never = first_reaching(steps, returns, window, max(means) + 1e-9)
+    assert never["episodes"] is None and never["best"] == pytest.approx(max(means))
+    # a partial window never counts: a single great first episode is not "solved"
+    assert first_reaching(np.array([10.0, 20.0]), np.array([21.0, -21.0]), 2, 18.0)["episodes"] is None
+    assert first_reaching(np.array([10.0]), np.array([21.0]), 2, 18.0)["best"] is None
+
+
+def test_cli_solved_at_table(tmp_path, capsys):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    runs.mkdir()
+    # seed 0 climbs 1 a episode from -21 (16 environments' episodes pooled, steps of the one agent); seed 1 stays at -20
+    write_log(runs / "ACER_PongNoFrameskip-v4_0_episodes.csv", [(k % 16, 1000 * k, -21.0 + k, 1000) for k in range(1, 50)])
+    write_log(runs / "ACER_PongNoFrameskip-v4_1_episodes.csv", [(0, 1000 * k, -20.0, 1000) for k in range(1, 50)])
+    assert main([str(runs), "--training", "--training_window", "10", "--solved_at", "18", "--out", str(out)]) == 0
+    table = (out / "training.md").read_text()
+    # seed 0: episodes k-9..k average -21 + k - 4.5: 17.5 at k = 43, 18.5 at k = 44, so the 44th episode, step 44,000
+    assert "| PongNoFrameskip-v4 | ACER | 0 | 44, 44000 |" in table
+    assert "| PongNoFrameskip-v4 | ACER | 1 | not reached | -20.0 (10, 10000) | -20.0 (49, 49000) |" in table
+    try:
+        code = main([str(runs), "--solved_at", "18", "--out", str(out)])
+    except SystemExit as e:
+        code = e.code
+    assert code == 2 and "--solved_at" in capsys.readouterr().err.strip().splitlines()[-1]

@@ -2,7 +2,7 @@
 
     python -m utils.plot DIR [DIR ...] --out OUTDIR [--reference DIR] [--at STEP ...] [--weights]
                          [--ci] [--smooth W] [--per_agent] [--pdf]
-    python -m utils.plot DIR [DIR ...] --training [--training_window 100] [--ci] --out OUTDIR
+    python -m utils.plot DIR [DIR ...] --training [--training_window 100] [--solved_at R] [--ci] --out OUTDIR
 
 Every ``.npy`` file under the given folders whose name follows the curve naming
 ({ALG}_{env}_{seed}.npy, DASE_{ALG}_{env}_{seed}_Agent_{i}.npy, DPD_{ALG}_{env}_{seed}.npy) is
@@ -36,6 +36,7 @@ comparison.md (also printed).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -91,8 +92,15 @@ def parse(argv=None) -> argparse.Namespace:
                         "together (Diff-DAC's metric; see utils/plot/training.py): training_{env}.png, training.md")
     p.add_argument("--training_window", type=int, default=100,
                    help="--training: episodes in the running mean (default: 100)")
+    p.add_argument("--solved_at", type=float, default=None, metavar="R",
+                   help="--training: also tell per seed the first episode and step at which the mean of the last "
+                        "--training_window returns reached R (e.g. 18 on Pong), or its best and last such mean")
     p.add_argument("--pdf", action="store_true", help="write PDF instead of PNG")
     args = p.parse_args(argv)
+    if args.solved_at is not None and not args.training:
+        p.error("--solved_at: only with --training (it reads the training episode logs)")
+    if args.solved_at is not None and not math.isfinite(args.solved_at):
+        p.error(f"--solved_at {args.solved_at}: a finite return")
     if args.training_window < 1:
         p.error(f"--training_window {args.training_window}: a number of episodes, at least 1")
     if args.smooth < 1 or (args.eval_freq is not None and args.eval_freq < 1) or any(s < 0 for s in args.at) or (args.max_steps or 0) < 0:
@@ -181,7 +189,8 @@ def main(argv=None) -> int:
     if args.training:
         try:
             check_out(args.out)
-            written = training(args.dirs, Path(args.out), args.training_window, args.ci, "pdf" if args.pdf else "png")
+            written = training(args.dirs, Path(args.out), args.training_window, args.ci, "pdf" if args.pdf else "png",
+                               args.solved_at)
         except PlotError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 2

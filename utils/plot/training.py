@@ -8,7 +8,10 @@ run every agent has taken the same number of steps, so N x the agent's count); t
 the last ``--training_window`` episode returns (default 100; fewer at the start). Seeds are put on one grid of
 steps (linear interpolation, up to the shortest seed) and drawn as their mean with a band (± std, or with
 ``--ci`` a 95 % bootstrap CI over seeds). Writes ``training_{env}.png`` per environment and ``training.md``:
-per setting the running mean at the end of each seed, its mean over seeds and CI.
+per setting the running mean at the end of each seed, its mean over seeds and CI. With ``--solved_at R`` (A3C-ACER's
+"solves Pong in about 600 episodes", Pong's rule: the mean of the last 100 training episodes at 18) ``training.md``
+also tells per seed the first episode and step at which the mean of the last ``--training_window`` returns (a full
+window) reached R, or how far the seed got: its best such mean and where, and its last one.
 """
 from __future__ import annotations
 
@@ -34,17 +37,42 @@ class SeedEpisodes:
 
     agents: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
-    def pooled(self, window: int) -> tuple[np.ndarray, np.ndarray]:
-        """(total steps, running mean of the last ``window`` returns) over every episode of every agent."""
+    def episodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(total steps, return) of every episode of every agent, in the order they ended."""
         n = len(self.agents)
         rows = sorted((step, agent, k, ret) for agent, episodes in self.agents.items()
                       for k, (step, ret) in enumerate(episodes))
-        steps = np.array([r[0] for r in rows], dtype=np.float64) * n
-        returns = np.array([r[3] for r in rows], dtype=np.float64)
+        return (np.array([r[0] for r in rows], dtype=np.float64) * n,
+                np.array([r[3] for r in rows], dtype=np.float64))
+
+    def pooled(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """(total steps, running mean of the last ``window`` returns) over every episode of every agent."""
+        steps, returns = self.episodes()
         c = np.cumsum(np.insert(returns, 0, 0.0))
         idx = np.arange(1, len(returns) + 1)
         lo = np.maximum(idx - window, 0)
         return steps, (c[idx] - c[lo]) / (idx - lo)
+
+
+def first_reaching(steps: np.ndarray, returns: np.ndarray, window: int, threshold: float) -> dict:
+    """Where the mean of the last ``window`` returns (full windows only) first reached ``threshold``: {"episodes": the
+    count of episodes then (1-based), "steps": the total steps then, or None for both when never; "best": the highest
+    such mean, "best_episodes", "best_steps" where it was; "last": the last such mean, "episodes_run", "steps_run"}.
+    Fewer than ``window`` episodes: no full window, every mean None."""
+    out = {"episodes": None, "steps": None, "best": None, "best_episodes": None, "best_steps": None, "last": None,
+           "episodes_run": int(len(returns)), "steps_run": int(steps[-1]) if len(steps) else 0}
+    if len(returns) < window:
+        return out
+    c = np.cumsum(np.insert(np.asarray(returns, dtype=np.float64), 0, 0.0))
+    means = (c[window:] - c[:-window]) / window  # means[i]: episodes i+1 .. i+window
+    reached = np.flatnonzero(means >= threshold)
+    if len(reached):
+        k = int(reached[0]) + window
+        out.update(episodes=k, steps=int(steps[k - 1]))
+    b = int(np.argmax(means))
+    out.update(best=float(means[b]), best_episodes=b + window, best_steps=int(steps[b + window - 1]),
+               last=float(means[-1]))
+    return out
 
 
 def read_episodes(path: Path) -> list[tuple[int, float]] | None:
@@ -116,7 +144,26 @@ def table(found: dict, window: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def draw(found: dict, out: Path, window: int, ci: bool, ext: str) -> list[Path]:
+def solved_table(found: dict, window: int, threshold: float) -> str:
+    """Per seed: when the mean of its last ``window`` training returns first reached ``threshold``, else how far."""
+    lines = [f"| environment | setting | seed | mean of the last {window} first >= {threshold:g}: episodes, total steps "
+             f"| best mean of {window} (episodes, steps) | last mean of {window} (episodes, steps) |",
+             "|---|---|---|---|---|---|"]
+    for (env, setting), seeds in sorted(found.items()):
+        for seed in sorted(seeds):
+            r = first_reaching(*seeds[seed].episodes(), window, threshold)
+            run = f"({r['episodes_run']}, {r['steps_run']})"
+            if r["best"] is None:
+                lines.append(f"| {env} | {setting} | {seed} | not reached: fewer than {window} episodes | - "
+                             f"| - {run} |")
+                continue
+            when = (f"{r['episodes']}, {r['steps']}" if r["episodes"] is not None else "not reached")
+            lines.append(f"| {env} | {setting} | {seed} | {when} | {r['best']:.1f} ({r['best_episodes']}, "
+                         f"{r['best_steps']}) | {r['last']:.1f} {run} |")
+    return "\n".join(lines) + "\n"
+
+
+def draw(found: dict, out: Path, window: int, ci: bool, ext: str, threshold: float | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,6 +182,8 @@ def draw(found: dict, out: Path, window: int, ci: bool, ext: str) -> list[Path]:
             mean, lo, hi = mean_band(m, ci)
             (line,) = ax.plot(grid, mean, label=f"{setting} ({len(m)})", lw=1.4)
             ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+        if threshold is not None:
+            ax.axhline(threshold, color="grey", ls="--", lw=0.8, label=f"{threshold:g}")
         ax.set_xlabel("environment steps, all agents together")
         ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))  # 1e5 under the axis, not 6-digit labels that touch
         ax.set_ylabel(f"training return (running mean of {window})")
@@ -148,15 +197,17 @@ def draw(found: dict, out: Path, window: int, ci: bool, ext: str) -> list[Path]:
     return written
 
 
-def training(dirs: list[str], out: Path, window: int, ci: bool, ext: str) -> list[Path]:
+def training(dirs: list[str], out: Path, window: int, ci: bool, ext: str, threshold: float | None = None) -> list[Path]:
     """The --training mode: figures and training.md (printed); raises PlotError when there is nothing to read."""
     found = find_episode_logs(dirs)
     if not found:
         raise PlotError(f"no training episode logs ({{curve}}{EPISODES_SUFFIX}.csv, written by ac_main.py) under "
                         f"{' '.join(dirs)}")
     out.mkdir(parents=True, exist_ok=True)
-    written = draw(found, out, window, ci, ext)
+    written = draw(found, out, window, ci, ext, threshold)
     text = table(found, window)
+    if threshold is not None:
+        text += "\n" + solved_table(found, window, threshold)
     (out / "training.md").write_text(text)
     print(text, end="")
     return written + [out / "training.md"]
