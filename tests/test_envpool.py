@@ -118,6 +118,31 @@ def test_an_atari_a2c_run_on_envpool_resumes_exactly_and_records_its_engine(tmp_
     assert record["config"]["env_backend"] == "envpool" and record["versions"]["envpool"]
 
 
+def test_an_atari_acer_run_resumes_exactly_through_its_packed_replay(tmp_path):
+    """ACER's checkpoint holds its replay of frames (zlib-packed, algorithms/onpolicy/frame_store.py) and EnvPool's
+    action log: stopped at 800 steps (the ring of 5 slots full and wrapping) and resumed, its curve and its saved
+    model end bit for bit those of the run in one go, so every replayed batch after the resume was the stored one."""
+    import torch
+
+    args = ["--policy", "ACER", "--env", "PongNoFrameskip-v4", "--envs_per_agent", "4", "--n_steps", "20",
+            "--buffer_size", "400", "--replay_start", "160", "--replay_ratio", "2", "--max_time_steps", "1600", "--eval_freq", "800",
+            "--eval_episodes", "1", "--seed", "1", "--threads", "1", "--quiet", "--env_backend", "envpool",
+            "--save_model"]
+    for d in ("whole", "cut"):
+        out = ["--results_dir", str(tmp_path / d), "--models_dir", str(tmp_path / d / "models")]
+        if d == "whole":
+            assert run(ac_main, *args, *out, "--checkpoint_freq", "0") == 0
+        else:
+            assert run(ac_main, *args, *out, "--checkpoint_freq", "400", "--stop_at", "800") == 0
+            assert run(ac_main, *args, *out, "--checkpoint_freq", "400", "--resume") == 0
+    curve = "ACER_PongNoFrameskip-v4_1.npy"
+    np.testing.assert_array_equal(np.load(tmp_path / "cut" / curve), np.load(tmp_path / "whole" / curve))
+    a, b = (torch.load(tmp_path / d / "models" / "ACER_PongNoFrameskip-v4_1.pt", weights_only=False)
+            for d in ("whole", "cut"))
+    params = [k for k, v in a["model"].items() if isinstance(v, torch.Tensor)]
+    assert params and all(torch.equal(a["model"][k], b["model"][k]) for k in params)
+
+
 def test_the_default_engine(monkeypatch):
     """envpool for Atari games where it is installed (A2C, ACER), gymnasium for A3C, for other tasks and without it."""
     assert pool.backend_for(None, "PongNoFrameskip-v4", "A2C") == "envpool"

@@ -29,7 +29,7 @@ from torch import nn
 
 from .a2c import ActorCritic, ActorCriticMembers, clip_per_member
 from ..common.members import stream_seed
-from .frame_store import FrameStore, is_frame_stack
+from .frame_store import FrameStore, is_frame_stack, packed_shape
 from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, entropy_gradient_wrt_probs,
                         kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
                         trust_region_policy_loss)
@@ -244,7 +244,7 @@ class ACER(ActorCriticMembers):
         old = "obs" in memory and is_frame_stack(memory["obs"][:, 0])  # written before frames were kept once
         if old or "frames" in states[0]:
             obs, next_obs = memory.pop("obs", None), memory.pop("next_obs", None)
-            shape = obs.shape[-3:] if old else states[0]["frames"]["first"].shape[-3:]
+            shape = obs.shape[-3:] if old else packed_shape(states[0]["frames"]["first"])[-3:]
             self.frames = FrameStore(len(self.seeds), self.slots, self.n_steps, self.k, tuple(shape), self.device)
             if old:  # every stack stored whole: keep each frame once, slot by slot
                 for slot in range(self.slots):
