@@ -143,6 +143,40 @@ def test_an_atari_acer_run_resumes_exactly_through_its_packed_replay(tmp_path):
     assert params and all(torch.equal(a["model"][k], b["model"][k]) for k in params)
 
 
+def test_an_atari_acer_run_of_two_seeds_cut_and_resumed_seed_by_seed_equals_each_seed_alone(tmp_path):
+    """Seeds 0 and 1 of an ACER Pong run in one process, stopped at 800 steps and resumed as two processes of one
+    seed each (how a long run can spread over the cores), end with the weights of the uninterrupted two-seed run
+    and of each seed run alone, bit for bit (convolutions member by member: algorithms/common/cnn.py)."""
+    import torch
+
+    args = ["--policy", "ACER", "--env", "PongNoFrameskip-v4", "--envs_per_agent", "4", "--n_steps", "20",
+            "--buffer_size", "400", "--replay_start", "160", "--replay_ratio", "2", "--max_time_steps", "1600",
+            "--eval_freq", "800", "--eval_episodes", "1", "--threads", "1", "--quiet", "--env_backend", "envpool",
+            "--save_model"]
+
+    def out(d):
+        return ["--results_dir", str(tmp_path / d), "--models_dir", str(tmp_path / d / "models")]
+
+    assert run(ac_main, *args, *out("both"), "--seeds", "0", "1") == 0
+    assert run(ac_main, *args, *out("alone"), "--seed", "1") == 0
+    cut = [*args, *out("cut"), "--checkpoint_dir", str(tmp_path / "ck"), "--checkpoint_freq", "400"]
+    assert run(ac_main, *cut, "--seeds", "0", "1", "--stop_at", "800") == 0
+    for seed in ("0", "1"):
+        assert run(ac_main, *cut, "--seed", seed, "--resume") == 0
+
+    def weights(d, seed):
+        model = torch.load(tmp_path / d / "models" / f"ACER_PongNoFrameskip-v4_{seed}.pt", weights_only=False)["model"]
+        return {k: v for k, v in model.items() if isinstance(v, torch.Tensor)}
+
+    for seed, others in ((0, ("cut",)), (1, ("cut", "alone"))):
+        want = weights("both", seed)
+        assert want
+        for d in others:
+            got = weights(d, seed)
+            assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want), (d, seed)
+    assert not torch.equal(weights("both", 0)["pi.weight"], weights("both", 1)["pi.weight"])
+
+
 def test_the_default_engine(monkeypatch):
     """envpool for Atari games where it is installed (A2C, ACER), gymnasium for A3C, for other tasks and without it."""
     assert pool.backend_for(None, "PongNoFrameskip-v4", "A2C") == "envpool"

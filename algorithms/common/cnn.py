@@ -1,9 +1,11 @@
 """Convolutional encoders whose every parameter carries a leading member dimension (see ``nets.py``).
 
 ``BatchedNatureCNN`` is N independent copies of the encoder of the Nature DQN (Mnih et al., 2015), for
-84x84 frame stacks. The N convolutions of a layer run as one grouped convolution: the members' channels are laid
-side by side ([B, N*C, H, W]) and group i of the weight only sees member i's channels, so members share no
-weights, no activations and no gradients, as N separate networks would.
+84x84 frame stacks. Each member's convolutions run on its own images, one member after another, so members share
+no weights, no activations and no gradients, and a member's numbers are bit for bit those it has alone: one
+grouped convolution of all members (their channels side by side) was tried and dropped, because oneDNN picks
+other kernels for other group counts (a seed batched with others then learned other last bits than alone), and on
+one CPU core it was no faster for two members.
 """
 from __future__ import annotations
 
@@ -31,12 +33,9 @@ class BatchedNatureCNN(nn.Module):
     """
 
     def __init__(self, in_channels: int, gens: Sequence[torch.Generator], features: int = 512,
-                 size: int | tuple[int, int] = 84, grouped: bool = True, relu_out: bool = True):
+                 size: int | tuple[int, int] = 84, relu_out: bool = True):
         super().__init__()
         self.relu_out = relu_out  # False: the linear layer's output as it is (a head normalises it)
-        # grouped: the members' convolutions as one grouped convolution; else one after another, so a member's
-        # numbers do not depend on how many are batched with it (oneDNN picks other kernels for other group counts)
-        self.grouped = grouped
         height, width = (size, size) if isinstance(size, int) else map(int, size)  # a frame's (H, W)
         n = len(gens)
         self.members, self.in_channels, self.features = n, in_channels, features
@@ -65,20 +64,8 @@ class BatchedNatureCNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 5 or x.shape[0] != self.members or x.shape[2] != self.in_channels:
             raise ValueError(f"expected [{self.members}, B, {self.in_channels}, H, W], got {tuple(x.shape)}")
-        n, b = x.shape[:2]
-        if not self.grouped:
-            out = self.fc(torch.stack([self.convolved(x[i], i) for i in range(n)]))
-            return F.relu(out) if self.relu_out else out
-        # members side by side along the channels: [B, N*C, H, W] (moved while still uint8: 4x fewer bytes)
-        h = x.transpose(0, 1).reshape(b, n * x.shape[2], *x.shape[3:])
-        scale = h.dtype == torch.uint8
-        h = h.to(self.fc.weight.dtype)
-        if scale:  # in place on the fresh float copy: the same numbers as h / 255.0 without a second frame-sized
-            h = h.div_(255.0)  # allocation (on 320 stacks of ACER's update: half the conversion's time)
-        for w, bias, stride in zip(self.weights, self.biases, self.strides):
-            h = F.relu(F.conv2d(h, w.flatten(0, 1), bias.flatten(), stride=stride, groups=n))
-        h = h.reshape(b, n, -1).transpose(0, 1)  # [N, B, 64*7*7], each member's features in (c, y, x) order
-        return F.relu(self.fc(h))
+        out = self.fc(torch.stack([self.convolved(x[i], i) for i in range(self.members)]))
+        return F.relu(out) if self.relu_out else out
 
     def convolved(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """Member i's convolutions alone on its images [B, C, H, W] -> flattened [B, 64 * h * w]."""

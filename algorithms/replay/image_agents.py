@@ -123,7 +123,7 @@ class SensorEncoder(nn.Module):
         self.cnns = nn.ModuleDict({
             p.key: BatchedNatureCNN(p.shape[0], init_generators([stream_seed(s, "encoder" if i == 0 else
                                                                              f"encoder:{p.key}") for s in seeds]),
-                                    features=int(features), size=tuple(p.shape[1:]), grouped=False, relu_out=False)
+                                    features=int(features), size=tuple(p.shape[1:]), relu_out=False)
             for i, p in enumerate(images)})
         # SAC-AE's head on every CNN: LayerNorm (a gain and bias per member and feature), then tanh, so that the
         # features stay in [-1, 1] (unbounded ReLU features saturate a tanh policy from the first updates)
