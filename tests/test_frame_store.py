@@ -10,7 +10,8 @@ from utils.run.files import OWNER_KEY
 
 from algorithms.onpolicy import acer as acer_module
 from algorithms.onpolicy.acer import ACER
-from algorithms.onpolicy.frame_store import FrameStore, is_frame_stack, pack, unpack
+from algorithms.onpolicy import frame_store
+from algorithms.onpolicy.frame_store import FrameStore, is_frame_stack, pack, unpack, unpack_into
 
 
 class StackingGames:
@@ -123,6 +124,41 @@ def test_checkpoint_frames_are_compressed_and_old_plain_ones_still_load():
     with pytest.raises(ValueError, match="bytes"):
         unpack({**pack(noise), "shape": [3, 7, 84, 85]}, "cpu")
 
+
+
+def test_a_checkpoint_unpacks_into_the_store_itself_in_pieces(monkeypatch):
+    """Resuming a full replay takes no second copy of it: the packed frames are written, a piece at a time, into the
+    store's own tensors (an 800,000-transition Pong replay, 6.8 GB, unpacked whole and then copied, took 17 GB and
+    was killed on a 23 GB machine). With pieces far smaller than the frames, every byte still comes back; packed
+    bytes of another shape, or a checkpoint of another number of members, are an error that names them."""
+    monkeypatch.setattr(frame_store, "CHUNK", 1000)  # many pieces of output per MB of input: the loop's edges
+    n, t, k, slots = 3, 4, 2, 3
+    games = StackingGames(n, k, hw=84, seed=5)
+    store = FrameStore(n, slots, t, k, (4, 84, 84), "cpu")
+    for i in range(slots):
+        store.put(i, *games.rollout(t)[:2])
+    # one state per group of members (as one seed per process writes them), loaded into one store of all three
+    states = [store.state(slice(0, 1)), store.state(slice(1, 3))]
+    loaded = FrameStore(n, slots, t, k, (4, 84, 84), "cpu")
+    first, newest = loaded.first.data_ptr(), loaded.newest.data_ptr()
+    loaded.load(states)
+    assert loaded.first.data_ptr() == first and loaded.newest.data_ptr() == newest  # the store's own memory
+    assert torch.equal(loaded.first, store.first) and torch.equal(loaded.newest, store.newest)
+    for slot in range(slots):
+        chosen = torch.full((n,), slot)
+        assert all(torch.equal(a, b) for a, b in zip(store.get(chosen), loaded.get(chosen)))
+    noise = torch.randint(0, 256, (2, 5, 84, 84), dtype=torch.uint8)
+    out = torch.zeros_like(noise)
+    assert unpack_into(pack(noise), out) is out and torch.equal(out, noise)
+    packed = pack(noise)
+    with pytest.raises(ValueError, match="not the"):
+        unpack_into(packed, torch.zeros((2, 5, 84, 83), dtype=torch.uint8))
+    with pytest.raises(ValueError, match="more than"):  # bytes beyond the shape they name
+        unpack_into({**pack(torch.cat((noise, noise))), "shape": list(noise.shape)}, out)
+    with pytest.raises(ValueError, match="bytes, not"):  # fewer
+        unpack_into({**pack(noise[:1]), "shape": list(noise.shape)}, out)
+    with pytest.raises(ValueError, match="members"):
+        FrameStore(2, slots, t, k, (4, 84, 84), "cpu").load(states)
 
 def image_rollout(games, t, seed):
     obs, nxt, ended = games.rollout(t)
