@@ -64,6 +64,7 @@ class ACER(ActorCriticMembers):
         self.replay_only = bool(replay_only)
         self.entropy_in_trust_region = bool(trust_region_entropy)
         self.eps = float(prob_eps)  # OpenAI baselines', A3C-ACER-PyTorch's 1e-6 where it divides by or logs pi, mu
+        self.optimizer = optimizer
         self.model, self.average = self.build(obs_shape, act_dim, hidden_size)
         self.actor = self.model
         if optimizer == "adam":  # A3C-ACER-PyTorch's (shared) Adam, one step count per member
@@ -84,6 +85,18 @@ class ACER(ActorCriticMembers):
         self.frames: FrameStore | None = None  # Atari: the observations, each frame once (algorithms/onpolicy/frame_store.py)
         self.stored = 0  # rollouts stored so far (the same for every member)
         self.replay_rng = AgentRNG([stream_seed(s, "replay") for s in self.seeds], self.device)
+
+    def non_finite_hint(self) -> str | None:
+        """What to try when a loss went non-finite (the run's stop message): discrete ACER's exact formulas divide by
+        and take the log of pi, nan once a probability has underflowed to 0, and torch's RMSprop, whose square
+        average starts at 0, makes first steps of about 10 lr per weight: on Pong at lr 7e-4 seed 4's policy fell
+        onto one action (smallest probability 1e-42) in its sixth update."""
+        if self.eps:
+            return None
+        fix = "--optimizer rmsprop_tf (OpenAI baselines' RMSprop: lr-sized first steps) or a lower --lr; " \
+            if self.optimizer == "rmsprop" else "a lower --lr; "
+        return (f"ACER's policy has likely collapsed onto one action (a probability of 0 is nan in the exact "
+                f"formulas): try {fix}--prob_eps 1e-6 keeps the update finite")
 
     def build(self, obs_shape, act_dim: int, hidden_size: int):
         """The online network and its Polyak average (frozen), both drawn from the members' seeds."""

@@ -88,6 +88,10 @@ class ContinuousACER(ACER):
         self.sdn_rng = AgentRNG([stream_seed(s, "sdn") for s in self.seeds], self.device)
         self.sdn_rng.blocks = False  # its counters are put back for masked members, which a block cache would miss
 
+    def non_finite_hint(self) -> None:
+        """A Gaussian's densities do not underflow as a softmax's probabilities do: the general advice stands."""
+        return None
+
     def build(self, obs_shape, act_dim: int, hidden_size: int):
         model = GaussianSDN(obs_shape[0], act_dim, hidden_size, init_generators(self.seeds)).to(self.device)
         average = freeze(GaussianSDN(obs_shape[0], act_dim, hidden_size, init_generators(self.seeds)).to(self.device))

@@ -56,10 +56,11 @@ class Progress:
 
 
 def non_finite_message(broken: list[tuple[int, str]], t: int, member: list[str], checkpoint: str,
-                       last_checkpoint: int | None) -> str | None:
+                       last_checkpoint: int | None, hint: str | None = None) -> str | None:
     """The stop report when a loss or parameters went NaN/inf, or None if nothing did.
 
-    broken[m] = (step, or -1 for "by now"; "loss", "parameters" or "" when intact), member[m] names member m."""
+    broken[m] = (step, or -1 for "by now"; "loss", "parameters" or "" when intact), member[m] names member m;
+    ``hint``: the algorithm's advice, in place of the general one."""
     bad = sorted((step if step >= 0 else t, m, what) for m, (step, what) in enumerate(broken) if what)
     if not bad:
         return None
@@ -68,7 +69,8 @@ def non_finite_message(broken: list[tuple[int, str]], t: int, member: list[str],
     others = "".join(f", then {member[j]} at step {s}" for s, j, _ in bad[1:])
     kept = (f"the last good checkpoint ({checkpoint}, step {last_checkpoint}) is kept"
             if last_checkpoint is not None else "no checkpoint was written")
-    return f"{member[m]}: non-finite {what}{others}; stopped, {kept}. Lower the learning rates or check the rewards"
+    hint = hint or "Lower the learning rates or check the rewards"
+    return f"{member[m]}: non-finite {what}{others}; stopped, {kept}. {hint}"
 
 
 def interrupted_message(signum: int, name: str, t: int, checkpoint: str | None) -> str:

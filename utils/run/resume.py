@@ -119,6 +119,8 @@ def check_finite(tr) -> None:
     n = tr.cfg.num_agents
     members = [f"agent {m % n} (seed {s}) of {tr.seed_cfgs[m // n].stem}" for m, s in enumerate(tr.member_seeds)]
     where = checkpoint_where(tr) or str(tr.files[0].checkpoint)
-    message = non_finite_message(tr.learner.broken(), tr.t, members, where, tr.last_checkpoint)
+    hint = getattr(tr.learner, "non_finite_hint", None)
+    message = non_finite_message(tr.learner.broken(), tr.t, members, where, tr.last_checkpoint,
+                                 hint() if hint is not None else None)
     if message is not None:
         raise NonFinite(message)

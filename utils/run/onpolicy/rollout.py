@@ -172,6 +172,11 @@ class RolloutLearner:
     def broken(self) -> list[tuple[int, str]]:
         return members_broken(self.first_bad, self.agents.model.parameters())
 
+    def non_finite_hint(self) -> str | None:
+        """The algorithm's advice for the stop message when a loss went non-finite (None: the general one)."""
+        hint = getattr(self.agents, "non_finite_hint", None)
+        return hint() if hint is not None else None
+
     # ---- checkpoints ------------------------------------------------------------------------------------
     def state_dict(self, seed_index: int) -> dict:
         """One seed's agents, its part of the rollout being collected, and the period's sums."""
