@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import zlib
 
-import numpy as np
 import torch
 
 BREAK, END = 0, 1  # an exception: a stack s_i (i = 1..n) stored whole; a next observation next_obs[t] (t < n - 1)

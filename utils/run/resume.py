@@ -115,7 +115,8 @@ def load_checkpoints(tr, states: list[dict]) -> None:
 
 
 def check_finite(tr) -> None:
-    """Stop naming seed, agent and step when a loss or a parameter went NaN/inf (one host sync)."""
+    """Stop naming seed, agent and step when a loss or a parameter went NaN/inf (one host sync), with the learner's
+    ``non_finite_hint()`` where it has one (what to try instead of the general advice)."""
     n = tr.cfg.num_agents
     members = [f"agent {m % n} (seed {s}) of {tr.seed_cfgs[m // n].stem}" for m, s in enumerate(tr.member_seeds)]
     where = checkpoint_where(tr) or str(tr.files[0].checkpoint)
