@@ -22,7 +22,7 @@ import zlib
 import torch
 
 BREAK, END = 0, 1  # an exception: a stack s_i (i = 1..n) stored whole; a next observation next_obs[t] (t < n - 1)
-CHUNK = 1 << 26  # bytes handed to zlib at a time: no second copy of the whole tensor while it is packed
+CHUNK = 1 << 26  # bytes handed to zlib, or taken from it, at a time: no second copy of the whole tensor
 CODEC = "zlib"
 
 
