@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from algorithms.onpolicy.a3c import ActorCritic, Rollout, SharedAdam, nstep_targets, rollout_loss
+from utils.envs import atari
 from utils.envs.registry import make_env
 from utils.errors import Interrupted, UsageError, WorkerDied
 from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, check_a3c, worker_seed
@@ -297,3 +298,17 @@ def test_the_a3c_references_atari_trunk():
     assert "encoder" not in ActorCritic(4, 6, 64, recurrent=True, frames=(4, 84, 84)).spec()
     with pytest.raises(ValueError):
         ActorCritic(4, 2, 64, encoder="a3c")  # flat observations have no trunk to swap
+
+
+@pytest.mark.skipif(not atari.available(), reason="needs ale-py")
+def test_an_a3c_workers_atari_episodes_are_whole_games_at_their_own_score():
+    """A worker on Space Invaders (one learner episode per life, rewards clipped) reports whole games at their
+    unclipped score and length: those of a plain copy of the game replayed with the worker's actions
+    (tests/test_episode_log.py's ``games_of``)."""
+    from tests.test_episode_log import games_of
+    env = make_env("SpaceInvadersNoFrameskip-v4", actions=("discrete",), who="A3C")
+    model = ActorCritic(4, env.action_space.n, 16, frames=(4, 84, 84), encoder="a3c")
+    learner = ActorLearner(model, SharedAdam(model.parameters()), env, a3c_settings({"n_steps": 100}), seed=5)
+    actions = torch.cat([learner.rollout(100).actions.reshape(-1) for _ in range(12)]).numpy()
+    expected = games_of("SpaceInvadersNoFrameskip-v4", [5], actions[:, None])
+    assert len(expected) >= 2 and learner.finished == [(score, length) for _, _, score, length in expected]

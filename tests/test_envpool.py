@@ -211,3 +211,21 @@ def test_a_gymnasium_checkpoint_does_not_resume_on_envpool(tmp_path, capsys):
     assert run(ac_main, *args, "--resume") == 2
     err = capsys.readouterr().err.strip()
     assert "env_backend='gymnasium', this run has 'envpool'" in err and len(err.splitlines()) == 1
+
+
+def test_an_envpool_row_is_a_whole_game_at_its_own_score():
+    """As tests/test_episode_log.py's check on Gymnasium (whose no-op counts EnvPool does not share): Space Invaders
+    with random actions logs one row per game, not per life, at the game's unclipped score (invaders are worth 5 to
+    30; the learner's rewards are clipped to 1), and environment j's rows tile its steps."""
+    from tests.test_episode_log import play_games
+    envs = pool.EnvPoolEnvs("SpaceInvadersNoFrameskip-v4", [5, 6], [105], 1, threads=1)
+    actions = np.random.default_rng(0).integers(envs.act_dim, size=(1200, 2))
+    try:
+        rows = play_games(envs, actions)
+    finally:
+        envs.close()
+    assert len(rows) >= 2 and sum(envs.episode_count) >= 3 * len(rows)
+    assert all(r[2] % 5 == 0 for r in rows) and any(r[2] > 30 for r in rows)
+    for j in (0, 1):
+        mine = [r for r in rows if r[0] == j]
+        assert [r[1] for r in mine] == list(np.cumsum([r[3] for r in mine]))

@@ -8,8 +8,10 @@ import time
 import numpy as np
 import pytest
 
+from utils.envs import atari
 from utils.errors import Interrupted
 from utils.run import RunConfig, Trainer, train
+from utils.run.onpolicy.episode_log import EpisodeLog
 
 K = 2
 KW = dict(policy="DIFF_A2C", env="CartPole-v1", seed=3, num_agents=2, max_time_steps=2400, start_time_steps=0,
@@ -131,3 +133,66 @@ def test_sigterm_with_checkpoints_off_writes_every_episode_played(tmp_path):
     for m, name in enumerate(trainer.cfg.agent_names()):
         table = rows(tmp_path / f"{name}_episodes.csv")
         assert len(table) == len(trainer.episode_log.rows[m]) >= 10
+
+
+def play_games(envs, actions):
+    """Step ``envs`` with ``actions`` [T, n] and log what the loop logs (``envs.last_game``)."""
+    log = EpisodeLog(1, actions.shape[1])
+    for t, a in enumerate(actions):
+        envs.step(a)
+        log.observe(*envs.last_game, t + 1)
+    return [(j, step, ret, length) for j, step, ret, length, _ in log.rows[0]]
+
+
+def games_of(game_id, seeds, actions):
+    """The whole games of a plain ale-py copy of each environment (no EpisodicLife, no clipping), replaying the
+    actions the training environment was given: where it continued a game after a lost life, its reset took
+    FIRE, then action 2 (FireReset), and a no-op before them (EpisodicLife); the game's end is the ALE's own."""
+    import gymnasium as gym
+    atari.register()
+    rows = []
+    for j, s in enumerate(seeds):
+        env = gym.make(game_id, frameskip=1, repeat_action_probability=0.0, full_action_space=False)
+        env = atari.MaxAndSkip(atari.NoopReset(env), atari.FRAME_SKIP)
+        env.reset(seed=int(s))
+        fire = env.unwrapped.get_action_meanings().index("FIRE")
+        for a in (fire, 2):
+            env.step(a)
+        score, length, lives = 0.0, 0, env.unwrapped.ale.lives()
+        for t, a in enumerate(actions[:, j]):
+            _, r, terminated, truncated, _ = env.step(int(a))
+            score, length = score + r, length + 1
+            if env.unwrapped.ale.game_over() or truncated:
+                rows.append((j, t + 1, score, length))
+                score, length = 0.0, 0
+                env.reset()
+                for b in (fire, 2):
+                    env.step(b)
+                lives = env.unwrapped.ale.lives()
+            elif env.unwrapped.ale.lives() < lives:  # a life lost: the learner's episode ends, the game goes on
+                for b in (0, fire, 2):
+                    env.step(b)
+                lives = env.unwrapped.ale.lives()
+    return sorted(rows, key=lambda r: (r[1], r[0]))
+
+
+@pytest.mark.skipif(not atari.available(), reason="needs ale-py")
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_atari_row_is_a_whole_game_at_its_own_score(workers):
+    """Space Invaders (3 lives, 5 to 30 points an invader; the learner sees one episode per life, rewards clipped
+    to 1): the log writes one row per game, its unclipped score and all its steps, as a plain copy of each game
+    replayed with the same actions scores them; the learner's episodes (lives) outnumber the rows."""
+    from utils.envs.workers import make_envs
+    seeds, game = [5, 6], "SpaceInvadersNoFrameskip-v4"
+    envs = make_envs(game, seeds, [105], 1, workers, actions=("discrete",), who="A2C")
+    actions = np.random.default_rng(0).integers(envs.act_dim, size=(1200, 2))
+    try:
+        rows = play_games(envs, actions)
+        lives = sum(envs.episode_count) if workers == 0 else None
+    finally:
+        envs.close()
+    expected = games_of(game, seeds, actions)
+    assert len(rows) >= 2 and rows == expected
+    assert any(r[2] > 30 for r in rows) and all(r[2] % 5 == 0 for r in rows)
+    if lives is not None:
+        assert lives >= 3 * len(rows)

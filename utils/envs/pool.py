@@ -156,6 +156,8 @@ class EnvPoolEnvs:
         if not np.array_equal(info["env_id"], np.arange(len(self.seeds))):  # sync mode answers in order
             raise RuntimeError(f"EnvPool answered environments {info['env_id']} out of order")
         done = terminated | truncated
+        # info["reward"]: the game's own reward (the clipped one is ``rewards``); info["terminated"]: the game over
+        self.last_game = info["reward"].astype(np.float64), (info["terminated"] > 0) | truncated
         self.obs = next_obs.copy()
         if done.any():
             ids = np.flatnonzero(done).astype(np.int32)

@@ -104,24 +104,31 @@ class LocalEnvs:
         """Act in every training environment (``None``: random actions); returns (obs, actions, rewards,
         next_obs, terminated, ended), ended = terminated or truncated. Finished episodes are reset at once; next_obs
         is the episode's real last state. With ``eval_actions``, also one step of the active evaluation episodes
-        (see ``eval_results``)."""
+        (see ``eval_results``). ``last_game`` then holds (scores, game_over) of the training environments: the
+        game's own rewards (an Atari game's unclipped ``info["raw_reward"]``) and whether the game ended (not an
+        Atari life lost), for the log of training episodes."""
         if actions is None:
             actions = self.random_actions()
         n = len(self.envs)
         obs, next_obs = self.obs, np.empty_like(self.obs)
         rewards, terminated, done = np.empty(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        scores = np.empty(n)
         for i, env in enumerate(self.envs):
-            next_obs[i], rewards[i], terminated[i], truncated, _ = env.step(actions[i])
+            next_obs[i], rewards[i], terminated[i], truncated, info = env.step(actions[i])
+            scores[i] = info.get("raw_reward", rewards[i])
             self.episodes[i].actions.append(actions[i])
             done[i] = terminated[i] or truncated
         self.obs = next_obs.copy()
+        game_over = done.copy()
         for i in np.nonzero(done)[0]:
             if continues_game(self.envs[i]):  # an Atari life lost: the log goes on with the game (replay.RESET)
                 self.episodes[i].actions.append(RESET)
+                game_over[i] = False
             else:
                 self.episodes[i] = EpisodeLog.before_reset(self.envs[i])
             self.obs[i], _ = self.envs[i].reset()
             self.episode_count[i] += 1
+        self.last_game = scores, game_over
         if eval_actions is not None:
             self.eval_out = self.eval_step(eval_actions, eval_active)
         return obs, actions, rewards, next_obs, terminated, done
@@ -190,7 +197,7 @@ class Shared:
         e = m * per_member  # training environments
         self.layout = {"obs": ((e, *obs_shape), o), "actions": ((e, *act_shape), a), "rewards": ((e,), f),
                        "next_obs": ((e, *obs_shape), o), "terminated": ((e,), f), "ended": ((e,), f),
-                       "eval_actions": ((m, episodes, *act_shape), a), "eval_active": ((m, episodes), f),
+                       "scores": ((e,), f), "game_over": ((e,), f), "eval_actions": ((m, episodes, *act_shape), a), "eval_active": ((m, episodes), f),
                        "eval_obs": ((m, episodes, *obs_shape), o), "eval_rewards": ((m, episodes), f),
                        "eval_ended": ((m, episodes), f)}
         self.raw = {k: ctx.RawArray("b", int(np.prod(shape)) * dtype.itemsize)
@@ -240,6 +247,7 @@ def _worker(conn, shared: Shared, rows: slice, env_id: str, seeds, eval_seeds, e
                     _, actions, rewards, next_obs, terminated, ended = envs.step(actions)
                     shared.actions[train], shared.rewards[train], shared.next_obs[train] = actions, rewards, next_obs
                     shared.terminated[train], shared.ended[train], shared.obs[train] = terminated, ended, envs.obs
+                    shared.scores[train], shared.game_over[train] = envs.last_game
                     conn.send(("ok", None))
                 if evaluate:
                     obs, rewards, ended = envs.eval_step(shared.eval_actions[rows], shared.eval_active[rows] > 0)
@@ -349,6 +357,7 @@ class EnvWorkers:
         self.evaluating = eval_actions is not None
         self._gather()
         s = self.shared
+        self.last_game = s.scores.copy(), s.game_over > 0
         return obs, s.actions.copy(), s.rewards.copy(), s.next_obs.copy(), s.terminated > 0, s.ended > 0
 
     def eval_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

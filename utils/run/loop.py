@@ -145,8 +145,9 @@ class Trainer:
         if self.cfg.timelimit_as_terminal:  # old Gym: the time limit's cut is stored as a termination
             terminated = np.logical_or(terminated, ended).astype(np.asarray(terminated).dtype)
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
-        if self.episode_log is not None:
-            self.episode_log.observe(rewards, ended, self.t + self.learner.steps_per_iteration)
+        if self.episode_log is not None:  # whole games at their own score (an Atari game's lives, unclipped)
+            scores, game_over = getattr(self.envs, "last_game", (rewards, ended))
+            self.episode_log.observe(scores, game_over, self.t + self.learner.steps_per_iteration)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
         if self.episode_evals is not None:  # after this step's update: the actor the next episode starts with

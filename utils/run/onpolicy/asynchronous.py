@@ -47,6 +47,7 @@ import torch
 import torch.multiprocessing as mp
 
 from algorithms.onpolicy.a3c import ActorCritic, Rollout, SharedAdam, rollout_loss
+from ...envs.atari import continues_game
 from ...envs.registry import check_env, make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
@@ -191,17 +192,19 @@ class ActorLearner:
                 a, env_action = self.local.act(o)
             else:
                 a, env_action, self.state = self.local.act(o, state=self.state)
-            nxt, r, terminated, truncated, _ = self.env.step(int(env_action) if self.local.discrete else env_action)
+            nxt, r, terminated, truncated, info = self.env.step(int(env_action) if self.local.discrete else env_action)
             obs.append(o)
             actions.append(a)
             rewards.append(float(r) * self.reward_scale)  # what the update learns from (episode returns: raw)
             term.append(bool(terminated))
             trunc.append(bool(truncated))
             next_obs.append(torch.as_tensor(nxt, dtype=torch.float32))
-            self.ep_return, self.ep_length = self.ep_return + float(r), self.ep_length + 1
+            # the log's rows are whole games at their own score (an Atari game's lives, unclipped)
+            self.ep_return, self.ep_length = self.ep_return + float(info.get("raw_reward", r)), self.ep_length + 1
             if terminated or truncated:
-                self.finished.append((self.ep_return, self.ep_length))
-                self.ep_return, self.ep_length = 0.0, 0
+                if not continues_game(self.env):
+                    self.finished.append((self.ep_return, self.ep_length))
+                    self.ep_return, self.ep_length = 0.0, 0
                 if self.state is not None:
                     self.state = self.local.initial_state()
             self.obs = self.env.reset()[0] if terminated or truncated else nxt

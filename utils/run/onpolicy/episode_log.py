@@ -3,7 +3,9 @@
 Per member and environment the running return and length of its training episode; a finished one becomes a row
 (environment index, the agent's step count at its end, return, length, wall seconds since the run began) of that
 agent's ``{curve}_episodes.csv``. The rows and the running sums live in checkpoints, so a resumed run writes the
-rows of an uninterrupted one (the wall clock goes on from the checkpoint's).
+rows of an uninterrupted one (the wall clock goes on from the checkpoint's). An episode here is a whole game at its
+own score: the loop passes the environments' ``last_game`` (an Atari game's unclipped rewards and its game over, all
+its lives; the learner's rewards and episode ends elsewhere).
 """
 from __future__ import annotations
 
