@@ -197,7 +197,8 @@ class Shared:
         e = m * per_member  # training environments
         self.layout = {"obs": ((e, *obs_shape), o), "actions": ((e, *act_shape), a), "rewards": ((e,), f),
                        "next_obs": ((e, *obs_shape), o), "terminated": ((e,), f), "ended": ((e,), f),
-                       "scores": ((e,), f), "game_over": ((e,), f), "eval_actions": ((m, episodes, *act_shape), a), "eval_active": ((m, episodes), f),
+                       "scores": ((e,), f), "game_over": ((e,), f),
+                       "eval_actions": ((m, episodes, *act_shape), a), "eval_active": ((m, episodes), f),
                        "eval_obs": ((m, episodes, *obs_shape), o), "eval_rewards": ((m, episodes), f),
                        "eval_ended": ((m, episodes), f)}
         self.raw = {k: ctx.RawArray("b", int(np.prod(shape)) * dtype.itemsize)
