@@ -312,3 +312,23 @@ def test_an_a3c_workers_atari_episodes_are_whole_games_at_their_own_score():
     actions = torch.cat([learner.rollout(100).actions.reshape(-1) for _ in range(12)]).numpy()
     expected = games_of("SpaceInvadersNoFrameskip-v4", [5], actions[:, None])
     assert len(expected) >= 2 and learner.finished == [(score, length) for _, _, score, length in expected]
+
+
+@pytest.mark.skipif(not atari.available(), reason="needs ale-py")
+def test_an_a3c_worker_resumed_from_an_older_checkpoint_reports_lives():
+    """A run resumed from a checkpoint made before whole-game rows (``whole_games`` False) goes on logging its
+    episodes as they were: one per life, the clipped rewards the worker learns from."""
+    env = make_env("SpaceInvadersNoFrameskip-v4", actions=("discrete",), who="A3C")
+    model = ActorCritic(4, env.action_space.n, 16, frames=(4, 84, 84), encoder="a3c")
+    settings = {**a3c_settings({"n_steps": 100}), "whole_games": False}
+    learner = ActorLearner(model, SharedAdam(model.parameters()), env, settings, seed=5)
+    rollouts = [learner.rollout(100) for _ in range(12)]
+    rewards = torch.cat([r.rewards for r in rollouts]).tolist()
+    ends = torch.cat([r.terminated | r.truncated for r in rollouts]).tolist()
+    lives, ret, length = [], 0.0, 0
+    for r, end in zip(rewards, ends):
+        ret, length = ret + r, length + 1
+        if end:
+            lives.append((ret, length))
+            ret, length = 0.0, 0
+    assert len(lives) >= 4 and learner.finished == lives and all(r <= n for r, n in lives)  # clipped: <= 1 a step

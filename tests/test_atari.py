@@ -406,6 +406,56 @@ def test_an_atari_run_with_lives_resumes_exactly(tmp_path):
 
 
 @needs_ale
+@pytest.mark.slow
+def test_a_checkpoint_from_before_whole_game_rows_resumes_logging_lives(tmp_path, monkeypatch):
+    """Until 2026-12-04 an Atari row was a learner's episode (a life, rewards clipped). A checkpoint of such a run
+    (its log state without ``games``) resumes logging lives, so its file is the uninterrupted lives run's, not lives
+    up to the pause and games after it; a new run logs games."""
+    import csv
+
+    import ac_main
+    from utils.run import Trainer
+    from utils.run.onpolicy.episode_log import EpisodeLog
+
+    base = ["--policy", "A2C", "--env", "ALE/SpaceInvaders-v5", "--envs_per_agent", "2", "--n_steps", "5",
+            "--max_time_steps", "1200", "--eval_freq", "600", "--eval_episodes", "1", "--threads", "1", "--quiet",
+            "--checkpoint_freq", "600", "--env_backend", "gymnasium"]
+
+    def trainer(name, *more):
+        return Trainer(ac_main.build_config(ac_main.parse(base + ["--results_dir", str(tmp_path / name), *more])))
+
+    def episodes(name):
+        with open(tmp_path / name / "A2C_ALE-SpaceInvaders-v5_0_episodes.csv") as f:
+            return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
+
+    games = trainer("games").run()
+    new_init = EpisodeLog.__init__
+
+    def older_init(self, *args):  # the code before whole-game rows logged the learner's episodes
+        new_init(self, *args)
+        self.games = False
+
+    with monkeypatch.context() as m:
+        m.setattr(EpisodeLog, "__init__", older_init)
+        lives = trainer("lives").run()
+        trainer("cut").run(stop_at=600)
+    path = tmp_path / "cut" / "checkpoints" / "A2C_ALE-SpaceInvaders-v5_0.pt"
+    state = torch.load(path, weights_only=True)
+    assert state["episode_log"].pop("games") is False  # what an older checkpoint lacks
+    torch.save(state, path)
+    cut = trainer("cut", "--resume").run()
+    np.testing.assert_array_equal(lives[0], cut[0])
+    np.testing.assert_array_equal(games[0], cut[0])  # the logging never touches the learning
+    assert episodes("cut") == episodes("lives")
+    rows = [r for r in episodes("lives") if int(r["step"]) > 600]
+    assert len(rows) >= 2 and len(episodes("lives")) > len(episodes("games"))  # lives, and more of them than games
+    top = max(float(r["return"]) for r in episodes("lives"))
+    assert max(float(r["return"]) for r in episodes("games")) > 5 * top  # a game's points (5-30 an alien) vs kills
+    state = torch.load(path, weights_only=True) if path.exists() else None
+    assert state is None or state["episode_log"]["games"] is False  # it stays an older run's log
+
+
+@needs_ale
 def test_training_environments_resume_exactly_after_a_game_over():
     """A checkpoint taken after a game of Pong ended restores the environment exactly: the next game began with a
     reset that goes through the emulator's own random generator, so the log keeps the emulator's state at the game

@@ -146,7 +146,8 @@ class Trainer:
             terminated = np.logical_or(terminated, ended).astype(np.asarray(terminated).dtype)
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
         if self.episode_log is not None:  # whole games at their own score (an Atari game's lives, unclipped)
-            scores, game_over = getattr(self.envs, "last_game", (rewards, ended))
+            games = self.episode_log.games  # else a checkpoint's older rows: the learner's episodes, as they were
+            scores, game_over = getattr(self.envs, "last_game", (rewards, ended)) if games else (rewards, ended)
             self.episode_log.observe(scores, game_over, self.t + self.learner.steps_per_iteration)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile

@@ -176,6 +176,7 @@ class ActorLearner:
         self.obs, _ = env.reset(seed=int(seed))
         self.state = self.local.initial_state() if self.local.recurrent else None  # --recurrent: the acting state
         self.reward_scale = float(settings.get("reward_scale", 1.0))
+        self.whole_games = bool(settings.get("whole_games", True))  # False: a resumed older run's rows, episodes
         self.ep_return, self.ep_length = 0.0, 0
         self.finished: list[tuple[float, int]] = []  # (return, length) of the episodes ended since the last take
 
@@ -200,9 +201,10 @@ class ActorLearner:
             trunc.append(bool(truncated))
             next_obs.append(torch.as_tensor(nxt, dtype=torch.float32))
             # the log's rows are whole games at their own score (an Atari game's lives, unclipped)
-            self.ep_return, self.ep_length = self.ep_return + float(info.get("raw_reward", r)), self.ep_length + 1
+            score = float(info.get("raw_reward", r)) if self.whole_games else float(r)
+            self.ep_return, self.ep_length = self.ep_return + score, self.ep_length + 1
             if terminated or truncated:
-                if not continues_game(self.env):
+                if not (self.whole_games and continues_game(self.env)):
                     self.finished.append((self.ep_return, self.ep_length))
                     self.ep_return, self.ep_length = 0.0, 0
                 if self.state is not None:
@@ -451,7 +453,9 @@ class A3CSeed:
         files.write_record(torch.device("cpu"), self.t, [cfg.seed], s["num_processes"], [task])
         progress.start(self.t)
         evaluation = GreedyEvaluation(cfg.env, task, cfg.seed, cfg.eval_episodes, cfg.eval_seed_offset)
-        self.pool = WorkerPool(cfg, self.model, self.optimizer, task, s, self.t)
+        # a checkpoint from before whole-game rows: the workers go on logging their episodes (lives on Atari)
+        workers = {**s, "whole_games": self.episode_log.games}
+        self.pool = WorkerPool(cfg, self.model, self.optimizer, task, workers, self.t)
         try:
             self.pool.start()
             with StopSignals() as signals:

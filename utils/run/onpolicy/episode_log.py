@@ -5,7 +5,9 @@ Per member and environment the running return and length of its training episode
 agent's ``{curve}_episodes.csv``. The rows and the running sums live in checkpoints, so a resumed run writes the
 rows of an uninterrupted one (the wall clock goes on from the checkpoint's). An episode here is a whole game at its
 own score: the loop passes the environments' ``last_game`` (an Atari game's unclipped rewards and its game over, all
-its lives; the learner's rewards and episode ends elsewhere).
+its lives; the learner's rewards and episode ends elsewhere). A checkpoint from before whole-game rows (its log
+state has no ``games``) resumes logging what its rows are, the learner's episodes (on Atari a life, its rewards
+clipped), so one file never mixes lives and games.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class EpisodeLog:
         self.lengths = np.zeros(members * per_member, dtype=np.int64)
         self.rows: list[list[tuple]] = [[] for _ in range(members)]
         self.started, self.wall_before = time.monotonic(), 0.0
+        self.games = True  # rows are whole games at their own score; False: the learner's episodes (older runs)
 
     def wall(self) -> float:
         return self.wall_before + time.monotonic() - self.started
@@ -47,11 +50,14 @@ class EpisodeLog:
     def state_dict(self, rows: slice) -> dict:
         envs = slice(rows.start * self.per_member, rows.stop * self.per_member)
         return {"returns": self.returns[envs].tolist(), "lengths": self.lengths[envs].tolist(),
-                "rows": [[list(r) for r in self.rows[m]] for m in range(rows.start, rows.stop)], "wall": self.wall()}
+                "rows": [[list(r) for r in self.rows[m]] for m in range(rows.start, rows.stop)], "wall": self.wall(),
+                "games": self.games}
 
     def load_state_dicts(self, states: list[dict]) -> None:
-        """One state per seed, in seed order (a checkpoint without one, from before the log: nothing logged)."""
+        """One state per seed, in seed order (a checkpoint without one, from before the log: nothing logged); a
+        state without ``games`` predates whole-game rows: the run goes on logging the learner's episodes."""
         k = self.members // len(states) if states else 0
+        self.games = all(state.get("games", False) for state in states if state)
         for s, state in enumerate(states):
             if not state:
                 continue
