@@ -231,7 +231,7 @@ def test_report_numbers_from_curves_written_by_hand(tmp_path, no_processes):
     """Final score: the last 2 evaluations, a seed's agents averaged first; normalised by the task's pair; under
     the total rule a 3-agent method trains 600 // 3 = 200 steps per agent and its x axis counts all agents."""
     results = tmp_path / "r"
-    suite = hand_suite(tmp_path, budget_rule="total")
+    suite = hand_suite(tmp_path, budget_rule="total", start_steps=0)  # only step 0's evaluation is untrained
     for env, scale in (("Pendulum-v1", -10.0), ("MountainCarContinuous-v0", 1.0)):
         fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: scale * (10 * e + s))
         fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 3, lambda s, i, e: scale * (20 * e + s + i))
@@ -433,8 +433,8 @@ def test_so_far_under_the_total_rule_cuts_each_method_at_its_share(tmp_path, no_
     for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
         fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
         fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 2, lambda s, i, e: 20.0 * e + s + i)
-    code, out, err = call([str(hand_suite(tmp_path, budget_rule="total", final_evaluations=1)), "--so_far",
-                           "--results", str(results), "--out", str(tmp_path / "out")])
+    suite = hand_suite(tmp_path, budget_rule="total", final_evaluations=1, start_steps=0)  # step 100 is trained
+    code, out, err = call([str(suite), "--so_far", "--results", str(results), "--out", str(tmp_path / "out")])
     assert code == 0, out + err
     pend = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"]["Pendulum-v1"]["methods"]
     assert (pend["solo"]["steps_per_agent"], pend["shared"]["steps_per_agent"]) == (300, 100)
@@ -443,7 +443,66 @@ def test_so_far_under_the_total_rule_cuts_each_method_at_its_share(tmp_path, no_
     assert pend["shared"]["curve"]["steps"] == [0, 300]
 
 
-@pytest.mark.parametrize("length, message", [(None, "has no curves yet"), (1, "has only its step-0 evaluation")])
+def test_no_window_includes_an_evaluation_made_before_training_started(tmp_path, no_processes):
+    """Step 0's evaluation and the random warm-up's (steps <= start_steps: 0 and 100 here) enter no score: the final
+    window, the windows at each step (the methods' and a reference's) and IQM against steps keep only evaluations
+    made after (each cell says how many it averages); a step or a point of IQM against steps within the warm-up has
+    none."""
+    untrained = 1e6  # a window that took an evaluation of the warm-up in would show it
+
+    def value(s, i, e):
+        return untrained if e <= 1 else 10.0 * e + s
+
+    results, paper = tmp_path / "r", tmp_path / "paper" / "Pendulum-v1"
+    paper.mkdir(parents=True)
+    for seed in range(3):
+        np.save(paper / f"TD3_Pendulum-v1_{seed}.npy", np.array([value(seed, 0, e) for e in range(7)]))
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, value)
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, value)
+    spec = {"final_evaluations": 7, "at_steps": [100, 200, 300], "efficiency_points": 6, "bootstrap_reps": 50,
+            "tasks": [{"env": "Pendulum-v1", "random": -1000, "target": 0,
+                       "references": {"paper": {"folder": str(paper), "prefix": "TD3"}}},
+                      {"env": "MountainCarContinuous-v0", "random": 0, "target": 100}]}
+    code, out, err = call([str(hand_suite(tmp_path, **spec)), "--results", str(results), "--out",
+                           str(tmp_path / "out")])
+    assert code == 0, out + err
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    for task in r["tasks"].values():
+        for m, row in task["methods"].items():  # K = 7: all but the 2 untrained, evaluations 2-6 (20 ... 60)
+            assert row["final_evaluations"] == 5 and row["final"] == [40.0 + s for s in range(3)], m
+    pend = r["tasks"]["Pendulum-v1"]
+    for cells in (pend["methods"]["solo"]["at_steps"], pend["references"]["paper"]["at_steps"]):
+        assert cells["100"] is None
+        assert (cells["200"]["values"], cells["200"]["evaluations"]) == ([20.0 + s for s in range(3)], 1)
+        assert (cells["300"]["values"], cells["300"]["evaluations"]) == ([25.0 + s for s in range(3)], 2)
+        assert (cells["600"]["values"], cells["600"]["evaluations"]) == ([40.0 + s for s in range(3)], 5)
+    efficiency = r["sample_efficiency"]
+    assert efficiency["steps"] == pytest.approx([200, 300, 400, 500, 600])  # step 100 (1/6) is in the warm-up
+    assert all(max(v["iqm"]) < 1 and np.max(v["ci"]) < 1 for v in efficiency["methods"].values())
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "solo on Pendulum-v1: its last 5" in text and "| Pendulum-v1 solo | — | 21.0 [" in text
+    assert "(3; 1 evaluation) | 26.0 [" in text and "(3; 2 evaluations) |" in text
+    # the total rule: the 3 agents train 200 steps each, so only their evaluation at step 200 counts
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(tmp_path / "rt/solo/TD3" / env, "TD3", env, 1, 7, value)
+        fake_runs(tmp_path / "rt/shared/TD3" / env, "DASE_TD3", env, 3, 3, value)
+    spec.update(budget_rule="total", final_evaluations=3)
+    code, out, err = call([str(hand_suite(tmp_path, **spec)), "--results", str(tmp_path / "rt"), "--out",
+                           str(tmp_path / "total")])
+    assert code == 0, out + err
+    r = json.loads((tmp_path / "total" / "report.json").read_text())
+    shared = r["tasks"]["Pendulum-v1"]["methods"]["shared"]
+    assert shared["final_evaluations"] == 1 and shared["final"] == [20.0 + s for s in range(3)]
+    assert shared["at_steps"]["300"] is None  # 100 steps per agent: the warm-up
+    assert r["sample_efficiency"]["steps"] == [600.0]
+
+
+@pytest.mark.parametrize("length, message", [
+    (None, "--so_far: methods.shared on Pendulum-v1 has no curves yet"),
+    (1, "--so_far: methods.shared on Pendulum-v1 has only its step-0 evaluation"),
+    (2, "--so_far: Pendulum-v1 is read up to step 100 per agent (the furthest every seed of every method on it has "
+        "reached), within the random warm-up (start_steps 100)")])
 def test_so_far_without_curves_is_one_line_and_writes_nothing(length, message, tmp_path, no_processes):
     results = tmp_path / "r"
     for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
@@ -452,7 +511,7 @@ def test_so_far_without_curves_is_one_line_and_writes_nothing(length, message, t
             fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, length, lambda s, i, e: 1.0)
     code, out, err = call([str(hand_suite(tmp_path)), "--so_far", "--results", str(results),
                            "--out", str(tmp_path / "out")])
-    assert code == 2 and err.count("\n") == 1 and "--so_far: methods.shared on Pendulum-v1 " + message in err, err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out").exists()
     code, out, err = call([str(hand_suite(tmp_path)), "--so_far", "--dry_run"])
     assert code == 2 and err.count("\n") == 1 and "--so_far already runs nothing" in err
@@ -494,6 +553,8 @@ BAD = [
     ({"budget_rule": "equal"}, "budget_rule: expected one of per_agent, total"),
     ({"budget": 0}, "budget: must be positive"),
     ({"budget": 50}, "budget 50 is smaller than eval_freq 100"),
+    ({"start_steps": 600}, "methods.solo on Pendulum-v1: every evaluation of its 600 steps per agent is made before "
+                           "training starts (start_steps 600, eval_freq 100): no final score"),
     ({"budget": 250, "budget_rule": "total"}, "250 over 3 agents is 83 steps each, fewer than eval_freq 100"),
     ({"pairs": [["solo", "nobody"]]}, "pairs: ['solo', 'nobody'] is not a pair"),
     ({"sedes": [0]}, "unknown key(s) sedes"),

@@ -1,6 +1,6 @@
 """Compare methods on a suite of tasks: run what is missing, then write one report.
 
-    python -m utils.compare SUITE.yaml [--dry_run] [--so_far] [--out DIR] [--results DIR] [--seeds SEEDS]
+    python -m utils.compare SUITE.yaml [--dry_run] [--so_far] [--plan] [--out DIR] [--results DIR] [--seeds SEEDS]
                                        [--write_docs] [--workers K] [--ray [ADDRESS]]
 
 A suite (YAML; docs/compare.md) names tasks with a pair of reference scores each, methods (an entry script's policy
@@ -37,6 +37,9 @@ def parse_args(argv: Sequence[str] | None):
     p = Parser(prog=PROG, description=__doc__.split("\n\n")[0] + " See docs/compare.md.")
     p.add_argument("suite", help="the suite file (YAML)")
     p.add_argument("--dry_run", action="store_true", help="list each run's state and command; run and write nothing")
+    p.add_argument("--plan", action="store_true",
+                   help="run nothing: per claim, the power of the seeds run so far and the seeds 80 %% power needs "
+                        "(from the curves as far as they go)")
     p.add_argument("--so_far", action="store_true",
                    help="run nothing: report on the runs as far as they have gone (each task read up to the furthest "
                         "step every seed of every method on it has reached; the report says so)")
@@ -76,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.so_far and args.dry_run:
         print(f"{PROG}: --so_far and --dry_run: --so_far already runs nothing", file=sys.stderr)
         return EXIT_USAGE
+    if args.plan and (args.dry_run or args.so_far or args.write_docs or args.ray or args.out):
+        print(f"{PROG}: --plan runs and writes nothing: leave out --dry_run, --so_far, --write_docs, --ray and --out",
+              file=sys.stderr)
+        return EXIT_USAGE
     if args.ray and not args.dry_run and not args.so_far and not has_ray():
         print(RAY_HINT, file=sys.stderr)
         return EXIT_USAGE
@@ -83,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(notice, file=sys.stderr)
     runs = [e.run for e in entries]
     states = [run_state(run) for run in runs]
+    if args.plan:
+        from .planner import plan_text
+
+        print(plan_text(suite, entries, all(state == "finished" for state in states)))
+        return 0
     if args.dry_run:
         dry_run(runs, states)
         print(f"the report would go to {display_path(out)}")

@@ -46,7 +46,8 @@ def task_figure(path: Path, task, curves: dict, colors: dict, xlabel: str, k: in
     for score, name in ((task.random, "random"), (task.target, "target")):
         ax.axhline(score, color="gray", ls="--", lw=0.8)
         ax.annotate(name, (0, score), textcoords="offset points", xytext=(2, 2), fontsize=8, color="gray")
-    ax.set_title(f"{task.name}: mean over seeds, 95 % bootstrap CI (final score: last {k} evaluations)", fontsize=10)
+    ax.set_title(f"{task.name}: mean over seeds, 95 % bootstrap CI (final score: last {k} evaluations, none before "
+                 "training)", fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("Average return")
     ax.grid(alpha=0.3)

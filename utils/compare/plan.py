@@ -57,7 +57,8 @@ def _in_suite_terms(error: ExperimentError) -> SuiteError:
 def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
                ) -> tuple[list[Entry], int | None, int | None]:
     """Every (task, method) as a checked sweep run, the threads per run and the local workers (``utils.sweep``'s
-    rules). Under the ``total`` budget rule a method's agents share the task's budget: each trains budget // agents."""
+    rules). Under the ``total`` budget rule a method's agents share the task's budget: each trains budget // agents.
+    A method whose every evaluation comes before training starts (at steps up to start_steps) is refused."""
     entries: list[Entry] = []
     threads = local_workers = None
     args = argparse.Namespace(ray=ray, workers=workers, until=None)
@@ -78,6 +79,11 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
                                          f"{suite.eval_freq}")
             elif task.budget < suite.eval_freq:
                 raise SuiteError(f"{task.name}: budget {task.budget} is smaller than eval_freq {suite.eval_freq}")
+            for m, own in steps.items():
+                if own // suite.eval_freq * suite.eval_freq <= suite.start_steps:
+                    raise SuiteError(f"methods.{m} on {task.name}: every evaluation of its {own} steps per agent is "
+                                     f"made before training starts (start_steps {suite.start_steps}, eval_freq "
+                                     f"{suite.eval_freq}): no final score")
             runs = []
             for group in seed_groups(suite, names):  # the sweep runs one seed list per experiment
                 exp = experiment_from_spec(sweep_spec(suite, task, steps, group), suite.path)

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plot.stats import bootstrap_ci, mean_band, sign_flip_p
+from ..plot.stats import bootstrap_ci, mean_band, sign_flip_test
 from ..plot.tables import markdown, write_between_markers
 from ..sweep.experiment import flag_args
 from . import figures
+from .claims import judged
 from .plan import Entry
-from .scores import Curves, final_k, load_curves, load_reference, score_arrays
+from .scores import Curves, final_k, load_curves, load_reference, score_arrays, trained_fractions
 from .stats import METRICS, efficiency, paired_difference, statistics
 from .suite import Suite
 
@@ -66,30 +67,35 @@ def _steps_label(step: int) -> str:
         f"{step / 1000:g}k" if step >= 1000 else str(step)
 
 
-def _cell(values: np.ndarray | None, seeds: tuple[int, ...], reps: int, seed: int) -> dict | None:
-    """Seeds' values at one step: their mean with its 95 % percentile bootstrap interval over seeds."""
+def _cell(values: np.ndarray | None, evaluations: int, seeds: tuple[int, ...], reps: int, seed: int) -> dict | None:
+    """Seeds' values at one step: their mean with its 95 % percentile bootstrap interval over seeds, and how many
+    evaluations each averages."""
     if values is None:
         return None
     ci = list(bootstrap_ci(values, np.mean, reps, seed)) if len(values) > 1 else [float(values[0])] * 2
-    return {"seeds": list(seeds), "values": values.tolist(), "mean": float(values.mean()), "ci": ci}
+    return {"seeds": list(seeds), "values": values.tolist(), "mean": float(values.mean()), "ci": ci,
+            "evaluations": evaluations}
 
 
-def _windows(c: Curves, task, suite: Suite, k: int) -> list[np.ndarray | None]:
-    """A method's (or reference's) per-seed scores at each column: the k evaluations ending at the step."""
+def _windows(c: Curves, task, suite: Suite, k: int) -> list[tuple[np.ndarray | None, int]]:
+    """A method's (or reference's) per-seed scores at each column and how many evaluations they average: the k
+    ending at the step, none made before training started ((None, 0) where there are none)."""
     out = []
     for _, step in columns(suite):
         if step is None:  # tasks' budgets differ: the final score
-            out.append(c.final(k) if c.entry is not None else None)
+            end = c.last if c.entry is not None else None
         elif c.entry is not None:
-            out.append(c.at_fractions(np.array([step / task.budget]), k)[:, 0])
+            end = c.end_at(step / task.budget)
         else:
-            out.append(c.window_at(step // (c.agents if suite.budget_rule == "total" else 1), k))
+            end = step // (c.agents if suite.budget_rule == "total" else 1) // c.eval_freq
+        out.append((None, 0) if end is None else (c.window(end, k), c.window_size(end, k)))
     return out
 
 
 def paired(a: Curves, b: Curves, va: np.ndarray, vb: np.ndarray, reps: int, seed: int) -> dict | None:
-    """A minus B on the seeds both ran: the project's paired bootstrap (``paired_difference``), the exact sign-flip
-    p over seeds and the seeds themselves; None without two common seeds."""
+    """A minus B on the seeds both ran: the project's paired bootstrap (``paired_difference``), the two-sided
+    sign-flip p over seeds (exact up to EXACT_SEEDS seeds; ``sign_flip`` says which) and the seeds themselves; None
+    without two common seeds."""
     both = sorted(set(a.seeds) & set(b.seeds))
     if len(both) < 2:
         return None
@@ -97,7 +103,8 @@ def paired(a: Curves, b: Curves, va: np.ndarray, vb: np.ndarray, reps: int, seed
     y = np.array([vb[b.seeds.index(s)] for s in both])
     out = paired_difference(x[:, None] if x.ndim == 1 else x, y[:, None] if y.ndim == 1 else y, reps, seed)
     d = x - y
-    out.update(seeds=both, sign_flip_p=sign_flip_p(d.mean(axis=1) if d.ndim == 2 else d, seed))
+    test = sign_flip_test(d.mean(axis=1) if d.ndim == 2 else d, seed=seed)
+    out.update(seeds=both, sign_flip_p=test.p, sign_flip=test.words())
     return out
 
 
@@ -116,6 +123,7 @@ def compute(suite: Suite, entries: list[Entry]) -> tuple[dict, dict]:
                               "methods": efficiency(at_fractions, reps, seed)},
         "paired_differences": report.pop("paired_differences"),
         "versions": versions()})
+    report["claims"] = judged(suite, curves, report["suite"]["final_evaluations"])
     return report, curves
 
 
@@ -123,10 +131,12 @@ def per_task(suite: Suite, entries: list[Entry]):
     """The numbers of each task (every method's and reference's scores, final and at each step) and the paired
     differences by seed, with the curves, the normalised final scores and the normalised scores against steps that
     rliable's statistics take (seconds: the docs tests call this alone)."""
-    curves = {(e.task.name, e.method.name): load_curves(e, suite.budget_rule, suite.score) for e in entries}
+    curves = {(e.task.name, e.method.name): load_curves(e, suite.budget_rule, suite.score, suite.start_steps)
+              for e in entries}
     k = final_k(suite, list(curves.values()))
     references = {(t.name, ref.name): load_reference(ref, t, suite) for t in suite.tasks for ref in t.references}
-    fractions = np.arange(1, suite.efficiency_points + 1) / suite.efficiency_points
+    fractions = trained_fractions(list(curves.values()),
+                                  np.arange(1, suite.efficiency_points + 1) / suite.efficiency_points)
     raw, normalised, at_fractions = score_arrays(suite, curves, k, fractions)
     reps, seed = suite.bootstrap_reps, suite.bootstrap_seed
     labels = [label for label, _ in columns(suite)]
@@ -138,14 +148,15 @@ def per_task(suite: Suite, entries: list[Entry]):
             j = column[m][t.name]
             c, final = curves[t.name, m], raw[m][:, j]
             mean, lo, hi = mean_band(c.matrix, ci=True)
-            windows[t.name, m] = _windows(c, t, suite, k)
+            cells = _windows(c, t, suite, k)
+            windows[t.name, m] = [v for v, _ in cells]
             rows[m] = {"agents": c.agents, "steps_per_agent": c.entry.steps_per_agent,
-                       "total_steps": c.entry.total_steps, "seeds": list(c.seeds), "final": final.tolist(),
+                       "total_steps": c.entry.total_steps, "seeds": list(c.seeds),
+                       "final_evaluations": c.window_size(c.last, k), "final": final.tolist(),
                        "final_mean": float(final.mean()), "final_ci": list(bootstrap_ci(final, np.mean, reps, seed)),
                        "normalised": normalised[m][:, j].tolist(),
                        "normalised_mean": float(normalised[m][:, j].mean()),
-                       "at_steps": {label: _cell(v, c.seeds, reps, seed)
-                                    for label, v in zip(labels, windows[t.name, m])},
+                       "at_steps": {label: _cell(v, n, c.seeds, reps, seed) for label, (v, n) in zip(labels, cells)},
                        "curve": {"steps": c.budget_steps.tolist(), "mean": mean.tolist(), "lower": lo.tolist(),
                                  "upper": hi.tolist()}}
         refs = {}
@@ -154,8 +165,8 @@ def per_task(suite: Suite, entries: list[Entry]):
             mean, lo, hi = mean_band(c.matrix, ci=True)
             refs[ref.name] = {"folder": ref.folder, "prefix": ref.prefix, "description": ref.description,
                               "agents": c.agents, "seeds": list(c.seeds),
-                              "at_steps": {label: _cell(v, c.seeds, reps, seed)
-                                           for label, v in zip(labels, _windows(c, t, suite, k))},
+                              "at_steps": {label: _cell(v, n, c.seeds, reps, seed)
+                                           for label, (v, n) in zip(labels, _windows(c, t, suite, k))},
                               "curve": {"steps": c.budget_steps.tolist(), "mean": mean.tolist(),
                                         "lower": lo.tolist(), "upper": hi.tolist()}}
         tasks[t.name] = {"env": t.env, "random": t.random, "target": t.target, "budget": t.budget,
@@ -213,7 +224,13 @@ def _final_cell(v: dict | None, digits: int = 1) -> str:
 def _pair_cell(d: dict | None, digits: int) -> str:
     if d is None:
         return "— (fewer than 2 common seeds)"
-    return f"{_ci(d, digits)} ({d['better']}/{d['pairs']}; p {d['sign_flip_p']:.2f})"
+    return f"{_ci(d, digits)} ({d['better']}/{d['pairs']}; p {_p(d)})"
+
+
+def _p(d: dict) -> str:
+    """A pair's sign-flip p, marked when it was sampled rather than exact."""
+    sampled = d.get("sign_flip", "exact") != "exact"
+    return f"{d['sign_flip_p']:.2f}" + (f", {d['sign_flip']}" if sampled else "")
 
 
 def _ci(v: dict, digits: int) -> str:
@@ -253,17 +270,73 @@ def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
     return path
 
 
-def _at(cell: dict | None, digits: int = 1) -> str:
+def _at(cell: dict | None, k: int, digits: int = 1) -> str:
+    """mean [95 % CI] (seeds), with the evaluations each seed's value averages where they are fewer than k."""
     if cell is None:
         return "—"
-    return f"{cell['mean']:.{digits}f} [{cell['ci'][0]:.{digits}f}, {cell['ci'][1]:.{digits}f}] ({len(cell['values'])})"
+    n = cell["evaluations"]
+    fewer = f"; {n} evaluation{'s' if n > 1 else ''}" if n < k else ""
+    return (f"{cell['mean']:.{digits}f} [{cell['ci'][0]:.{digits}f}, {cell['ci'][1]:.{digits}f}] "
+            f"({len(cell['values'])}{fewer})")
+
+
+def shortened(r: dict) -> bool:
+    """Whether any window of the report averages fewer than K evaluations (K's would include one made before
+    training started)."""
+    k = r["suite"]["final_evaluations"]
+    rows = [row for task in r["tasks"].values() for kind in ("methods", "references") for row in task[kind].values()]
+    return any(row.get("final_evaluations", k) < k or any(c is not None and c["evaluations"] < k
+                                                          for c in row["at_steps"].values()) for row in rows)
 
 
 def _difference(d: dict | None, digits: int = 1) -> str:
     if d is None:
         return "—"
     return (f"{d['estimate']:+.{digits}f} [{d['ci'][0]:+.{digits}f}, {d['ci'][1]:+.{digits}f}] "
-            f"(p {d['sign_flip_p']:.2f}; {d['better']} of {d['pairs']} above)")
+            f"(p {_p(d)}; {d['better']} of {d['pairs']} above)")
+
+
+def verdict_words(c: dict) -> str:
+    """The verdict as the rule says it: its word, and "published size refuted" beside it when the interval excludes
+    the published effect."""
+    return c["verdict"] + ("; published size refuted" if c["published_refuted"] else "")
+
+
+def p_words(c: dict) -> str:
+    """p as found (exact, or sampled with its number of patterns) and Holm-adjusted over the suite's claims."""
+    return f"{c['p']:.4g} ({c['p_words']}); Holm {c['p_holm']:.4g}"
+
+
+def plan_words(c: dict) -> str:
+    """The planner's seeds for 80 % power, for the published effect and the observed one."""
+    w = c["plan"].get("words")
+    if not isinstance(w, dict):
+        return c["plan"]["words"]
+    what = "a true difference of 0" if c["kind"] == "equivalence" else "the published effect"
+    observed = f"{w['observed']} for the observed one"
+    return observed if w["published"] == "—" else f"{w['published']} for {what}, {observed}"
+
+
+def claims_table(suite: Suite, r: dict) -> str:
+    """One row per claim: the statement and its source, the metric, the published effect, both means, the paired
+    difference [95 % CI] (pairs A won), p, the seeds, the verdict and the planner's seeds."""
+    from .readme import digits
+
+    rows = []
+    for c in r["claims"]:
+        d = digits(c, r)
+        diff = c["difference"]
+        published = "—" if c["published"] is None else f"{c['published']:+.{d}f}"
+        kind = f"equivalence within ±{c['margin']:g}" if c["kind"] == "equivalence" else \
+            f"{c['a']} {'above' if c['direction'] == 'greater' else 'below'} {c['b']}"
+        rows.append([f"`{c['name']}`: {c['statement']} ({c['source']})",
+                     f"{kind}; {c['metric_words']} ({c['unit']}) on {', '.join(c['tasks'])}", published,
+                     f"{c['a_mean']:.{d}f} vs {c['b_mean']:.{d}f}",
+                     f"{diff['estimate']:+.{d}f} [{diff['ci'][0]:+.{d}f}, {diff['ci'][1]:+.{d}f}] "
+                     f"({diff['better']} of {diff['pairs']} above)", p_words(c), str(len(c["seeds"])),
+                     f"**{verdict_words(c)}**", "—" if c["verdict"] in ("shown", "equivalent") else plan_words(c)])
+    return markdown(["claim (source)", "kind; metric (unit)", "published A − B", "ours: A vs B",
+                     "A − B, paired [95 % CI]", "p", "seeds", "verdict", "seeds for 80 % power"], rows)
 
 
 def steps_table(suite: Suite, r: dict) -> str:
@@ -272,16 +345,17 @@ def steps_table(suite: Suite, r: dict) -> str:
     (``--write_docs``)."""
     k, labels = r["suite"]["final_evaluations"], r["suite"]["columns"]
     several = len(suite.tasks) > 1
-    lines = [f"| mean of the {k} evaluations up to the step, 95 % CI (seeds) | " + " | ".join(labels) + " |",
+    fewer = " (fewer where a cell says so: none made before training started)" if shortened(r) else ""
+    lines = [f"| mean of the {k} evaluations up to the step{fewer}, 95 % CI (seeds) | " + " | ".join(labels) + " |",
              "|" + "---|" * (len(labels) + 1)]
     for t in suite.tasks:
         task = r["tasks"][t.name]
         prefix = f"{t.name} " if several else ""
         d = digits_for(t)
         for m, row in task["methods"].items():
-            lines.append(f"| {prefix}{m} | " + " | ".join(_at(row["at_steps"][c], d) for c in labels) + " |")
+            lines.append(f"| {prefix}{m} | " + " | ".join(_at(row["at_steps"][c], k, d) for c in labels) + " |")
         for name, ref in task["references"].items():
-            lines.append(f"| {prefix}{name} | " + " | ".join(_at(ref["at_steps"][c], d) for c in labels) + " |")
+            lines.append(f"| {prefix}{name} | " + " | ".join(_at(ref["at_steps"][c], k, d) for c in labels) + " |")
     for p in r["paired_differences"]:
         for t in suite.tasks:
             if t.name not in p["tasks"]:
@@ -292,6 +366,26 @@ def steps_table(suite: Suite, r: dict) -> str:
     return "\n".join(lines)
 
 
+def untrained_words(r: dict) -> str:
+    """What the final windows leave out (the evaluations made before training started), and each run whose window is
+    shorter for it."""
+    s, k = r["suite"], r["suite"]["final_evaluations"]
+    which = (f"step 0's and the random warm-up's, up to step {s['start_steps']:,} per agent" if s["start_steps"]
+             else "step 0's")
+    fewer = [f"{m} on {t}: its last {row['final_evaluations']}" for t, task in r["tasks"].items()
+             for m, row in task["methods"].items() if row["final_evaluations"] < k]
+    return f"leaving out those made before training started ({'; '.join([which] + fewer)})"
+
+
+def efficiency_words(r: dict) -> str:
+    """The points of IQM against steps, and those left out for lying before some method's training started."""
+    n, kept = r["suite"]["efficiency_points"], len(r["sample_efficiency"]["fractions"])
+    if kept == n:
+        return f"{n} points of the budget"
+    first = "the first lies" if n - kept == 1 else f"the first {n - kept} lie"
+    return f"{kept} of {n} points of the budget ({first} before some method's training started, left out)"
+
+
 def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str:
     s, methods, k = r["suite"], list(r["methods"]), r["suite"]["final_evaluations"]
     lines = [f"# Comparison: {suite.name}", ""]
@@ -299,10 +393,21 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
         lines += [suite.description, ""]
     lines += [f"Written by `utils.compare` from [{suite.path.name}](#the-suite). {len(suite.tasks)} task(s), "
               f"{len(methods)} methods, seeds {', '.join(map(str, s['seeds']))}. A run's **final score** is the mean "
-              f"of its last {k} evaluations (every {s['eval_freq']} steps per agent), a seed's agents averaged first; "
-              "scores are normalised per task as (score - random) / (target - random). Intervals are 95 % "
-              f"percentile bootstrap intervals from {s['bootstrap_reps']} resamples (seed {s['bootstrap_seed']}).", "",
-              "## Budget", "", budget_text, ""]
+              f"of its last {k} evaluations (every {s['eval_freq']} steps per agent), {untrained_words(r)}, a seed's "
+              "agents averaged first; scores are normalised per task as (score - random) / (target - random). "
+              "Intervals are 95 % "
+              f"percentile bootstrap intervals from {s['bootstrap_reps']} resamples (seed {s['bootstrap_seed']}).", ""]
+    if r.get("claims"):
+        lines += ["## Claims", "",
+                  f"Each claim of the suite judged by the rule of docs/compare.md (\"The rule\"): **shown** when the "
+                  "paired 95 % percentile bootstrap interval excludes 0 on the claimed side and the two-sided "
+                  "sign-flip p, Holm-adjusted over the suite's "
+                  f"{len(r['claims'])} claim(s), is below 0.05; **equivalent** through two one-sided sign-flip tests "
+                  "inside the declared margin; **contradicted** when the interval lies wholly on the other side (an "
+                  "equivalence: wholly outside the margin); otherwise **not shown**, with the seeds the planner says "
+                  "80 % power needs; **published size refuted** when the interval excludes the source's effect.", "",
+                  claims_table(suite, r), ""]
+    lines += ["## Budget", "", budget_text, ""]
     rows = []
     for m, info in r["methods"].items():
         per_task = [r["tasks"][t.name]["methods"][m] for t in suite.tasks_of(m)]
@@ -320,12 +425,14 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     lines += [markdown(head, rows)]
     lines += [f"![{t.name}]({names[t.name]})" for t in suite.tasks] + [""]
     lines += ["## At each step", "",
-              f"Per seed the mean of the {k} evaluations ending at the step (a seed's agents averaged first), then the "
-              "mean over seeds [95 % percentile bootstrap CI] (seeds)"
+              f"Per seed the mean of the {k} evaluations ending at the step (a seed's agents averaged first; none made "
+              "before training started: a cell that averages fewer says how many), then the mean over seeds [95 % "
+              "percentile bootstrap CI] (seeds)"
               + ("; references are published curves read on the same evaluation steps"
                  if any(t.references for t in suite.tasks) else "")
               + ". Paired differences: A minus B over the seeds both ran, the project's paired bootstrap interval, "
-              "the exact two-sided sign-flip p over seeds and how many seeds A is above.", "",
+              "the two-sided sign-flip p over seeds (exact: every labelling counted, up to 40 seeds; else marked "
+              "sampled) and how many seeds A is above.", "",
               steps_table(suite, r), ""]
     lines += ["## Across tasks (rliable)", "",
               "Normalised final scores of all runs and tasks; stratified bootstrap (runs resampled within each task), "
@@ -344,14 +451,14 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     lines += ["### Performance profile", "", "The fraction of runs (all tasks) whose normalised final score exceeds "
               "each threshold, with 95 % bands (`rliable.library.create_performance_profile`).", "",
               f"![performance profile]({names['profile']})", "", "### IQM against steps", "",
-              f"The IQM of normalised scores at {s['efficiency_points']} points of the budget (at each, the mean of "
-              f"the {k} evaluations ending there), with 95 % intervals.", "",
+              f"The IQM of normalised scores, with 95 % intervals, at {efficiency_words(r)}: at each the mean of the "
+              f"{k} evaluations ending there, none made before training started.", "",
               f"![IQM against steps]({names['efficiency']})", ""]
     lines += ["## Paired differences by seed", "",
               "A minus B for the same seed and task (the same task variants: a seed draws them alike in every method): "
               "the mean over pairs [95 % CI] of the project's paired bootstrap (seeds resampled within each task, "
-              f"{s['bootstrap_reps']} resamples, seed {s['bootstrap_seed']}), then (pairs A won / pairs; the exact "
-              "two-sided sign-flip p over seeds, a seed's tasks averaged). Per task in returns; all tasks together in "
+              f"{s['bootstrap_reps']} resamples, seed {s['bootstrap_seed']}), then (pairs A won / pairs; the "
+              "two-sided sign-flip p over seeds, a seed's tasks averaged: exact up to 40 seeds, else marked sampled). Per task in returns; all tasks together in "
               "normalised scores. Methods with seeds of their own are paired on the seeds they share.", ""]
     head = ["A - B"] + [t.name for t in suite.tasks] + ["all tasks (normalised)"]
     rows = []

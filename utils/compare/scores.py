@@ -20,7 +20,9 @@ TASKS_SUFFIX = "_tasks"  # {curve}_tasks.npy: [evaluations, task variants], the 
 @dataclass
 class Curves:
     """One method (or reference) on one task: per seed (rows, ascending) the mean over its agents of every evaluation,
-    on the suite's evaluation grid (one every ``eval_freq`` steps per agent from step 0)."""
+    on the suite's evaluation grid (one every ``eval_freq`` steps per agent from step 0). No score the report reads
+    includes an evaluation made before training started: step 0's, and the random warm-up's (steps per agent up to
+    ``start_steps``); a window of K evaluations that would reach back to them is cut to those after."""
 
     matrix: np.ndarray  # [seeds, evaluations]
     budget_steps: np.ndarray  # [evaluations]: the step of each evaluation under the suite's budget rule
@@ -29,30 +31,65 @@ class Curves:
     steps: int  # per agent: the run's budget (a reference: how far its curves go, cut to the suite's budget)
     eval_freq: int
     entry: Entry | None = None  # None for a reference
+    start_steps: int = 0  # per agent: random actions and no update before it (the suite's start_steps)
+
+    @property
+    def trained(self) -> int:
+        """The index of the first evaluation made after training started."""
+        return self.start_steps // self.eval_freq + 1
+
+    @property
+    def last(self) -> int:
+        """The index of the last evaluation."""
+        return self.matrix.shape[1] - 1
+
+    def window_size(self, end: int, k: int) -> int:
+        """How many evaluations the window of ``k`` ending at index ``end`` averages: fewer than ``k`` where it
+        would reach back before training started, 0 where ``end`` is before it or past the curves."""
+        return max(0, end - max(end - k + 1, self.trained) + 1) if end <= self.last else 0
+
+    def window(self, end: int, k: int) -> np.ndarray | None:
+        """Per seed, the mean of the ``window_size(end, k)`` evaluations ending at index ``end``; None where there
+        are none."""
+        n = self.window_size(end, k)
+        return self.matrix[:, end - n + 1:end + 1].mean(axis=1) if n else None
 
     def final(self, k: int) -> np.ndarray:
-        """Each seed's final score: the mean of its last ``k`` evaluations."""
-        return self.matrix[:, -k:].mean(axis=1)
+        """Each seed's final score: the mean of its last ``k`` evaluations made after training started."""
+        values = self.window(self.last, k)
+        if values is None:
+            where = f"methods.{self.entry.method.name} on {self.entry.task.name}" if self.entry else "a reference"
+            raise SuiteError(f"{where}: no evaluation after training started (start_steps {self.start_steps:,}, "
+                             f"{self.steps:,} steps per agent): no final score")
+        return values
+
+    def end_at(self, fraction: float) -> int:
+        """The index of the last evaluation at or before ``fraction`` of the budget."""
+        return int(np.floor(fraction * self.steps / self.eval_freq + 1e-9))
+
+    def at_fraction(self, fraction: float, k: int) -> np.ndarray | None:
+        """Per seed, the mean of the ``k`` evaluations ending at the last one at or before ``fraction`` of the budget
+        (fewer where they would reach back before training started; None where that evaluation is before it); at 1
+        this is ``final(k)``."""
+        return self.window(self.end_at(fraction), k)
 
     def at_fractions(self, fractions: np.ndarray, k: int) -> np.ndarray:
-        """[seeds, points]: at each fraction of the budget, the mean of the ``k`` evaluations ending at the last one
-        at or before it (fewer near the start); at 1 this is ``final(k)``."""
-        ends = np.floor(fractions * self.steps / self.eval_freq + 1e-9).astype(int)
-        return np.stack([self.matrix[:, max(0, e - k + 1): e + 1].mean(axis=1) for e in ends], axis=1)
+        """[seeds, points]: ``at_fraction`` at each fraction (NaN where it is None: ``trained_fractions`` keeps
+        only fractions where no curve has None)."""
+        nan = np.full(self.matrix.shape[0], np.nan)
+        return np.stack([v if (v := self.at_fraction(f, k)) is not None else nan for f in fractions], axis=1)
 
     def window_at(self, step: int, k: int) -> np.ndarray | None:
-        """Per seed, the mean of the ``k`` evaluations ending at agent step ``step``; None when the curves stop
-        before it."""
-        end = step // self.eval_freq
-        if end >= self.matrix.shape[1] or end - k + 1 < 0:
-            return None
-        return self.matrix[:, end - k + 1:end + 1].mean(axis=1)
+        """Per seed, the mean of the ``k`` evaluations ending at agent step ``step`` (fewer where they would reach
+        back before training started); None when the curves stop before it or it is before training started."""
+        return self.window(step // self.eval_freq, k)
 
 
-def load_curves(entry: Entry, rule: str, score: str = "own") -> Curves:
+def load_curves(entry: Entry, rule: str, score: str = "own", start_steps: int = 0) -> Curves:
     """The run's curve files, every agent of every seed at its full length (``utils.sweep``'s finished run), or up
     to ``entry.read_steps`` (--so_far: a run under way, its curves at least that long, cut there); ``score``
-    "tasks": the agents' all-variant files ({curve}_tasks.npy), averaged over the variants, in their place."""
+    "tasks": the agents' all-variant files ({curve}_tasks.npy), averaged over the variants, in their place;
+    ``start_steps``: the suite's, the random warm-up its windows leave out."""
     run = entry.run
     steps = entry.steps_per_agent
     length = curve_length(steps, run.eval_freq)
@@ -79,7 +116,7 @@ def load_curves(entry: Entry, rule: str, score: str = "own") -> Curves:
         rows.append(np.mean(agents, axis=0))
     scale = run.num_agents if rule == "total" else 1
     return Curves(np.stack(rows), np.arange(length) * run.eval_freq * scale, tuple(run.seeds), run.num_agents,
-                  steps, run.eval_freq, entry)
+                  steps, run.eval_freq, entry, start_steps)
 
 
 def reached_steps(entry: Entry, score: str = "own") -> int | None:
@@ -101,7 +138,8 @@ def reached_steps(entry: Entry, score: str = "own") -> int | None:
 def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
     """--so_far: the suite read as far as its runs have gone, nothing run. Each task's budget becomes the furthest
     step (in the budget's units, a multiple of eval_freq) that every seed of every method on it has evaluated at;
-    at_steps past it are dropped. Raises SuiteError when a run has no curves yet or only its step-0 evaluation."""
+    at_steps past it are dropped. Raises SuiteError when a run has no curves yet, only its step-0 evaluation, or is
+    read only up to a step within the random warm-up (no evaluation after training started)."""
     scale = [e.agents if suite.budget_rule == "total" else 1 for e in entries]
     reached = []
     for e, k in zip(entries, scale):
@@ -120,13 +158,19 @@ def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
     out = [replace(e, task=cut[e.task.name],
                    read_steps=cut[e.task.name].budget // k // suite.eval_freq * suite.eval_freq)
            for e, k in zip(entries, scale)]
+    for e in out:
+        if e.read_steps <= suite.start_steps:
+            raise SuiteError(f"--so_far: {e.task.name} is read up to step {e.read_steps:,} per agent (the furthest "
+                             "every seed of every method on it has reached), within the random warm-up (start_steps "
+                             f"{suite.start_steps:,}): no evaluation after training started yet")
     shortest = min(t.budget for t in tasks)
     return replace(suite, tasks=tasks, at_steps=[x for x in suite.at_steps if x <= shortest], so_far=so_far), out
 
 
 def load_reference(ref: Reference, task: Task, suite: Suite) -> Curves:
     """A reference's curves: every seed in its folder whose agents' files are all there, on the suite's evaluation
-    grid (every eval_freq // ref.eval_freq-th evaluation), cut to the shortest seed and to the task's budget."""
+    grid (every eval_freq // ref.eval_freq-th evaluation), cut to the shortest seed and to the task's budget; its
+    windows leave out the suite's warm-up, as the methods' do."""
     folder = ROOT / ref.folder
     env = folder.name
     found: dict[int, list[np.ndarray]] = {}
@@ -147,7 +191,7 @@ def load_reference(ref: Reference, task: Task, suite: Suite) -> Curves:
     matrix = np.stack([np.mean([c[::every][:length] for c in found[s]], axis=0) for s in seeds])
     scale = agents if suite.budget_rule == "total" else 1
     return Curves(matrix, np.arange(length) * suite.eval_freq * scale, seeds, agents,
-                  (length - 1) * suite.eval_freq, suite.eval_freq)
+                  (length - 1) * suite.eval_freq, suite.eval_freq, start_steps=suite.start_steps)
 
 
 def final_k(suite: Suite, curves: list[Curves]) -> int:
@@ -158,6 +202,12 @@ def final_k(suite: Suite, curves: list[Curves]) -> int:
     if k > shortest:
         raise SuiteError(f"final_evaluations: {k} is more than the {shortest} evaluations of the shortest run")
     return k
+
+
+def trained_fractions(curves: list[Curves], fractions: np.ndarray) -> np.ndarray:
+    """The fractions of the budget at which every curve has an evaluation made after training started: the points of
+    IQM against steps (a point within any method's warm-up is left out)."""
+    return np.array([f for f in fractions if all(c.end_at(f) >= c.trained for c in curves)])
 
 
 def score_arrays(suite: Suite, curves: dict[tuple[str, str], Curves], k: int, fractions: np.ndarray):

@@ -17,12 +17,21 @@ from ..sweep.experiment import POLICIES, ROOT, ExperimentError, _flags, parse_se
 TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "budget", "budget_rule", "start_steps",
             "eval_freq", "eval_episodes", "final_evaluations", "efficiency_points", "bootstrap_reps",
             "bootstrap_seed", "pairs", "results_dir", "flags", "threads_per_run", "gpus_per_run", "device", "at_steps",
-            "score", "docs"}
+            "score", "docs", "claims"}
 REQUIRED_KEYS = ("tasks", "methods", "baseline", "seeds", "budget")
 TASK_KEYS = {"env", "name", "random", "target", "budget", "flags", "references", "methods"}
 METHOD_KEYS = {"policy", "flags", "results_dir", "description", "seeds"}
 REFERENCE_KEYS = {"folder", "prefix", "eval_freq", "description"}
 DOCS_KEYS = {"file", "marker"}
+CLAIM_KEYS = {"name", "statement", "source", "a", "b", "tasks", "metric", "direction", "published", "kind", "margin",
+              "note"}
+CLAIM_REQUIRED = ("name", "statement", "source", "a", "b")
+METRICS = {"final": "the final score at the budget (the mean of the last K evaluations)",
+           "at_step": "the score at a declared step (the mean of the K evaluations ending there)",
+           "auc": "the area under the curve up to the budget, over the budget (the mean return along training)",
+           "steps_to": "the steps until the mean of K evaluations first reaches a declared threshold"}
+DIRECTIONS = ("greater", "less")
+KINDS = ("superiority", "equivalence")
 SCORES = {"own": "each agent's return on the task it trains on (its curve file)",
           "tasks": "each agent's return averaged over all the task's variants (its {curve}_tasks.npy, --eval_tasks all)"}
 BUDGET_RULES = ("per_agent", "total")
@@ -77,6 +86,34 @@ class Method:
     seeds: tuple[int, ...] = ()  # the suite's unless the method names its own
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A published statement the suite tests: A against B on some of its tasks, by one metric, in a direction, of a
+    kind (superiority, or equivalence within ``margin``), with the source's effect size when it gives one (A - B in
+    the metric's unit: returns, or steps, for one task; normalised scores, or fractions of the budget, for several)."""
+
+    name: str
+    statement: str
+    source: str
+    a: str
+    b: str
+    tasks: tuple[str, ...]  # task names, in the suite's order
+    metric: str  # METRICS
+    value: int | float | None  # at_step: the step; steps_to: the threshold (the task's return, or normalised)
+    direction: str = "greater"  # DIRECTIONS: the sign of A - B the claim states ("less": A lower, or sooner)
+    published: float | None = None
+    kind: str = "superiority"  # KINDS
+    margin: float | None = None  # equivalence: |A - B| below it, in the metric's unit
+    note: str = ""  # one sentence of context for README's row
+
+    def metric_words(self) -> str:
+        if self.metric == "at_step":
+            return f"the score at step {self.value:,}"
+        if self.metric == "steps_to":
+            return f"the steps to {self.value:g}"
+        return {"final": "the final score", "auc": "the area under the curve"}[self.metric]
+
+
 @dataclass
 class Suite:
     path: Path
@@ -103,6 +140,7 @@ class Suite:
     at_steps: list[int] = field(default_factory=list)  # besides the budget: windows ending at these steps
     score: str = "own"  # SCORES
     docs: tuple[str, str] | None = None  # (file, marker): where --write_docs puts the table
+    claims: list[Claim] = field(default_factory=list)
     so_far: dict[str, tuple[int, int]] | None = None  # --so_far: per task, (the step read up to, the budget)
     notices: list[str] = field(default_factory=list)
 
@@ -170,7 +208,7 @@ def load_suite(path: str | Path, results_dir: str | None = None, only_seeds: lis
         threads_per_run=positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None,
         gpus_per_run=spec.get("gpus_per_run", 0), device=spec.get("device"),
         at_steps=_at_steps(spec.get("at_steps", []), tasks, eval_freq), score=score, docs=_docs(spec.get("docs")),
-        notices=notices)
+        claims=_claims(spec.get("claims", []), methods, tasks, eval_freq), notices=notices)
 
 
 def _read(path: Path) -> tuple[str, dict]:
@@ -329,3 +367,91 @@ def _docs(raw: Any) -> tuple[str, str] | None:
     if not all(isinstance(raw[k], str) and raw[k].strip() for k in DOCS_KEYS):
         raise SuiteError(f"docs: file and marker must be names, got {raw!r}")
     return raw["file"], raw["marker"]
+
+
+def _claims(raw: Any, methods: dict[str, Method], tasks: list[Task], eval_freq: int) -> list[Claim]:
+    """The suite's claims, each checked: known keys, two different methods of the suite that share the claim's tasks,
+    a known metric with its step (a multiple of eval_freq within the budget) or its threshold, a direction, a kind,
+    a margin for an equivalence (and none otherwise), a finite published effect."""
+    if not isinstance(raw, list):
+        raise SuiteError(f"claims: expected a list of claims, each {{name, statement, source, a, b, ...}}, got {raw!r}")
+    claims: list[Claim] = []
+    for i, body in enumerate(raw):
+        where = f"claims[{i}]"
+        if not isinstance(body, dict):
+            raise SuiteError(f"{where}: expected a mapping {{name, statement, source, a, b, ...}}, got {body!r}")
+        if isinstance(body.get("name"), str):
+            where = f"claims.{body['name']}"
+        _known_keys(body, CLAIM_KEYS, CLAIM_REQUIRED, f"{where}: ")
+        name = body["name"]
+        if not isinstance(name, str) or not NAME.fullmatch(name) or any(c.name == name for c in claims):
+            raise SuiteError(f"{where}.name: {name!r} is not a usable name (letters, digits, _ . -), once per suite")
+        for key in ("statement", "source"):
+            if not isinstance(body[key], str) or not body[key].strip():
+                raise SuiteError(f"{where}.{key}: expected words, got {body[key]!r}")
+        a, b = body["a"], body["b"]
+        for key, m in (("a", a), ("b", b)):
+            if m not in methods:
+                raise SuiteError(f"{where}.{key}: {m!r} is not one of the methods ({', '.join(methods)})")
+        if a == b:
+            raise SuiteError(f"{where}: a and b are both {a!r}; a claim compares two methods")
+        both = [t for t in tasks if (not t.methods or a in t.methods) and (not t.methods or b in t.methods)]
+        named = body.get("tasks", [t.name for t in both])
+        if isinstance(named, str):
+            named = [named]
+        if not isinstance(named, list) or not named or len(set(named)) < len(named):
+            raise SuiteError(f"{where}.tasks: expected a list of task names, each once, got {named!r}")
+        for t in named:
+            if t not in [x.name for x in both]:
+                raise SuiteError(f"{where}.tasks: {t!r} is not a task both {a} and {b} run "
+                                 f"({', '.join(x.name for x in both) or 'none'})")
+        metric, value = _claim_metric(body.get("metric", "final"), where, [x for x in tasks if x.name in named],
+                                      eval_freq)
+        direction = body.get("direction", "greater")
+        if direction not in DIRECTIONS:
+            raise SuiteError(f"{where}.direction: expected one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        kind = body.get("kind", "superiority")
+        if kind not in KINDS:
+            raise SuiteError(f"{where}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+        margin = body.get("margin")
+        if kind == "equivalence":
+            if margin is None:
+                raise SuiteError(f"{where}: an equivalence claim needs its margin (margin: M, |A - B| < M in the "
+                                 "metric's unit)")
+            margin = _score(margin, f"{where}.margin")
+            if margin <= 0:
+                raise SuiteError(f"{where}.margin: expected a positive number, got {margin:g}")
+        elif margin is not None:
+            raise SuiteError(f"{where}.margin: only an equivalence claim has a margin (kind: equivalence)")
+        published = body.get("published")
+        published = _score(published, f"{where}.published") if published is not None else None
+        note = body.get("note", "")
+        if not isinstance(note, str):
+            raise SuiteError(f"{where}.note: expected one sentence, got {note!r}")
+        claims.append(Claim(name, body["statement"].strip(), body["source"].strip(), a, b,
+                            tuple(t.name for t in tasks if t.name in named), metric, value, direction, published,
+                            kind, margin, note.strip()))
+    return claims
+
+
+def _claim_metric(raw: Any, where: str, tasks: list[Task], eval_freq: int) -> tuple[str, int | float | None]:
+    """(metric, its step or threshold): "final" or "auc", or {at_step: N} or {steps_to: THRESHOLD}."""
+    if isinstance(raw, str) and raw in ("final", "auc"):
+        return raw, None
+    if isinstance(raw, str) and raw in METRICS:
+        what = "a step" if raw == "at_step" else "a threshold (the return to reach)"
+        raise SuiteError(f"{where}.metric: {raw} needs {what}: metric: {{{raw}: VALUE}}")
+    if isinstance(raw, dict) and len(raw) == 1:
+        (metric, value), = raw.items()
+        if metric == "at_step":
+            step = positive(value, f"{where}.metric.at_step")
+            if step % eval_freq or step > min(t.budget for t in tasks):
+                raise SuiteError(f"{where}.metric.at_step: {step} is not a multiple of eval_freq {eval_freq} within "
+                                 "the claim's tasks' budget")
+            return metric, step
+        if metric == "steps_to":
+            if value is None:
+                raise SuiteError(f"{where}.metric.steps_to: a speed claim needs its threshold (the return to reach)")
+            return metric, _score(value, f"{where}.metric.steps_to")
+    raise SuiteError(f"{where}.metric: expected final, auc, {{at_step: STEP}} or {{steps_to: THRESHOLD}}, "
+                     f"got {raw!r}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 BOOTSTRAP = 2000
-PERMUTATIONS = 20_000  # relabellings beyond which both tests sample at random
+PERMUTATIONS = 20_000  # relabellings beyond which the permutation test samples (the sign-flip test: EXACT_SEEDS)
 
 
 def smooth(y: np.ndarray, window: int) -> np.ndarray:
@@ -91,14 +92,69 @@ def permutation_p(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:
     return extreme / len(splits)
 
 
+EXACT_SEEDS = 40  # sign-flip tests enumerate every labelling up to this many seeds (2^20 sums per half)
+ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+@dataclass(frozen=True)
+class SignFlip:
+    """A sign-flip test's answer: ``p``, whether every labelling was counted (``exact``) and how many labellings
+    ``p`` counts over (2^n exact; else the random ones plus the observed one)."""
+
+    p: float
+    exact: bool
+    patterns: int
+
+    def words(self) -> str:
+        """How ``p`` was found, as the reports print it: "exact" or "sampled (N patterns)"."""
+        return "exact" if self.exact else f"sampled ({self.patterns:,} patterns)"
+
+
+def _signed_sums(x: np.ndarray) -> np.ndarray:
+    """The sums of ``x`` under all 2^len(x) sign labellings."""
+    sums = np.zeros(1)
+    for v in x:
+        sums = np.concatenate([sums + v, sums - v])
+    return sums
+
+
+def sign_flip_test(d, alternative: str = "two-sided", shift: float = 0.0, seed: int = 0) -> SignFlip:
+    """The sign-flip (randomisation) test of paired differences ``d`` (one per seed) against a mean of ``shift``: the
+    share of the 2^n +/- labellings of ``d - shift`` whose sum is at least as extreme as the observed one (the observed
+    labelling among them, so p >= 1 / 2^n one-sided, 2 / 2^n two-sided: 5 seeds 0.0625). "greater": sums at or above
+    the observed sum; "less": at or below; "two-sided": |sum| at or above |observed|. Exact up to EXACT_SEEDS seeds:
+    the sums of the two halves' labellings, one half sorted, each sum of the other half counted by binary search
+    (2^(n/2) sums each, not 2^n); past that, PERMUTATIONS random labellings plus the observed one."""
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative: expected one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
+    x = np.asarray(d, dtype=np.float64).ravel() - shift
+    n, observed = len(x), float(x.sum())
+    tol = 1e-9 * max(1.0, float(np.abs(x).sum()))  # sums of the same values in another order
+    if n <= EXACT_SEEDS:
+        left, right = _signed_sums(x[: n // 2]), np.sort(_signed_sums(x[n // 2:]))
+        total = len(left) * len(right)
+
+        def at_least(a):  # labellings whose sum >= a
+            return int((len(right) - np.searchsorted(right, a - tol - left, side="left")).sum())
+
+        def at_most(a):  # labellings whose sum <= a
+            return int(np.searchsorted(right, a + tol - left, side="right").sum())
+        if alternative == "greater":
+            count = at_least(observed)
+        elif alternative == "less":
+            count = at_most(observed)
+        else:
+            a = abs(observed)
+            count = total if a <= tol else at_least(a) + at_most(-a)
+        return SignFlip(count / total, True, total)
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(PERMUTATIONS, n))
+    sums = signs @ x
+    hits = {"greater": sums >= observed - tol, "less": sums <= observed + tol,
+            "two-sided": np.abs(sums) >= abs(observed) - tol}[alternative]
+    return SignFlip((int(hits.sum()) + 1) / (PERMUTATIONS + 1), False, PERMUTATIONS + 1)
+
+
 def sign_flip_p(d: np.ndarray, seed: int = 0) -> float:
-    """Two-sided p of a mean paired difference (one value per seed): the share of the 2^n +/- labellings of ``d``
-    whose mean is at least as far from 0 as the observed one, the observed labelling among them (p >= 2 / 2^n; 5
-    seeds: 0.0625). Exact while 2^n <= PERMUTATIONS, else PERMUTATIONS random labellings plus the observed one."""
-    d = np.asarray(d, dtype=np.float64).ravel()
-    if 2 ** len(d) <= PERMUTATIONS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
-        return float(np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
-    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(PERMUTATIONS, len(d)))
-    extreme = int(np.sum(np.abs(signs @ d) >= abs(d.sum()) - 1e-9))
-    return (extreme + 1) / (PERMUTATIONS + 1)
+    """Two-sided p of a mean paired difference (one value per seed): ``sign_flip_test``'s, exact up to EXACT_SEEDS
+    seeds."""
+    return sign_flip_test(d, seed=seed).p

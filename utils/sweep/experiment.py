@@ -228,9 +228,28 @@ def _read(path: Path) -> Any:
     return read_yaml(path, "experiment file", ExperimentError)[1]
 
 
+def _unique_keys_loader():
+    """YAML's safe loader, refusing a mapping that repeats a key (the safe loader keeps the last silently: a second
+    method or baseline line would replace the first without a word)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is repeated",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeys
+
+
 def read_yaml(path: Path, what: str, error: type[Exception]) -> tuple[str, Any]:
-    """A YAML file's text and content; what keeps it from being read or parsed is ``error`` in one line (the file is
-    named ``what``: "experiment file", "suite file")."""
+    """A YAML file's text and content; what keeps it from being read or parsed (a repeated key included) is ``error``
+    in one line (the file is named ``what``: "experiment file", "suite file")."""
     import yaml
 
     try:
@@ -238,7 +257,7 @@ def read_yaml(path: Path, what: str, error: type[Exception]) -> tuple[str, Any]:
     except OSError as e:
         raise error(f"cannot read the {what}: {e.strerror or e}") from None
     try:
-        return text, yaml.safe_load(text)
+        return text, yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

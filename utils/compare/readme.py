@@ -1,0 +1,91 @@
+"""README's table of claims, written from the committed reports (``Figures/compare/<suite>/report.json``): one row
+per claim of every suite's own report at its budget, its verdict word the rule's (``verdict``), never a hand's.
+
+    python -m utils.compare.readme            # rewrite the table between README's <!-- claims_table --> markers
+    python -m utils.compare.readme --check    # exit 1 when README's table differs from the reports'
+
+A report written with ``--so_far`` (runs under way) or ``--seeds`` (a subset, in a folder of another name) has no
+row: only a suite's own report at its budget speaks for its claims.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from ..plot.tables import between_markers, markdown, write_between_markers
+from ..sweep.experiment import ROOT
+from .report import digits_for, plan_words, verdict_words
+
+MARKER = "claims_table"
+# the rows' order: the DASE paper's own claims first, then the other seed systems'; a suite not named here follows,
+# by name
+ORDER = ("lunar_300k", "paper_sac_lunar", "paper_ddpg_lunar", "paper_mujoco", "paper_sac_halfcheetah",
+         "paper_mujoco_hopper", "compare_cpu", "diff_dac_tasks", "diff_dac", "seac_cpu", "seac_lbf",
+         "sparse_mountaincar", "pixel_pendulum", "replay")
+HEAD = ["published claim (source)", "published A − B", "ours: A vs B", "verdict", "A − B, paired [95 % CI]",
+        "p (Holm)", "seeds", "seeds for 80 % power", "report"]
+
+
+def reports(root: Path = ROOT) -> list[tuple[str, dict]]:
+    """(folder, report) of every suite's own report at its budget that declares claims, in ORDER."""
+    found = []
+    for path in sorted((root / "Figures" / "compare").glob("*/report.json")):
+        r = json.loads(path.read_text())
+        if r.get("claims") and r["suite"]["name"] == path.parent.name and not r["suite"].get("so_far"):
+            found.append((path.parent.name, r))
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return sorted(found, key=lambda item: (rank.get(item[0], len(ORDER)), item[0]))
+
+
+def digits(c: dict, r: dict) -> int:
+    """Decimals of a claim's numbers: its task's for returns, 3 for normalised scores and fractions, 0 for steps."""
+    if c["unit"] == "steps":
+        return 0
+    if c["unit"] == "returns":
+        t = r["tasks"][c["tasks"][0]]
+        return digits_for(SimpleNamespace(random=t["random"], target=t["target"]))
+    return 3
+
+
+def row(folder: str, r: dict, c: dict) -> list[str]:
+    d, diff = digits(c, r), c["difference"]
+    statement = f"{c['statement']} ({c['source']}; {c['metric_words']}, {c['unit']})"
+    if c["kind"] == "equivalence":
+        statement += f"; equivalence within ±{c['margin']:g}"
+    if c["note"]:
+        statement += f". {c['note']}"
+    p = f"{c['p']:.3g} {c['p_words']} ({c['p_holm']:.3g})"
+    return [statement, "—" if c["published"] is None else f"{c['published']:+.{d}f}",
+            f"{c['a']} {c['a_mean']:.{d}f} vs {c['b']} {c['b_mean']:.{d}f}", f"**{verdict_words(c)}**",
+            f"{diff['estimate']:+.{d}f} [{diff['ci'][0]:+.{d}f}, {diff['ci'][1]:+.{d}f}] "
+            f"({diff['better']} of {diff['pairs']} above)", p, str(len(c["seeds"])),
+            "—" if c["verdict"] in ("shown", "equivalent") else plan_words(c),
+            f"[{folder}](Figures/compare/{folder}/report.md)"]
+
+
+def table(root: Path = ROOT) -> str:
+    return markdown(HEAD, [row(folder, r, c) for folder, r in reports(root) for c in r["claims"]]).rstrip("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m utils.compare.readme", description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 when README's table differs from the reports'")
+    args = p.parse_args(argv)
+    readme = ROOT / "README.md"
+    text = table()
+    if args.check:
+        same = between_markers(readme.read_text(), MARKER) == text
+        print("README's table of claims is the reports'" if same else
+              "README's table of claims differs from the reports': python -m utils.compare.readme rewrites it",
+              file=sys.stdout if same else sys.stderr)
+        return 0 if same else 1
+    write_between_markers(readme, MARKER, text)
+    print(f"README.md: {text.count(chr(10)) - 1} claims from {len(reports())} reports")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,179 @@
+"""The rule every claim's verdict word comes from (docs/compare.md, "The rule"), and the seed planner beside it.
+
+A claim's inputs are its paired differences A - B, one per seed (``claims.claim_values``). The rule, at ALPHA over
+all the claims of one suite (Holm's step-down correction):
+
+- **shown**: the paired 95 % percentile bootstrap interval excludes 0 on the claimed side and the exact two-sided
+  sign-flip p, Holm-adjusted, is below ALPHA (superiority claims);
+- **equivalent**: both one-sided sign-flip tests against the declared margin (TOST: the mean difference above -margin,
+  and below +margin), the larger of their p Holm-adjusted, below ALPHA (equivalence claims);
+- **contradicted**: the interval lies wholly on the other side of 0 (superiority), or wholly outside the margin
+  (equivalence);
+- **not shown**: anything else, with the seeds the planner says the claim needs;
+- and, beside any of these, **published size refuted** when the interval excludes the source's effect size.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..plot.stats import sign_flip_test
+from .stats import paired_difference
+
+ALPHA = 0.05  # the family-wise error rate of one suite's claims
+POWER = 0.8  # the planner's goal
+MAX_SEEDS = 1000  # the planner looks no further: "more than MAX_SEEDS"
+SHOWN, EQUIVALENT, CONTRADICTED, NOT_SHOWN = "shown", "equivalent", "contradicted", "not shown"
+REFUTED = "published size refuted"
+WORDS = (SHOWN, EQUIVALENT, CONTRADICTED, NOT_SHOWN)
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control over all of them): the i-th smallest p times
+    (m - i + 1), made non-decreasing along that order, at most 1."""
+    order = np.argsort(p, kind="stable")
+    adjusted, running = [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def tests(claim, d: np.ndarray, seed: int) -> dict:
+    """The claim's sign-flip test(s) on its paired differences ``d``: superiority the two-sided test of a zero mean;
+    equivalence the two one-sided tests against -margin and +margin, p the larger."""
+    if claim.kind == "equivalence":
+        lower = sign_flip_test(d, "greater", shift=-claim.margin, seed=seed)
+        upper = sign_flip_test(d, "less", shift=claim.margin, seed=seed)
+        worst = lower if lower.p >= upper.p else upper
+        return {"test": "two one-sided sign-flip tests against -margin and +margin (TOST)", "p": worst.p,
+                "p_lower": lower.p, "p_upper": upper.p, "exact": lower.exact and upper.exact,
+                "p_words": worst.words()}
+    t = sign_flip_test(d, "two-sided", seed=seed)
+    return {"test": "two-sided sign-flip test of a zero mean difference", "p": t.p, "exact": t.exact,
+            "p_words": t.words()}
+
+
+def word(claim, ci: list[float], p_holm: float) -> str:
+    """The verdict word of the rule (the module's docstring) from the interval and the Holm-adjusted p."""
+    lo, hi = ci
+    if claim.kind == "equivalence":
+        if p_holm < ALPHA:
+            return EQUIVALENT
+        if lo >= claim.margin or hi <= -claim.margin:
+            return CONTRADICTED
+        return NOT_SHOWN
+    claimed_side = lo > 0 if claim.direction == "greater" else hi < 0
+    other_side = hi < 0 if claim.direction == "greater" else lo > 0
+    if claimed_side and p_holm < ALPHA:
+        return SHOWN
+    if other_side:
+        return CONTRADICTED
+    return NOT_SHOWN
+
+
+def judge(claims: list, values: dict[str, tuple[list[int], np.ndarray, np.ndarray]], reps: int, seed: int) -> list[dict]:
+    """Every claim of one suite judged by the rule: ``values`` maps a claim's name to (seeds, A's values, B's values)
+    in the metric's unit. Per claim: the means, the paired difference with its interval, the test(s) with p and
+    whether it is exact, the Holm-adjusted p over the suite's claims, the word, whether the published size is refuted,
+    and the planner's answer."""
+    out = []
+    for c in claims:
+        seeds, a, b = values[c.name]
+        d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+        diff = paired_difference(a[:, None], b[:, None], reps, seed)
+        out.append({"name": c.name, "seeds": list(seeds), "a_mean": float(np.mean(a)), "b_mean": float(np.mean(b)),
+                    "a_values": [float(x) for x in a], "b_values": [float(x) for x in b],
+                    "difference": {"estimate": diff["estimate"], "ci": diff["ci"], "better": diff["better"],
+                                   "worse": diff["worse"], "pairs": diff["pairs"]},
+                    **tests(c, d, seed)})
+    for c, row, p_holm in zip(claims, out, holm([r["p"] for r in out])):
+        ci = row["difference"]["ci"]
+        row["p_holm"] = p_holm
+        row["verdict"] = word(c, ci, p_holm)
+        row["published_refuted"] = c.published is not None and not ci[0] <= c.published <= ci[1]
+        d = np.array(row["a_values"]) - np.array(row["b_values"])
+        row["plan"] = plan(c, d, len(claims))
+    return out
+
+
+def min_seeds(kind: str, family: int) -> int:
+    """The fewest seeds whose smallest sign-flip p can fall below ALPHA / family (two-sided 2 / 2^n; each one-sided
+    test of an equivalence 1 / 2^n): e.g. 6 for one superiority claim (5 seeds: p >= 0.0625)."""
+    smallest = 1 if kind == "equivalence" else 2
+    return max(2, math.floor(math.log2(smallest * family / ALPHA)) + 1)
+
+
+def power(claim, effect: float, sd: float, n: int, family: int) -> float:
+    """The chance that ``n`` seeds show the claim at level ALPHA / family (Holm's strictest step) when the paired
+    differences are normal with mean ``effect`` and standard deviation ``sd``: the two-sided paired t-test's power
+    (noncentral t) for superiority in the claimed direction, the two one-sided tests' for equivalence; 0 below the
+    sign-flip test's fewest seeds (``min_seeds``)."""
+    from scipy import stats
+
+    if n < min_seeds(claim.kind, family):
+        return 0.0
+    alpha, df = ALPHA / family, n - 1
+    if sd <= 0:  # every seed the same difference
+        if claim.kind == "equivalence":
+            return float(abs(effect) < claim.margin)
+        return float(effect > 0 if claim.direction == "greater" else effect < 0)
+    if claim.kind == "equivalence":
+        t = stats.t.ppf(1 - alpha, df)
+        upper = stats.nct.cdf(-t, df, (effect - claim.margin) * math.sqrt(n) / sd)
+        lower = stats.nct.sf(t, df, (effect + claim.margin) * math.sqrt(n) / sd)
+        return float(max(0.0, lower + upper - 1))
+    t = stats.t.ppf(1 - alpha / 2, df)
+    nc = effect * math.sqrt(n) / sd * (1 if claim.direction == "greater" else -1)
+    return float(stats.nct.sf(t, df, nc))
+
+
+def seeds_needed(claim, effect: float | None, sd: float, family: int) -> int | None:
+    """The fewest seeds with ``power`` at least POWER (None: none up to MAX_SEEDS, or no effect to detect)."""
+    if effect is None or (claim.kind == "superiority" and (effect > 0) != (claim.direction == "greater")):
+        return None
+    n = min_seeds(claim.kind, family)
+    if power(claim, effect, sd, MAX_SEEDS, family) < POWER:
+        return None
+    hi = MAX_SEEDS
+    while n < hi:  # power grows with n: bisect
+        mid = (n + hi) // 2
+        if power(claim, effect, sd, mid, family) >= POWER:
+            hi = mid
+        else:
+            n = mid + 1
+    return n
+
+
+def plan(claim, d: np.ndarray | None, family: int) -> dict:
+    """The seed planner for one claim: from the observed paired differences ``d`` (their standard deviation is the
+    model's spread), the power of the seeds run so far and the seeds needed for POWER, to detect the published effect
+    and the observed one (an equivalence: the observed difference, and a true difference of 0). No runs yet (``d``
+    None, or fewer than 2 seeds): what a pilot must measure."""
+    fewest = min_seeds(claim.kind, family)
+    if d is None or len(d) < 2:
+        return {"seeds": 0 if d is None else len(d), "min_seeds": fewest, "sd": None, "power": None,
+                "needed_published": None, "needed_observed": None,
+                "words": f"no spread yet: a pilot of 3 or more seeds measures it (this claim needs at least {fewest} "
+                         "seeds whatever the spread)"}
+    d = np.asarray(d, dtype=np.float64)
+    sd, observed = float(d.std(ddof=1)), float(d.mean())
+    targets = {"published": claim.published, "observed": observed}
+    if claim.kind == "equivalence":
+        targets = {"published": 0.0, "observed": observed}
+    needed = {k: seeds_needed(claim, v, sd, family) for k, v in targets.items()}
+    now = {k: (power(claim, v, sd, len(d), family) if v is not None else None) for k, v in targets.items()}
+    return {"seeds": len(d), "min_seeds": fewest, "sd": sd, "power": now,
+            "needed_published": needed["published"], "needed_observed": needed["observed"],
+            "words": {k: needed_words(claim, needed[k], v) for k, v in targets.items()}}
+
+
+def needed_words(claim, n: int | None, effect: float | None) -> str:
+    """The planner's answer in words: a number of seeds, "> MAX_SEEDS", "never" (an effect on the other side of the
+    claim), or "—" (no effect given)."""
+    if effect is None:
+        return "—"
+    if claim.kind == "superiority" and (effect > 0) != (claim.direction == "greater"):
+        return "never (the effect is on the other side)"
+    return f"> {MAX_SEEDS}" if n is None else str(n)
