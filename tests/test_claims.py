@@ -332,3 +332,27 @@ def test_a_speed_claim_never_counts_an_evaluation_made_before_training(tmp_path,
     assert code == 0, out + err
     r = json.loads((tmp_path / "o" / "report.json").read_text())["claims"][0]
     assert r["b_values"] == [500.0] * 8 and r["a_values"] == [300.0] * 8
+
+
+def test_the_planner_reads_the_published_curves_spread_before_any_run(tmp_path):
+    """Hopper's suite before its runs: the published DASE_TD3 and TD3 files' final scores (the mean of the 5
+    evaluations ending at 300k, a seed's agents averaged) give the spread of an unpaired difference, computed here
+    from the files with NumPy alone, and the seeds the published effect needs at that spread."""
+    import re
+
+    folder = ROOT / "Learning Curves/paper/Unlimited_Buffer/TD3/Hopper-v2"
+    finals = {}
+    for prefix in ("DASE_TD3", "TD3"):
+        seeds = {}
+        for path in folder.glob(f"{prefix}_Hopper-v2_*.npy"):
+            m = re.fullmatch(rf"{prefix}_Hopper-v2_(\d+)(?:_Agent_\d+)?\.npy", path.name)
+            if m:
+                seeds.setdefault(int(m[1]), []).append(np.load(path)[296:301].mean())
+        finals[prefix] = np.array([np.mean(v) for v in seeds.values()])
+    sd = np.sqrt(finals["DASE_TD3"].var(ddof=1) + finals["TD3"].var(ddof=1))
+    code, out, err = call([str(ROOT / "experiments/paper_mujoco_hopper.yaml"), "--results", str(tmp_path), "--plan"])
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if "from the published curves" in x)
+    assert f"about {sd:.4g}," in line
+    n = verdict.seeds_needed(claim(published=744.8), 744.8, float(f"{sd:.4g}"), 1)
+    assert f"about {n} seeds" in line

@@ -7,9 +7,9 @@ import numpy as np
 
 from .claims import claim_values
 from .plan import Entry
-from .scores import cut_so_far, final_k, load_curves
+from .scores import cut_so_far, final_k, load_curves, load_reference
 from .suite import Suite, SuiteError
-from .verdict import ALPHA, POWER, plan
+from .verdict import ALPHA, POWER, plan, seeds_needed
 
 
 def read(suite: Suite, entries: list[Entry], finished: bool) -> tuple[Suite, dict, int, str]:
@@ -55,6 +55,8 @@ def plan_text(suite: Suite, entries: list[Entry], finished: bool) -> str:
         lines.append(head)
         if p["sd"] is None:
             lines.append(f"    {p['words']}")
+            if (prior := published_spread(suite, c, family)) is not None:
+                lines.append(f"    {prior}")
             continue
         effect = "a true difference of 0" if c.kind == "equivalence" else "the published effect"
         now = p["power"]
@@ -65,3 +67,29 @@ def plan_text(suite: Suite, entries: list[Entry], finished: bool) -> str:
         lines.append(f"    seeds for {POWER:.0%} power: {p['words']['published']} ({effect}), "
                      f"{p['words']['observed']} (the observed one); at least {p['min_seeds']} whatever the spread")
     return "\n".join(lines)
+
+
+def published_spread(suite: Suite, claim, family: int) -> str | None:
+    """Before any run: the seeds the published effect would need if our runs spread as the source's published curves
+    do (a task's references whose prefix is A's and B's policy, final scores at the budget). Those runs are not paired,
+    so the spread of a difference is sqrt(var A + var B), an upper bound for paired runs that share their luck; None
+    when the claim's one task lacks either reference or the claim has no published effect."""
+    if claim.published is None or len(claim.tasks) != 1 or claim.metric not in ("final", "at_step"):
+        return None
+    task = next(t for t in suite.tasks if t.name == claim.tasks[0])
+    found = {}
+    for m in (claim.a, claim.b):
+        ref = next((r for r in task.references if r.prefix == suite.methods[m].policy), None)
+        if ref is None:
+            return None
+        c = load_reference(ref, task, suite)
+        k = suite.final_evaluations or 5
+        values = c.final(k) if claim.metric == "final" else c.window_at(claim.value, k)
+        if values is None or len(values) < 2:
+            return None
+        found[m] = values
+    sd = float(np.sqrt(sum(np.var(v, ddof=1) for v in found.values())))
+    n = seeds_needed(claim, claim.published, sd, family)
+    return (f"from the published curves ({', '.join(f'{m} {len(v)} files' for m, v in found.items())}, unpaired): "
+            f"standard deviation of A - B about {sd:.4g}, so about {n if n is not None else '> 1000'} seeds for "
+            f"{POWER:.0%} power to detect the published effect (paired runs spread less)")
