@@ -356,3 +356,16 @@ def test_the_planner_reads_the_published_curves_spread_before_any_run(tmp_path):
     assert f"about {sd:.4g}," in line
     n = verdict.seeds_needed(claim(published=744.8), 744.8, float(f"{sd:.4g}"), 1)
     assert f"about {n} seeds" in line
+
+
+def test_a_claim_on_methods_without_a_common_seed_is_one_line(tmp_path, no_processes):
+    results = tmp_path / "r"
+    env = "Pendulum-v1"
+    fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 1.0 * e, seeds=range(3))
+    fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 2, 7, lambda s, i, e: 2.0 * e, seeds=range(3, 6))
+    path = hand_suite(tmp_path, tasks=[{"env": env, "random": -1000, "target": 0}], seeds="0-5",
+                      methods={"solo": {"policy": "TD3", "seeds": "0-2"}, "shared": {"policy": "DASE_TD3", "seeds": "3-5"}},
+                      claims=[{"name": "c", "statement": "s", "source": "p", "a": "shared", "b": "solo"}])
+    code, out, err = call([str(path), "--results", str(results), "--out", str(tmp_path / "o")])
+    assert code == 1 and "claims.c: shared and solo ran no seed in common" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "o" / "report.md").exists()

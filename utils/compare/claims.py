@@ -49,6 +49,8 @@ def claim_values(claim: Claim, suite: Suite, curves: dict, k: int) -> tuple[list
     tasks = [t for t in suite.tasks if t.name in claim.tasks]
     ca, cb = curves[tasks[0].name, claim.a], curves[tasks[0].name, claim.b]
     seeds = sorted(set(ca.seeds) & set(cb.seeds))
+    if not seeds:
+        raise SuiteError(f"claims.{claim.name}: {claim.a} and {claim.b} ran no seed in common; a claim pairs seeds")
     several = len(tasks) > 1
     out = []
     for m in (claim.a, claim.b):
