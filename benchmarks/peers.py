@@ -226,13 +226,17 @@ def timed(argv: list[str], core: int | None, threads: int = 1) -> tuple[float, s
 
 
 def learning_seconds(ours_out: str | None = None, sb3_stdout: str | None = None) -> float:
-    """The seconds of learning alone: ours from the finished run's record in ``ours_out`` (its loop's seconds less
-    its evaluations'), SB3's from the program's ``learn_s`` lines (model.learn() timed)."""
+    """The seconds of learning alone: ours from the finished run's records in ``ours_out`` (its loop's seconds less
+    its evaluations'; a --seeds run trains its seeds in one loop and writes that loop's timing into every seed's
+    record, so it counts once), SB3's from the program's ``learn_s`` lines (model.learn() timed)."""
     if sb3_stdout is not None:
         return sum(float(line.split()[1]) for line in sb3_stdout.splitlines() if line.startswith("learn_s "))
-    (record,) = Path(ours_out).glob("*.json")
-    timing = json.loads(record.read_text())["timing"]
-    return timing["loop_s"] - timing["evaluation_s"]
+    timings = {(t["loop_s"], t["evaluation_s"]) for record in Path(ours_out).glob("*.json")
+               if (t := json.loads(record.read_text()).get("timing")) is not None}
+    if len(timings) != 1:
+        raise UsageError(f"{ours_out}: expected one process's loop timing in the run's records, found {len(timings)}")
+    ((loop, evaluation),) = timings
+    return loop - evaluation
 
 
 def compare(pairs: list[tuple[float, float]]) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,8 @@ def test_a_second_call_runs_nothing_and_writes_the_same_numbers(smoke, no_proces
     assert "4 finished, 0 to run" in out
     assert files_under(tmp / "results") == results  # no curve, record or log touched
     assert (tmp / "out" / "report.json").read_bytes() == before  # the bootstrap seeded: the same numbers
+    assert "(replaced the report that was there, with its figures)" in out.splitlines()[-1]  # said, never silent
+    assert "replaced" not in smoke[1].stdout  # the first call's report replaced none
 
 
 def test_dry_run_lists_the_runs_and_writes_nothing(smoke, tmp_path, no_processes):
@@ -573,6 +576,9 @@ BAD = [
                  "references": {"paper": {"folder": "Learning Curves/nowhere/Pendulum-v1", "prefix": "TD3"}}}]},
      "tasks (Pendulum-v1).references.paper: no TD3_Pendulum-v1_SEED[_Agent_I].npy curves"),
     ({"docs": {"file": "docs/replay.md"}}, "docs: missing key(s) marker"),
+    ({"final_evaluations": 8}, "final_evaluations: 8 is more than the 7 evaluations of methods.solo on Pendulum-v1"),
+    ({"final_evaluations": 4, "budget_rule": "total"},  # the 3 agents of shared: 200 steps each
+     "final_evaluations: 4 is more than the 3 evaluations of methods.shared on Pendulum-v1 (200 steps per agent"),
 ]
 
 
@@ -590,10 +596,99 @@ def test_bad_suites_exit_2_with_one_line_and_write_nothing(change, message, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml", "hand.yaml"]
 
 
+def test_a_suite_without_a_name_whose_file_name_is_no_folder_name_says_where_the_name_came_from(tmp_path,
+                                                                                                  no_processes):
+    spec = yaml.safe_load(hand_suite(tmp_path).read_text())
+    del spec["name"]
+    path = tmp_path / "my suite.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, out, err = call([str(path), "--dry_run"])
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "name: 'my suite' is not a usable folder name" in err and "the file's name without .yaml" in err, err
+
+
 def test_an_out_folder_that_is_a_file_is_refused(tmp_path, no_processes):
     (tmp_path / "o").write_text("")
     code, out, err = call([str(hand_suite(tmp_path)), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
     assert code == 2 and err.count("\n") == 1 and "is a file, not a folder" in err
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry_run"])
+def test_final_evaluations_past_the_smoke_suite_s_runs_is_refused_before_anything_runs(dry_run, tmp_path,
+                                                                                        no_processes):
+    """K of 50 on runs of 4 evaluations (300 steps, one every 100 from step 0): refused up front, as the report
+    would refuse it after the training."""
+    spec = yaml.safe_load(SMOKE.read_text())
+    path = tmp_path / "smoke.yaml"
+    path.write_text(yaml.safe_dump({**spec, "final_evaluations": 50}, sort_keys=False))
+    code, out, err = call([str(path), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")]
+                          + ["--dry_run"] * dry_run)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "final_evaluations: 50 is more than the 4 evaluations of methods.TD3 on Pendulum-v1" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["smoke.yaml"]
+
+
+def test_final_evaluations_past_a_reference_s_curves_is_refused_before_anything_runs(tmp_path, no_processes):
+    paper = tmp_path / "paper" / "Pendulum-v1"
+    paper.mkdir(parents=True)
+    for seed in range(3):
+        np.save(paper / f"TD3_Pendulum-v1_{seed}.npy", np.zeros(4))  # steps 0 to 300 of the budget's 600
+    suite = hand_suite(tmp_path, final_evaluations=5, tasks=[
+        {"env": "Pendulum-v1", "random": -1000, "target": 0,
+         "references": {"paper": {"folder": str(paper), "prefix": "TD3"}}}])
+    code, out, err = call([str(suite), "--dry_run", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 2 and err.count("\n") == 1, err
+    assert "final_evaluations: 5 is more than the 4 evaluations of tasks (Pendulum-v1).references.paper" in err
+
+
+@pytest.fixture
+def read_only_disk(tmp_path):
+    """A read-only tmpfs (mounting needs root; elsewhere the test is skipped), unmounted afterwards."""
+    import shutil
+    import uuid
+
+    if sys.platform != "linux" or shutil.which("mount") is None:
+        pytest.skip("needs Linux's mount")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", f"ro{uuid.uuid4().hex[:6]}", str(disk)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        disk.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def refused_out(tmp_path: Path, out: Path, dry_run: bool) -> None:
+    """--out ``out``: one line, exit code 2, nothing run (no_processes) and nothing written."""
+    code, stdout, err = call([str(hand_suite(tmp_path)), "--results", str(tmp_path / "r"), "--out", str(out)]
+                             + ["--dry_run"] * dry_run)
+    assert code == 2 and stdout == "" and err.count("\n") == 1, err
+    assert f"--out {out}: cannot write there (" in err and not out.exists()
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry_run"])
+def test_an_out_folder_on_a_read_only_disk_is_refused_before_anything_runs(dry_run, tmp_path, read_only_disk,
+                                                                           no_processes):
+    refused_out(tmp_path, read_only_disk / "report", dry_run)
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry_run"])
+@pytest.mark.parametrize("where", ["no permission", "/proc"])
+def test_an_out_folder_that_cannot_be_written_is_refused_before_anything_runs(where, dry_run, tmp_path,
+                                                                              no_processes):
+    import os
+
+    if where == "no permission" and os.geteuid() == 0:
+        pytest.skip("root writes in a folder of mode 555")
+    if where == "no permission":
+        (tmp_path / "locked").mkdir(mode=0o555)
+    out = tmp_path / "locked" / "report" if where == "no permission" else Path("/proc/forbidden/report")
+    refused_out(tmp_path, out, dry_run)
 
 
 @pytest.mark.parametrize("path", sorted(p for p in (ROOT / "experiments").glob("*.yaml")
@@ -637,6 +732,31 @@ def test_a_failed_run_means_exit_1_and_no_report(tmp_path, monkeypatch, no_proce
     assert code == 1 and "failed (exit 1, log: somewhere.log)" in out
     assert err == "python -m utils.compare: a run failed (its log is named above); no report written\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_an_interrupted_comparison_says_to_run_it_again_in_a_table_its_logs_do_not_widen(tmp_path, monkeypatch,
+                                                                                          no_processes):
+    """Runs stopped by Ctrl-C (with their checkpoints): exit 130, no report, and the words say what continues them,
+    utils.compare's own command again (not 'the sweep', which the user never ran); the runs' log paths, however
+    long, come last on their rows and widen no column of the table."""
+    from utils.sweep import cli
+    from utils.sweep.results import classify
+
+    deep = tmp_path / ("a_long_folder_name" * 8)
+
+    def interrupt_all(runs, todo, *args):
+        return [classify(run, 143, 1.0, False, True, root=deep) for run in runs], signal.SIGINT
+
+    monkeypatch.setattr(cli, "execute_runs", interrupt_all)
+    code, out, err = call([str(hand_suite(tmp_path)), "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
+    assert code == 130 and not (tmp_path / "o").exists()
+    assert "sweep" not in out + err and out.count("rerun the same command to continue") == 4, out
+    assert err == ("python -m utils.compare: interrupted; no report written: run the same command again to continue "
+                   "the runs from their checkpoints and write it\n")
+    table = out.splitlines()[-7:]  # header, rule, 4 runs, counts
+    assert table[0].split() == ["run", "wall", "status"] and set(table[1]) == {"-"}
+    assert len(table[1]) < len("a_long_folder_name" * 8) < min(len(row) for row in table[2:-1])
+    assert all(row.index("interrupted (exit 143, log: ") == table[0].index("status") for row in table[2:-1])
 
 
 def test_returns_are_shown_to_the_precision_of_the_task_s_range():

@@ -510,6 +510,48 @@ def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_pa
         assert json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text())["finished"]
 
 
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every living (not zombie) process of session ``sid``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_bytes() if proc.name.isdigit() else b""
+            fields = stat[stat.rindex(b")") + 2:].split() if stat else []
+            if fields and int(fields[3]) == sid and fields[0] != b"Z":
+                found.append((int(proc.name), (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
+def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
+    """Issue 89: Ctrl-C to the whole group while ray.init was starting (its raylet up, its agents coming) exited 130
+    but left ray::DashboardAgent and ray::RuntimeEnvAgent alive under init, deaf to SIGTERM. Now: one line, exit 130,
+    and no process of the command's session is left (the command runs in a session of its own, so its processes are
+    the only ones in it)."""
+    proc = subprocess.Popen([sys.executable, "-m", "utils.distributed", "--actors", "1", *FLAGS, "--num_steps", "2000",
+                             "--results_dir", str(tmp_path / "r")], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for _ in range(1200):  # the raylet started: Ray is half-way up
+            time.sleep(0.05)
+            if any("raylet/raylet" in cmd for _, cmd in session_processes(proc.pid)) or proc.poll() is not None:
+                break
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+        err = proc.stderr.read().strip()
+        assert len(err.splitlines()) == 1 and "interrupted" in err and "Traceback" not in err, err
+        time.sleep(0.5)
+        assert session_processes(proc.pid) == []
+    finally:
+        for pid, _ in session_processes(proc.pid):  # only this test's own processes
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
 def actor_pids() -> list[str]:
     """The processes of this machine's Ray actors that step environments (``ray::EnvActor...``)."""
     pids = []
@@ -578,6 +620,23 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, words):
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_its_errors_and_an_early_ctrl_c_name_the_tool_and_claim_no_curves(tmp_path, capsys, monkeypatch):
+    """Its own refusals begin 'python -m utils.distributed: error:', as every tool names itself; Ctrl-C before its
+    loop's signal handler (starting Ray, before any evaluation) is one line that claims no saved curves."""
+    base = ["--policy", "SAC", "--env", "Pendulum-v1", "--quiet", "--results_dir", str(tmp_path / "out")]
+    assert run(cli, *base, "--actors", "0") == 2
+    assert capsys.readouterr().err == "python -m utils.distributed: error: --actors 0: at least 1\n"
+
+    def ctrl_c(args, learners):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "train", ctrl_c)
+    assert run(cli, *base) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m utils.distributed: interrupted while starting"), err
+    assert "saved so far are complete" not in err and not (tmp_path / "out").exists()
 
 
 def test_without_ray_it_says_how_to_install_it(tmp_path, capsys, monkeypatch):

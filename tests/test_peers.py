@@ -149,3 +149,16 @@ def test_learning_seconds_come_from_our_record_and_from_sb3s_learn_lines(tmp_pat
     assert 0 < timing["evaluation_s"] < timing["loop_s"]
     assert peers.learning_seconds(ours_out=str(tmp_path)) == timing["loop_s"] - timing["evaluation_s"]
     assert peers.learning_seconds(sb3_stdout="seed 0: evaluation 1 -> 2\nlearn_s 1.5\nlearn_s 2.25\n") == 3.75
+
+
+def test_learning_seconds_of_a_seeds_run_count_its_one_loop_once(tmp_path):
+    """The td3_seeds job (--seeds 0-9) writes ten records, each with the timing of the one loop that trained them
+    all (a seed stopped early has none): its learning is that loop's, once; records of two processes are refused."""
+    timing = {"loop_s": 12.5, "evaluation_s": 2.25}
+    for seed in range(10):
+        record = {"seed": seed, **({"timing": timing} if seed != 3 else {"stopped": "solved"})}
+        (tmp_path / f"TD3_Pendulum-v1_{seed}.json").write_text(json.dumps(record))
+    assert peers.learning_seconds(ours_out=str(tmp_path)) == 10.25
+    (tmp_path / "TD3_Pendulum-v1_3.json").write_text(json.dumps({"timing": {"loop_s": 9.0, "evaluation_s": 1.0}}))
+    with pytest.raises(peers.UsageError, match="found 2"):
+        peers.learning_seconds(ours_out=str(tmp_path))

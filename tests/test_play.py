@@ -256,6 +256,25 @@ def test_a_run_never_replaces_a_model_another_run_saved(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and str(tmp_path / "mB") in err and "not of" in err, err
 
 
+def test_a_truncated_model_file_is_called_damaged_and_no_flag_is_blamed(tmp_path, capsys):
+    """A record's --save_model file cut short (a full disk, a copy): utils.play says the file is damaged, in one
+    line, and names no --load_model (nobody gave one); the training script's --load_model says the same of it."""
+    module, env, steps = ROUND_TRIPS["TD3"]
+    common = ["--policy", "TD3", "--env", env, *steps, "--eval_freq", "200", "--eval_episodes", "2", "--threads", "1",
+              "--quiet", "--seed", "4", "--models_dir", str(tmp_path / "m")]
+    assert main_guard(module.run, [*common, "--save_model", "--results_dir", str(tmp_path / "r")]) == 0
+    model = tmp_path / "m" / "TD3_Pendulum-v1_4.pt"
+    model.write_bytes(model.read_bytes()[:model.stat().st_size // 2])
+    capsys.readouterr()
+    assert play.main([str(tmp_path / "r"), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot read {model} (" in err and "the file is damaged" in err, err
+    assert "--load_model" not in err
+    assert main_guard(module.run, [*common, "--load_model", "default", "--results_dir", str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--load_model: cannot read {model} (" in err and "damaged" in err, err
+
+
 def test_a_paused_run_plays_from_its_checkpoint_and_no_hint_names_a_flag_play_lacks(tmp_path, capsys):
     """A run paused with --stop_at (no --save_model) plays the model of its checkpoint from its record or folder,
     exactly its last evaluation (utils.play used to blame --checkpoint_freq 0, a flag nobody gave); a damaged
@@ -291,3 +310,9 @@ def test_the_gif_message_counts_what_the_file_holds(tmp_path, capsys, monkeypatc
     assert play.main(["whatever", "--gif", str(tmp_path / "g.gif")]) == 0
     out = capsys.readouterr().out
     assert "(6 frames at 30 fps, 0.2 s; the GIF stores 3 images" in out, out
+    # docs/usage.md's rule: a film is refused without --overwrite; with it, the output says it replaced the file
+    with pytest.raises(SystemExit) as refused:
+        play.main(["whatever", "--gif", str(tmp_path / "g.gif")])
+    assert refused.value.code == 2 and "the file exists; --overwrite replaces it" in capsys.readouterr().err
+    assert play.main(["whatever", "--gif", str(tmp_path / "g.gif"), "--overwrite"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"replaced {tmp_path / 'g.gif'} (6 frames")

@@ -522,6 +522,51 @@ def test_consensus_files_are_read_per_run_and_drawn_on_a_log_axis(tmp_path, caps
     assert plot.main([str(tmp_path), "--out", str(tmp_path / "out"), "--consensus", "--weights"]) == 0
 
 
+def test_a_plot_says_which_files_of_an_earlier_call_it_replaced(tmp_path, capsys):
+    """docs/usage.md's rule: figures and summaries are made again from the curves, so a second plot into the same
+    --out replaces them, and its output says so; a file of another name there is left alone and not named."""
+    synthetic_tree(tmp_path / "runs")
+    out = tmp_path / "out"
+    assert plot.main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert "replaced" not in capsys.readouterr().out
+    (out / "notes.txt").write_text("mine")
+    (out / "summary.md").unlink()
+    assert plot.main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("wrote ") and "; replaced Pendulum-v1.png, all_environments.png, summary.csv (" in last
+    assert "notes.txt" not in last and (out / "notes.txt").read_text() == "mine"
+    assert plot.main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("; replaced all of them (written before, made again "
+                                                             "from the curves)")
+
+
+@pytest.mark.parametrize("values, points", [([0.0, 0.0, 0.3, 0.0, 0.0], 1), ([0.0] * 5, 0)],
+                         ids=["one non-zero value", "all zero"])
+def test_a_consensus_of_zeros_leaves_no_empty_log_panel(values, points, tmp_path):
+    """Agents that start equal disagree by 0, which a log axis cannot show: a run with one non-zero value draws it
+    as a marker (a lone point makes no line segment: the panel was empty); all zeros is said in words on a linear
+    axis."""
+    import matplotlib.pyplot as plt
+
+    for a in range(2):
+        write(tmp_path / f"DIFF_TD3_ring_Pendulum-v1_0_Agent_{a}.npy", np.full(5, -300.0))
+    write(tmp_path / "DIFF_TD3_ring_Pendulum-v1_0_consensus.npy", np.array(values))
+    curves = plot.find_curves([tmp_path])
+    assert plot.attach_consensus(curves, plot.find_consensus([tmp_path])) == 2
+    fig = plot.env_figure("Pendulum-v1", plot.group_curves(curves), 1000, False, 1, consensus=True)
+    fig.canvas.draw()
+    cax = fig.axes[1]
+    (line,) = cax.get_lines()
+    ys = np.asarray(line.get_ydata(), dtype=float)
+    marked = [i for i, m in enumerate(line.get_markevery() or []) if m]
+    if points:
+        assert cax.get_yscale() == "log" and marked == [2] and ys[2] == 0.3 and line.get_marker() == "o"
+    else:
+        assert cax.get_yscale() == "linear" and not marked
+        assert any("disagreement 0 throughout" in t.get_text() for t in cax.texts)
+    plt.close(fig)
+
+
 def test_task_score_table_is_exact(tmp_path, capsys):
     """python -m utils.plot.tasks: per run the mean of the last evaluations on its own task, on the others' and on
     all; per method the mean over runs."""

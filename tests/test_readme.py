@@ -184,6 +184,28 @@ def test_the_first_plot_command_shows_the_first_run_alone(tmp_path, monkeypatch)
     assert plotted(smoke[0]) == {("Pendulum-v1", "DASE_TD3", "4"), ("Pendulum-v1", "TD3", "2")}
 
 
+def test_the_graph_page_plots_its_own_two_runs_in_a_clone_with_the_committed_folders(tmp_path, monkeypatch):
+    """docs/graph.md's block: two runs, then a plot with --consensus, in a clone whose Learning Curves/ holds
+    committed runs evaluated at another interval (a2c_pong: every 100,000 steps). The plot reads the two runs alone
+    (it read all of Learning Curves/ and refused the mix of intervals)."""
+    import csv
+    import shutil
+
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", (ROOT / "docs" / "graph.md").read_text(), re.S)
+                 if "--consensus" in b)
+    shutil.copytree(ROOT / "Learning Curves" / "a2c_pong", tmp_path / "Learning Curves" / "a2c_pong")
+    runs = readme_commands("python DASE_main.py", "```bash\n" + block + "```")
+    assert len(runs) == 2
+    for command in runs:
+        fake_run(tmp_path, command[2:])
+    monkeypatch.chdir(tmp_path)
+    (command,) = readme_commands("python -m utils.plot", "```bash\n" + block + "```")
+    assert plot.main([*command[3:], "--out", str(tmp_path / "out")]) == 0, command
+    with open(tmp_path / "out" / "summary.csv") as f:
+        assert {(r["environment"], r["method"]) for r in csv.DictReader(f)} == {
+            ("RandomExtremePendulum-v1", "DIFF_TD3")}
+
+
 def test_figures_hold_data_and_pictures_only():
     """Tables are made by the tools (utils.plot, utils.plot.windows, utils.weight_map), not by scripts kept
     beside the pictures."""

@@ -40,6 +40,26 @@ def test_every_setting_is_one_flag_on_ac_main_with_its_defaults_in_the_help():
     assert "ACER: replay capacity per agent in transitions" in help_text  # the algorithms that take it, named
 
 
+def test_ac_main_s_agents_and_diffusion_help_speaks_of_its_own_policies(capsys):
+    """ac_main.py --help: --num_agents's default as default_num_agents gives it for ac_main's policies, and neither
+    flag's text names a policy (DASE_, DPD_, TD3) ac_main.py does not take."""
+    import re
+
+    from utils.naming import default_num_agents, with_diffusion
+
+    with pytest.raises(SystemExit):
+        ac_main.parse(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--num_agents NUM_AGENTS agents") + len("--num_agents NUM_AGENTS")
+    part = text[start:text.index("--init {", start)]
+    assert "(default: 2 for SEAC, 4 for DIFF_A2C, 1 otherwise)" in part and "A2C becomes DIFF_A2C" in part
+    assert {p: default_num_agents(p) for p in ac_main.POLICIES} == {"A2C": 1, "A3C": 1, "ACER": 1, "SEAC": 2,
+                                                                   "DIFF_A2C": 4}
+    assert with_diffusion("A2C") == "DIFF_A2C"
+    names = set(re.findall(r"(?<![\w-])[A-Z][A-Z0-9]+(?:_[A-Z0-9]*)*", part))
+    assert names and names <= set(ac_main.POLICIES), names - set(ac_main.POLICIES)
+
+
 def test_adding_a_setting_is_one_field_and_it_is_parsed_checked_and_refused_elsewhere():
     """The generator over a settings class of one's own: a new field is a flag, a range check, and a one-line refusal
     on the algorithm that does not take it."""

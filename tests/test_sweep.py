@@ -337,7 +337,7 @@ def test_sweep_writes_curves_and_reports_the_failed_runs(first_sweep):
     assert {f"TD3_Pendulum-v1_{s}.json" for s in (0, 1)} <= {p.name for p in folder.iterdir()}
     rows = {line.split("  ")[0]: line for line in out.splitlines()}
     for policy in ("TD3", "DASE_TD3"):
-        assert " done " in rows[f"good {policy} Pendulum-v1 seeds 0 1"], out
+        assert rows[f"good {policy} Pendulum-v1 seeds 0 1"].endswith(" done"), out
     for policy in ("TD3", "DASE_TD3"):
         row = rows[f"broken {policy} Pendulum-v1 seeds 0 1"]
         log = first_sweep["tmp"] / f"broken/TD3/Pendulum-v1/logs/{policy}_Pendulum-v1_0_1.log"
@@ -353,7 +353,7 @@ def test_second_invocation_starts_nothing(first_sweep, no_processes):
     code, out, _ = call([str(path), "--workers", "2"])
     assert code == 0, out
     assert "2 runs, 2 finished (skipped), 0 to run" in out
-    assert [line.split()[-2] for line in out.splitlines() if line.startswith("good ")] == ["skipped", "skipped"]
+    assert [line.split()[-1] for line in out.splitlines() if line.startswith("good ")] == ["skipped", "skipped"]
     assert snapshot(tmp / "good") == before  # no file (curve, record or log) was touched
 
 
@@ -382,7 +382,7 @@ def test_until_pauses_every_run_and_a_later_sweep_ends_them_as_one_uninterrupted
         code, out, err = call([str(path), "--workers", "2", "--until", "200"])
         assert code == 0, out + err + logs_under(tmp / "paused")
         assert out.splitlines()[-1] == "2 runs: 0 done, 2 paused, 0 skipped, 0 failed", out
-        assert "paused (at step 200 (--until); rerun the sweep to continue)" in out
+        assert "paused (at step 200 (--until); rerun the same command to continue)" in out
         assert {len(np.load(folder / name)) for name in CURVES} == {3}  # evaluations at 0, 100, 200
         assert len(list((folder / "checkpoints").glob("*.pt"))) == 4  # 2 runs x 2 seeds
     code, out, err = call([str(path), "--workers", "2", "--dry_run", "--until", "200"])
@@ -420,7 +420,7 @@ def test_interrupted_sweep_passes_the_signal_on_and_reports_it(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130, out  # 128 + SIGINT; the run itself got SIGTERM (exit 143)
-    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the sweep to continue" in out
+    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the same command to continue" in out
     assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
 
@@ -492,7 +492,7 @@ def test_sigterm_to_the_process_group_of_a_ray_sweep_stops_its_runs_with_a_check
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 143, out
-    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the sweep to continue" in out, out
+    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the same command to continue" in out, out
     assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
     assert not running_with(str(tmp_path)), "a run is still going"

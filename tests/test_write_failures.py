@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -257,3 +258,230 @@ def test_a_reader_gone_after_the_first_line(tmp_path):
     assert first.startswith(f"{STEM} | step        0/300".encode())
     assert proc.returncode == 0 and "Traceback" not in err and "Exception ignored" not in err, err
     assert len(np.load(folder / f"{STEM}.npy")) == 4
+
+
+# ---- the tools beside the scripts (issue 89, item 3): one line, exit code 4, every output whole or absent ----------
+def one_line_exit_4(code: int, err: str, prog: str, where: str) -> None:
+    assert code == EXIT_DISK_FULL, err
+    assert err.count("\n") == 1 and err.startswith(f"{prog}: error: no space left on device while writing {where}"), err
+    assert err.rstrip().endswith("no file was left half-written (free space and run it again)"), err
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden ones too: a temporary file left is a difference), with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def fails_when_named(word: str, real: Callable):
+    """``os.fsync`` that finds the disk full for a file whose name holds ``word`` (the last write's flush)."""
+    def fsync(fd):
+        if word in fd_name(fd):
+            enospc()
+        return real(fd)
+    return fsync
+
+
+def partial_then_full(real_savefig, word: str):
+    """Figure.savefig that, for a file whose name holds ``word``, writes a few bytes and finds the disk full."""
+    def savefig(fig, path, *args, **kwargs):
+        if word in str(path):
+            Path(path).write_bytes(b"\x89PNG half a figure")
+            enospc()
+        return real_savefig(fig, path, *args, **kwargs)
+    return savefig
+
+
+FRAMES = [np.full((8, 12, 3), 40 * k, dtype=np.uint8) for k in range(6)]
+
+
+def fake_watch(args) -> dict:
+    return {"cfg": type("C", (), {"policy": "TD3", "env": "E", "seed": 0}), "returns": [1.0], "lengths": [5],
+            "loaded": "x", "frames": [FRAMES]}
+
+
+@pytest.mark.parametrize("film", ["gif", "mp4"])
+@pytest.mark.parametrize("where", ["write", "fsync"])
+def test_play_on_a_full_disk_writes_no_film_and_keeps_the_old_one(film, where, tmp_path, monkeypatch, capsys):
+    """utils.play --gif/--mp4: the disk fills up while the film is written (Pillow's writes; ffmpeg says "No space
+    left on device" and exits non-zero, which imageio never checked: it reported the unplayable 8 KB file as
+    written) or at its flush: one line, exit code 4, no film (a new one) or the old one as it was, no temporary."""
+    import builtins
+
+    from utils import play
+
+    monkeypatch.setattr(play, "watch", fake_watch)
+    old = tmp_path / "kept" / f"film.{film}"
+    assert play.main(["run", f"--{film}", str(old)]) == 0
+    kept = old.read_bytes()
+    new = tmp_path / "new" / "deeper" / f"film.{film}"  # its folders do not exist yet
+    capsys.readouterr()
+    if where == "fsync":
+        monkeypatch.setattr(uio.os, "fsync", fails_when_named(f".film.{film}.", os.fsync))
+    elif film == "gif":  # Pillow's file fills up after a few bytes
+        real_open = builtins.open
+        monkeypatch.setattr(builtins, "open", lambda file, *a, **k: FillsUp(real_open(file, *a, **k), 64)
+                            if ".film.gif." in str(file) else real_open(file, *a, **k))
+    else:  # an ffmpeg that writes part of the file, then says what a full disk made it say, as ffmpeg does
+        fake = tmp_path / "ffmpeg"
+        fake.write_text('#!/bin/sh\ncat > /dev/null\nfor a; do last="$a"; done\nhead -c 8192 /dev/zero > "$last"\n'
+                        'echo "[out#0/mp4 @ 0x1] Error writing trailer: No space left on device" >&2\nexit 234\n')
+        fake.chmod(0o755)
+        import imageio_ffmpeg
+
+        monkeypatch.setattr(imageio_ffmpeg, "get_ffmpeg_exe", lambda: str(fake))
+    for path, args in ((old, ["--overwrite"]), (new, [])):
+        code = play.main(["run", f"--{film}", str(path), *args])
+        out, err = capsys.readouterr()
+        one_line_exit_4(code, err, "python -m utils.play", str(path))
+        assert "wrote" not in out
+    assert old.read_bytes() == kept and sorted(p.name for p in old.parent.iterdir()) == [f"film.{film}"]
+    assert not (tmp_path / "new").exists()
+
+
+def hand_curves(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for seed in range(2):
+        np.save(folder / f"TD3_Pendulum-v1_{seed}.npy", np.linspace(-1000, -200, 6) + seed)
+
+
+@pytest.mark.parametrize("where", ["figure", "table", "fsync"])
+def test_plot_on_a_full_disk_writes_none_of_its_files(where, tmp_path, monkeypatch, capsys):
+    """utils.plot: the disk fills up in a figure (part of it written), in summary.md or at the flush of the last
+    file: one line, exit code 4; a new --out folder is not there, an old one holds its files as they were (no new
+    figure beside an old summary), no temporary."""
+    from matplotlib.figure import Figure
+
+    from utils.plot import cli as plot_cli
+
+    hand_curves(tmp_path / "curves")
+    old, new = tmp_path / "old", tmp_path / "new" / "plots"
+    assert plot_cli.main([str(tmp_path / "curves"), "--out", str(old)]) == 0
+    before = snapshot(old)
+    assert sorted(before) == ["Pendulum-v1.png", "all_environments.png", "summary.csv", "summary.md"]
+    np.save(tmp_path / "curves" / "TD3_Pendulum-v1_2.npy", np.zeros(6))  # the new files would differ
+    capsys.readouterr()
+    if where == "figure":
+        monkeypatch.setattr(Figure, "savefig", partial_then_full(Figure.savefig, "all_environments"))
+    elif where == "table":  # summary.md: half of it written
+        real = Path.write_text
+        monkeypatch.setattr(Path, "write_text", lambda path, text, *a, **k: (real(path, text[:20]), enospc())
+                            if path.name == "summary.md" else real(path, text, *a, **k))
+    else:
+        monkeypatch.setattr(uio.os, "fsync", fails_when_named("summary.md", os.fsync))
+    for out in (old, new):
+        code = plot_cli.main([str(tmp_path / "curves"), "--out", str(out)])
+        _, err = capsys.readouterr()
+        one_line_exit_4(code, err, "python -m utils.plot", f"into {out};")
+    assert snapshot(old) == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_plot_training_on_a_full_disk_writes_none_of_its_files(tmp_path, monkeypatch, capsys):
+    from utils.plot import cli as plot_cli
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "A2C_CartPole-v1_0_episodes.csv").write_text(
+        "step,agent,return,length\n" + "".join(f"{10 * k},0,{k},10\n" for k in range(1, 30)))
+    monkeypatch.setattr(uio.os, "fsync", fails_when_named("training.md", os.fsync))
+    code = plot_cli.main([str(logs), "--training", "--training_window", "5", "--out", str(tmp_path / "out")])
+    one_line_exit_4(code, capsys.readouterr().err, "python -m utils.plot", f"into {tmp_path / 'out'};")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["figure", "fsync"])
+def test_compare_on_a_full_disk_writes_no_file_of_its_report(where, tmp_path, monkeypatch, capsys):
+    """utils.compare: report.json, the figures, report.md (and the docs page of --write_docs) are one set: the disk
+    filling up in a figure (part of it written) or at the flush of report.md is one line and exit code 4, and no
+    file of the new report is there; an old report stays whole, as it was (it used to be report.json and three
+    figures of the new one beside the old report.md)."""
+    from matplotlib.figure import Figure
+
+    from tests.test_compare import fake_runs, hand_suite
+    from utils import compare
+
+    results = tmp_path / "r"
+    suite = hand_suite(tmp_path)
+    for env, scale in (("Pendulum-v1", -10.0), ("MountainCarContinuous-v0", 1.0)):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: scale * (10 * e + s))
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: scale * (20 * e + s + i))
+    old, new = tmp_path / "old", tmp_path / "new" / "report"
+    assert compare.main([str(suite), "--results", str(results), "--out", str(old)]) == 0
+    before = snapshot(old)
+    assert {"report.json", "report.md", "aggregates.png"} <= set(before)
+    np.save(results / "solo/TD3/Pendulum-v1/TD3_Pendulum-v1_0.npy", np.zeros(7))  # the new report would differ
+    capsys.readouterr()
+    if where == "figure":
+        monkeypatch.setattr(Figure, "savefig", partial_then_full(Figure.savefig, "performance_profile"))
+    else:
+        monkeypatch.setattr(uio.os, "fsync", fails_when_named("report.md", os.fsync))
+    for out in (old, new):
+        code = compare.main([str(suite), "--results", str(results), "--out", str(out)])
+        _, err = capsys.readouterr()
+        one_line_exit_4(code, err, "python -m utils.compare", f"into {out};")
+    assert snapshot(old) == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_distributed_a_learner_on_a_full_disk_is_one_line_exit_4(capsys):
+    """utils.distributed: a learner's file on a full disk reaches the driver as Ray's RayTaskError (its text the
+    learner's traceback, 75 lines); the driver says it in one line, as the scripts do, with exit code 4."""
+    ray = pytest.importorskip("ray")
+    from utils.distributed import cli as dist_cli
+
+    path = "/results/SAC_Pendulum-v1_0.json"
+    try:  # DiskFull raised from the OSError, as utils.io.atomic_write raises it
+        try:
+            enospc()
+        except OSError as e:
+            raise DiskFull(e.errno, e.strerror, path) from e
+    except DiskFull as e:
+        cause = e
+    failed = ray.exceptions.RayTaskError("LearnerActor.run", "Traceback (most recent call last):\n ...\n"
+                                         f"utils.errors.DiskFull: [Errno 28] No space left on device: '{path}'",
+                                         cause).as_instanceof_cause()
+
+    class Ray:
+        exceptions = ray.exceptions
+
+        @staticmethod
+        def get(refs):
+            raise failed
+
+    code = main_guard(lambda argv: dist_cli.learner_results(Ray, ["a learner's run"]), [])
+    err = capsys.readouterr().err
+    assert code == EXIT_DISK_FULL and err.count("\n") == 1, err
+    assert f"no space left on device while writing {path}; the run's files are as they were" in err, err
+
+
+def test_the_tools_on_a_real_full_disk(tiny_disk, tmp_path, capsys, monkeypatch):
+    """A tmpfs filled up: utils.play (--gif, --mp4 by the real ffmpeg), utils.plot, utils.compare and utils.distributed
+    (a learner in a Ray worker) each say one line and exit with code 4, and leave nothing on the disk."""
+    from tests.test_compare import fake_runs, hand_suite
+    from utils import compare, play
+    from utils.plot import cli as plot_cli
+
+    fill(tiny_disk, 0)
+    before = sorted(p.name for p in tiny_disk.iterdir())
+    monkeypatch.setattr(play, "watch", lambda args: {**fake_watch(args), "frames": [FRAMES * 20]})
+    for film in ("gif", "mp4"):
+        code = play.main(["run", f"--{film}", str(tiny_disk / f"film.{film}")])
+        one_line_exit_4(code, capsys.readouterr().err, "python -m utils.play", str(tiny_disk / f"film.{film}"))
+    hand_curves(tmp_path / "curves")
+    code = plot_cli.main([str(tmp_path / "curves"), "--out", str(tiny_disk / "plots")])
+    one_line_exit_4(code, capsys.readouterr().err, "python -m utils.plot", f"into {tiny_disk / 'plots'};")
+    suite = hand_suite(tmp_path)
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(tmp_path / "r/solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        fake_runs(tmp_path / "r/shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: 20.0 * e + s + i)
+    code = compare.main([str(suite), "--results", str(tmp_path / "r"), "--out", str(tiny_disk / "report")])
+    one_line_exit_4(code, capsys.readouterr().err, "python -m utils.compare", f"into {tiny_disk / 'report'};")
+    assert sorted(p.name for p in tiny_disk.iterdir()) == before
+    pytest.importorskip("ray")
+    done = subprocess.run([sys.executable, "-m", "utils.distributed", "--actors", "1", "--policy", "SAC", "--env",
+                           "Pendulum-v1", "--hidden_size", "16", "--eval_episodes", "1", "--quiet", "--eval_freq",
+                           "250", "--start_steps", "250", "--batch_size", "32", "--num_steps", "500", "--results_dir",
+                           str(tiny_disk / "r")], cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == EXIT_DISK_FULL and done.stderr.count("\n") == 1, done.stderr
+    assert f"no space left on device while writing {tiny_disk / 'r'}" in done.stderr, done.stderr
+    assert sorted(p.name for p in tiny_disk.iterdir()) == before

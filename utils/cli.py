@@ -235,12 +235,36 @@ def train_checked(cfg, names: dict[str, str] | None = None):
 
 def tool_guard(prog: str, body: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
     """A tool's command line (benchmarks, plots): a UsageError raised by ``body`` (a flag, an environment, a
-    device, a file) becomes one line, '{prog}: error: ...', and exit code 2."""
+    device, a file) becomes one line, '{prog}: error: ...', and exit code 2; a full disk or an exceeded quota while
+    writing its files one line too (``tool_disk_full_message``), and exit code 4 (``EXIT_DISK_FULL``)."""
     try:
         return body(argv)
     except UsageError as e:
         sys.stderr.write(f"{prog}: error: {e}\n")
         return EXIT_USAGE
+    except Exception as e:
+        message = tool_disk_full_message(prog, e)
+        if message is None:
+            raise
+        sys.stderr.write(message + "\n")
+        return EXIT_DISK_FULL
+
+
+def tool_disk_full_message(prog: str, exc: BaseException) -> str | None:
+    """One line for a tool's write that failed on a full disk or an exceeded quota (anywhere in ``exc``'s chain),
+    naming the file (or the folder of a set of files): the tool writes each file whole under a temporary name and
+    renames it (``utils.io.written_whole``, ``written_together``), so no file is left half-written. None for other
+    errors."""
+    full = disk_full_cause(exc)
+    if full is None:
+        return None
+    why = (full.strerror or os.strerror(full.errno)).rstrip(".")
+    where = ""
+    if full.filename:  # a folder (a set of files) ends in a separator
+        folder = full.filename.endswith(os.sep) or Path(full.filename).is_dir()
+        where = f" while writing {'into ' if folder else ''}{full.filename.rstrip(os.sep) or os.sep}"
+    return (f"{prog}: error: {why[:1].lower() + why[1:]}{where}; no file was left half-written (free space and run "
+            "it again)")
 
 
 class ReaderGone:
@@ -309,7 +333,9 @@ def main_guard(run: Callable[[list[str] | None], object], argv: list[str] | None
     the run goes on without its progress lines, says so once on stderr, writes its files and exits as it would."""
     module = getattr(run, "__module__", "")
     script = Path(sys.argv[0]).name if module == "__main__" else f"{module}.py"
-    prog = f"{script}: " if module in ("__main__", "DASE_main", "sac_main", "ac_main") else ""
+    tools = {"utils.distributed.cli": "python -m utils.distributed"}  # a tool that runs as the scripts do
+    prog = f"{tools[module]}: " if module in tools else f"{script}: " if module in (
+        "__main__", "DASE_main", "sac_main", "ac_main") else ""
     streams = sys.stdout, sys.stderr
     err = ReaderGone(sys.stderr)
     one_pipe = _same_file(*streams)  # 2>&1 | head: stderr's reader goes with stdout's
@@ -347,7 +373,10 @@ def _guarded(run: Callable[[list[str] | None], object], argv: list[str] | None, 
         sys.stderr.write(f"{prog}error: {e}\n")
         return 1
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted: the curves saved so far are complete up to the last evaluation\n")
+        # outside the training loop (its signal handler turns Ctrl-C into Interrupted, with a checkpoint): while
+        # starting, perhaps before any evaluation, or while ending; files are written whole, never half
+        sys.stderr.write(f"{prog}interrupted while starting or ending, outside training: no checkpoint written; the "
+                         "files already written (curves, if any evaluation was saved) are whole\n")
         return 130
     except Exception as e:
         message = disk_full_message(e)

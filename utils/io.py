@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -176,3 +178,83 @@ def save_torch(path: str | os.PathLike, obj: Any) -> None:
     import torch
 
     atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def _sync(path: Path) -> None:
+    """Flush a file a writer has closed to the disk (a full disk some file systems report only now: ENOSPC)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _as_disk_full(e: BaseException, name: Callable[[str | None], str]) -> None:
+    """Raise a ``DiskFull`` naming ``name(the failed file)`` when ``e`` is, or came from, a full disk or an exceeded
+    quota; return otherwise."""
+    full = disk_full_cause(e)
+    if full is not None:
+        raise DiskFull(full.errno, full.strerror or os.strerror(full.errno), name(full.filename)) from e
+
+
+@contextmanager
+def written_whole(path: str | os.PathLike) -> Iterator[Path]:
+    """For a writer that takes a file name (matplotlib's savefig, imageio, ffmpeg): a temporary name beside ``path``
+    ending as ``path`` does (a writer that goes by the extension writes the same format), synced and renamed over
+    ``path`` once the block ends. A block that fails leaves ``path`` as it was (the old file or none) and removes the
+    temporary file and the folders made for it; a full disk or an exceeded quota is a ``DiskFull`` naming ``path``."""
+    path = Path(path)
+    created = missing_folders(path.parent)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+        os.close(fd)
+        tmp = Path(name)
+        yield tmp
+        _sync(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
+        os.replace(tmp, path)
+        tmp = None
+    except BaseException as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        remove_if_empty(created)
+        _as_disk_full(e, lambda _: str(path))
+        raise
+
+
+@contextmanager
+def written_together(out: str | os.PathLike) -> Iterator[Path]:
+    """A set of files written as one into the folder ``out`` (a report and its figures): the block writes them into
+    the temporary folder it is given (inside ``out``, on the same file system); once it ends every file is synced,
+    then moved into ``out`` (replacing a file of the same name). A block that fails removes the temporary folder,
+    with all it holds, and the folders made for ``out``: no file of the set is in ``out``, each file there is as it
+    was. A full disk or an exceeded quota is a ``DiskFull`` naming the file in ``out`` (``out/`` when unknown)."""
+    out = Path(out)
+    created = missing_folders(out)
+    stage = None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        stage = out / Path(tempfile.mkdtemp(dir=out, prefix=".writing.", suffix=".tmp")).name
+        yield stage
+        files = sorted(p for p in stage.rglob("*") if p.is_file())
+        for p in files:
+            _sync(p)
+        for p in files:
+            target = out / p.relative_to(stage)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, target)
+        shutil.rmtree(stage)
+    except BaseException as e:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+        remove_if_empty(created)
+
+        def name(failed: str | None) -> str:
+            try:
+                return str(out / Path(failed).absolute().relative_to(stage.absolute()))
+            except (TypeError, ValueError, AttributeError):  # no file named, one outside, no temporary folder yet
+                return os.path.join(out, "")  # the folder: a trailing separator
+        _as_disk_full(e, name)
+        raise

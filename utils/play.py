@@ -24,7 +24,7 @@ import torch
 
 from .cli import Parser, tool_guard
 from .errors import UsageError
-from .io import folder_problem, output_file_problem
+from .io import folder_problem, output_file_problem, written_whole
 
 PROG = "python -m utils.play"
 PLAY_HINT = "play the run's record (its --save_model models) instead"
@@ -188,7 +188,7 @@ def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
     check_owner([Path(cfg.models_dir) / f"{name}.pt" for name in cfg.agent_names()
                  if is_file(Path(cfg.models_dir) / f"{name}.pt")], source)
     try:
-        load_models(trainer.learner.agents, replace(cfg, load_model="default"))
+        load_models(trainer.learner.agents, replace(cfg, load_model="default"), flag=None)  # no flag named it
     except UsageError as e:
         raise UsageError(f"{source}: {e} -- train with --save_model, or play the run's checkpoint") from None
     return f"models of {source.name} in {cfg.models_dir}"
@@ -268,24 +268,53 @@ def play(policy, cfg, members: int, agent: int, task, film: bool) -> tuple[list[
 
 def write_film(path: str, frames: list[np.ndarray], fps: int, mp4: bool) -> int:
     """Write the frames as an MP4 or an animated GIF; returns how many images the file stores (a GIF merges
-    identical consecutive frames into one image shown for their summed time: a lander at rest is one image)."""
-    import imageio.v3 as iio
-
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp{Path(path).suffix}")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)  # checked writable with the arguments
-    try:
+    identical consecutive frames into one image shown for their summed time: a lander at rest is one image). The
+    film is written under a temporary name and renamed once whole (``utils.io.written_whole``): a writer that
+    fails (ffmpeg's exit code, a full disk: ``DiskFull``) leaves no film, or the one that was there."""
+    with written_whole(path) as tmp:
         if mp4:  # H.264 wants sides in multiples of 16: pad with the edge pixels instead of letting ffmpeg resize
             video = np.stack(frames)
             h, w = video.shape[1:3]
             video = np.pad(video, ((0, 0), (0, -h % 16), (0, -w % 16), (0, 0)), mode="edge")
-            iio.imwrite(tmp, video, fps=fps, extension=".mp4")
-        else:
-            iio.imwrite(tmp, np.stack(frames), duration=1000 / fps, loop=0, extension=".gif")
-        stored = len(frames) if mp4 else gif_images(tmp)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return stored
+            encode_mp4(tmp, video, fps)
+        else:  # as imageio writes one, by Pillow itself: imageio's writer, failed, would write again when collected
+            from PIL import Image
+
+            images = [Image.fromarray(f) for f in frames]
+            more = {"save_all": True, "append_images": images[1:]} if len(images) > 1 else {}
+            images[0].save(tmp, format="GIF", duration=1000 / fps, loop=0, **more)
+        return len(frames) if mp4 else gif_images(tmp)
+
+
+def encode_mp4(path: Path, video: np.ndarray, fps: int) -> None:
+    """H.264 of ``video`` [frames, height, width(, RGB/RGBA)] (uint8) by imageio-ffmpeg's ffmpeg, as imageio writes
+    one, but with ffmpeg's exit code checked and its messages kept off the terminal (imageio reports neither: a film
+    whose trailer a full disk stopped was "written"): a full disk or an exceeded quota is an OSError of its errno,
+    any other failure a RuntimeError with ffmpeg's last line."""
+    import errno
+    import subprocess
+
+    import imageio_ffmpeg
+
+    try:
+        from imageio_ffmpeg._io import get_first_available_h264_encoder
+        codec = get_first_available_h264_encoder()
+    except (ImportError, RuntimeError):
+        codec = "libx264"
+    video = np.ascontiguousarray(video, dtype=np.uint8)
+    pix_fmt = "gray" if video.ndim == 3 else {3: "rgb24", 4: "rgba"}[video.shape[-1]]
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-v", "error", "-f", "rawvideo", "-vcodec", "rawvideo", "-s",
+           f"{video.shape[2]}x{video.shape[1]}", "-pix_fmt", pix_fmt, "-r", str(fps), "-i", "-", "-an", "-vcodec",
+           codec, "-pix_fmt", "yuv420p", *(["-crf", "25"] if codec == "libx264" else []), "-f", "mp4", str(path)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    said = proc.communicate(memoryview(video.reshape(-1)))[1].decode(errors="replace")  # EPIPE: ffmpeg ended early
+    if proc.returncode == 0:
+        return
+    for code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        if os.strerror(code) in said:
+            raise OSError(code, os.strerror(code), str(path))
+    last = (said.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    raise RuntimeError(f"ffmpeg could not write the film: {last}")
 
 
 def gif_images(path: Path) -> int:
@@ -351,11 +380,12 @@ def _main(argv=None) -> int:
     print(f"mean return over {len(returns)} episode(s): {np.mean(returns):.2f}")
     if args.gif or args.mp4:
         kept = [f[::args.scale, ::args.scale] for episode in out["frames"] for f in episode[::args.every]]
+        earlier = Path(args.gif or args.mp4).exists()  # only with --overwrite (checked with the arguments)
         stored = write_film(args.gif or args.mp4, kept, args.fps, bool(args.mp4))
         merged = "" if stored == len(kept) else \
             f"; the GIF stores {stored} images, identical consecutive frames merged into one shown as long"
-        print(f"wrote {args.gif or args.mp4} ({len(kept)} frames at {args.fps} fps, {len(kept) / args.fps:.1f} s"
-              f"{merged})")
+        print(f"{'replaced' if earlier else 'wrote'} {args.gif or args.mp4} ({len(kept)} frames at {args.fps} fps, "
+              f"{len(kept) / args.fps:.1f} s{merged})")
     sys.stdout.flush()
     return 0
 

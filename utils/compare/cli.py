@@ -11,7 +11,8 @@ curves per task, rliable's IQM, mean, median, optimality gap, probability of imp
 performance profiles and IQM against steps, and paired differences by seed.
 
 Exit code: 0 the report is written (or --dry_run), 1 a run failed or its curves cannot be read (no report), 2 a bad
-suite or command line (one line on stderr, nothing run or written), 128 + signal when interrupted.
+suite or command line (one line on stderr, nothing run or written), 4 a full disk as the report was written (one
+line; no file of it written or replaced), 128 + signal when interrupted.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..cli import Parser
-from ..io import file_in_the_way
+from ..cli import EXIT_DISK_FULL, Parser, tool_disk_full_message
+from ..errors import DiskFull
+from ..io import folder_problem
 from ..sweep.cli import RAY_HINT, dry_run, has_ray, run_missing
 from ..sweep.experiment import ROOT, ExperimentError, parse_seeds
 from ..sweep.results import display_path
@@ -71,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         docs = docs_page(suite) if args.write_docs else None
         entries, threads, workers = plan_suite(suite, args.ray, args.workers)
         out = Path(args.out).resolve() if args.out else ROOT / "Figures" / "compare" / suite.name
-        if (blocked := file_in_the_way(out)) is not None:
-            raise SuiteError(f"--out {args.out or out}: {blocked} is a file, not a folder")
+        if (problem := folder_problem(out)) is not None:  # a file in the way, a read-only disk, no permission
+            raise SuiteError(f"--out {args.out or out}: {problem}")
     except ExperimentError as e:  # SuiteError included
         print(f"{args.suite}: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -119,19 +121,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, _ = run_missing(runs, todo, args, threads, workers, suite.gpus_per_run)
         if code == EXIT_FAILED:
             print(f"{PROG}: a run failed (its log is named above); no report written", file=sys.stderr)
+        elif code > 128:  # stopped with their checkpoints: this command continues them, then writes the report
+            print(f"{PROG}: interrupted; no report written: run the same command again to continue the runs from "
+                  "their checkpoints and write it", file=sys.stderr)
         if code:
             return code
     from .report import write  # numpy, matplotlib and rliable: only once there is a report to write
 
+    earlier = (out / "report.md").exists()  # a report is made again from the curves: replaced, and said
     try:
         path = write(suite, entries, out, [shlex.join(["python", "-m", "utils.compare", *argv])], docs)
     except SuiteError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return EXIT_FAILED
-    except OSError as e:  # a full disk, a folder taken away
+    except DiskFull as e:  # no file of the report written or replaced (report.write: written_together)
+        print(tool_disk_full_message(PROG, e), file=sys.stderr)
+        return EXIT_DISK_FULL
+    except OSError as e:  # a folder taken away
         print(f"{PROG}: cannot write the report in {display_path(out)}: {e.strerror or e}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"report: {display_path(path)}" + (f"; its table in {display_path(docs[0])}" if docs else ""))
+    print(f"report: {display_path(path)}" + (" (replaced the report that was there, with its figures)" if earlier
+                                              else "") + (f"; its table in {display_path(docs[0])}" if docs else ""))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from ..naming import curve_length
 from ..sweep.cli import plan
 from ..sweep.experiment import ExperimentError, experiment_from_spec
 from ..sweep.runs import Run, expand
@@ -84,6 +85,7 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
                     raise SuiteError(f"methods.{m} on {task.name}: every evaluation of its {own} steps per agent is "
                                      f"made before training starts (start_steps {suite.start_steps}, eval_freq "
                                      f"{suite.eval_freq}): no final score")
+            _final_fits(suite, task, steps)
             runs = []
             for group in seed_groups(suite, names):  # the sweep runs one seed list per experiment
                 exp = experiment_from_spec(sweep_spec(suite, task, steps, group), suite.path)
@@ -98,6 +100,28 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
         entries += [Entry(task, suite.methods[run.setting], run)
                     for run in sorted(runs, key=lambda run: order.index(run.setting))]
     return entries, threads, local_workers
+
+
+def _final_fits(suite: Suite, task: Task, steps: dict[str, int]) -> None:
+    """The suite's final_evaluations (K) fits every curve of ``task``: no more than the evaluations of each method's
+    run (one at step 0, then one every eval_freq steps per agent) and of each reference, as the report reads them
+    (``scores.final_k``); windows that would reach back before training started shrink, and the report says so."""
+    k = suite.final_evaluations
+    if k is None:
+        return
+    for m, own in steps.items():
+        if k > curve_length(own, suite.eval_freq):
+            raise SuiteError(f"final_evaluations: {k} is more than the {curve_length(own, suite.eval_freq)} "
+                             f"evaluations of methods.{m} on {task.name} ({own} steps per agent, one evaluation "
+                             f"every eval_freq {suite.eval_freq} from step 0)")
+    if task.references:
+        from .scores import load_reference  # numpy: only for a suite with published curves
+
+        for ref in task.references:
+            n = load_reference(ref, task, suite).matrix.shape[1]
+            if k > n:
+                raise SuiteError(f"final_evaluations: {k} is more than the {n} evaluations of "
+                                 f"tasks ({task.name}).references.{ref.name} within the budget")
 
 
 def seed_groups(suite: Suite, names: list[str]) -> list[list[Method]]:

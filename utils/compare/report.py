@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..plot.stats import bootstrap_ci, mean_band, sign_flip_test
+from ..io import written_together
 from ..plot.tables import markdown, write_between_markers
 from ..sweep.experiment import flag_args
 from . import figures
@@ -240,10 +241,18 @@ def _ci(v: dict, digits: int) -> str:
 def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
           docs: tuple[Path, str] | None = None) -> Path:
     """Compute and write report.json, the figures and report.md in ``out`` (and the table at each step into the docs
-    page ``docs``, (page, marker)); returns report.md's path."""
+    page ``docs``, (page, marker)); returns report.md's path. The files are a set, written together
+    (``utils.io.written_together``): a write that fails (a full disk: ``DiskFull``) leaves ``out`` and the docs page as
+    they were, no file of the new report there."""
     report, curves = compute(suite, entries)
     report["commands"] = {"report": commands, "runs": [e.run.command_line() for e in entries]}
-    out.mkdir(parents=True, exist_ok=True)
+    with written_together(out) as stage:
+        _write(suite, report, curves, stage, docs)
+    return out / "report.md"
+
+
+def _write(suite: Suite, report: dict, curves: dict, out: Path, docs: tuple[Path, str] | None) -> None:
+    """``write``'s files, into the temporary folder ``out``."""
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     colors = figures.method_colors(list(suite.methods) + sorted({r.name for t in suite.tasks for r in t.references}))
     xlabel, budget_text = budget_words(suite)
@@ -263,11 +272,9 @@ def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
     names["efficiency"] = figures.efficiency_figure(out / "iqm_against_steps.png", eff["methods"], x,
                                                     xlabel if eff["steps"] is not None else "Fraction of the budget",
                                                     colors)
-    path = out / "report.md"
-    path.write_text(markdown_report(suite, report, budget_text, names))
-    if docs is not None:
+    (out / "report.md").write_text(markdown_report(suite, report, budget_text, names))
+    if docs is not None:  # last: the docs page is replaced whole (atomically), once every file of the report is there
         write_between_markers(docs[0], docs[1], steps_table(suite, report))
-    return path
 
 
 def _at(cell: dict | None, k: int, digits: int = 1) -> str:

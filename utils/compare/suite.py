@@ -164,7 +164,8 @@ def load_suite(path: str | Path, results_dir: str | None = None, only_seeds: lis
     text, spec = _read(path)
     name = spec.get("name", path.stem)
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise SuiteError(f"name: {name!r} is not a usable folder name (letters, digits, _ . -)")
+        whence = "" if "name" in spec else " (no name: key, so the file's name without .yaml; give one, name: NAME)"
+        raise SuiteError(f"name: {name!r} is not a usable folder name (letters, digits, _ . -){whence}")
     rule = spec.get("budget_rule", "per_agent")
     if rule not in BUDGET_RULES:
         raise SuiteError(f"budget_rule: expected one of {', '.join(BUDGET_RULES)}, got {rule!r}")

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import DiskFull, UsageError, disk_full_cause
 from ..naming import SCRIPT_POLICIES, method_of
-from ..ray_local import init_local
+from ..ray_local import init_local, shutdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,8 +191,8 @@ def train(args, learners) -> list[list[list[float]]]:
     from .learner import LearnerActor
 
     k, m = args.actors, args.learners
-    start_ray(ray, args.address, cpus=max(os.cpu_count() or 1, k + m))
-    try:
+    try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the command (utils/ray_local.py)
+        start_ray(ray, args.address, cpus=max(os.cpu_count() or 1, k + m))
         # a block in flight per actor: a full queue holds the actors back (a longer one only adds policy lag)
         queues = [Queue(maxsize=max(1, k // m)) for _ in range(m)]
         remote_learner = ray.remote(num_cpus=1, max_concurrency=4)(LearnerActor)
@@ -237,18 +237,21 @@ def train(args, learners) -> list[list[list[float]]]:
             raise Interrupted(stopped[0]["interrupted"], "; ".join(r["message"] for r in stopped))
         return [r.get("curves") for r in results]
     finally:
-        ray.shutdown()
+        shutdown(ray)
 
 
 def learner_results(ray, runs: list) -> list:
     """The learners' results; a learner that refused its files or settings as it started (a checkpoint of other
     settings, say) raises its UsageError alone, one line as the scripts say it (Ray's error would carry the
-    learner's traceback)."""
+    learner's traceback); so does a learner whose file found the disk full (its DiskFull: one line, exit code 4)."""
     try:
         return ray.get(runs)
     except ray.exceptions.RayTaskError as e:
         if isinstance(e.cause, UsageError):
             raise UsageError(str(e.cause)) from None
+        full = disk_full_cause(e.cause)
+        if full is not None:
+            raise DiskFull(full.errno, full.strerror or os.strerror(full.errno), full.filename) from None
         raise
 
 

@@ -43,8 +43,8 @@ from pathlib import Path
 
 from .curves import (REFERENCE_MARKER, Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves,
                      env_key, find_curves, find_weights, group_curves, recorded_eval_freq, reference_folders, curves_or_error)
-from ..cli import Parser
-from ..io import bad_name, file_in_the_way, unwritable
+from ..cli import Parser, tool_guard
+from ..io import bad_name, file_in_the_way, unwritable, written_together
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
 from .training import training
@@ -184,17 +184,40 @@ def check_out(out: str) -> None:
         raise PlotError(f"--out {out}: cannot write there ({reason}); pick another path")
 
 
+def files_in(out: Path) -> set[Path]:
+    """The files under ``out`` now (relative to it): those a plot of the same names replaces."""
+    return {p.relative_to(out) for p in out.rglob("*") if p.is_file()} if out.is_dir() else set()
+
+
+def replaced_words(names: list[Path], earlier: set[Path]) -> str:
+    """What the plot replaced, said where it says what it wrote: a summary and figures are made again from the
+    curves by the same command, so they are replaced (docs/usage.md, "Replacing outputs")."""
+    replaced = [n for n in names if n in earlier]
+    if not replaced:
+        return ""
+    which = "all of them" if len(replaced) == len(names) else ", ".join(str(n) for n in replaced)
+    return f"; replaced {which} (written before, made again from the curves)"
+
+
 def main(argv=None) -> int:
+    """The command line; a full disk is one line and exit code 4, and no file of the plot's is written or replaced."""
+    return tool_guard(PROG, _main, argv)
+
+
+def _main(argv=None) -> int:
     args = parse(argv)
     if args.training:
         try:
             check_out(args.out)
-            written = training(args.dirs, Path(args.out), args.training_window, args.ci, "pdf" if args.pdf else "png",
-                               args.solved_at)
+            earlier = files_in(Path(args.out))
+            with written_together(args.out) as stage:  # every file, or none of them
+                written = training(args.dirs, stage, args.training_window, args.ci, "pdf" if args.pdf else "png",
+                                   args.solved_at)
         except PlotError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 2
-        print(f"wrote {', '.join(str(p) for p in written)}")
+        names = [p.relative_to(stage) for p in written]
+        print(f"wrote {', '.join(str(Path(args.out) / n) for n in names)}{replaced_words(names, earlier)}")
         return 0
     try:
         check_out(args.out)
@@ -205,13 +228,16 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)  # check_out made sure it can be
-    written = plot(by_env, out, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
-                   weights=("log" if args.weights_log else True) if show_weights else False, consensus=args.consensus)
-    rows = [summarise(g, args.eval_freq, args.at) for groups in by_env.values() for g in groups]
-    print(write_tables(rows, args.at, out), end="")
-    written += [out / "summary.csv", out / "summary.md"]
-    if args.reference:
-        written += comparison(args, own_curves, ref_curves, out)
-    print(f"wrote {', '.join(str(p) for p in written)}")
+    earlier = files_in(out)
+    with written_together(out) as stage:  # every file, or none of them (check_out made sure --out can take them)
+        written = plot(by_env, stage, args.eval_freq, args.ci, args.smooth, "pdf" if args.pdf else "png",
+                       weights=("log" if args.weights_log else True) if show_weights else False,
+                       consensus=args.consensus)
+        rows = [summarise(g, args.eval_freq, args.at) for groups in by_env.values() for g in groups]
+        print(write_tables(rows, args.at, stage), end="")
+        written += [stage / "summary.csv", stage / "summary.md"]
+        if args.reference:
+            written += comparison(args, own_curves, ref_curves, stage)
+    names = [p.relative_to(stage) for p in written]
+    print(f"wrote {', '.join(str(out / n) for n in names)}{replaced_words(names, earlier)}")
     return 0

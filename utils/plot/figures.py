@@ -100,19 +100,25 @@ def draw_weights(ax, groups: list[Group], eval_freq: int, colors: dict[int, str]
 def draw_consensus(ax, groups: list[Group], eval_freq: int, colors: dict[int, str] | None = None) -> list:
     """Diff-DAC's consensus measure of the groups that have one (mean over their runs), on a log axis: 0 would be
     identical agents, random initialisations sit near 1 and above. Returns the lines drawn."""
-    lines = []
+    lines, drawn = [], 0
     for g in groups:
         c = g.consensus_matrix()
         if c is None or g.reference:
             continue
         steps = np.arange(c.shape[1]) * eval_freq
         mean = nan_mean(c)
-        line, = ax.plot(steps, np.where(mean > 0, mean, np.nan), "-", color=(colors or {}).get(id(g)), lw=1.2,
-                        label=legend_label(g))
+        y = np.where(mean > 0, mean, np.nan)  # 0 (identical agents) has no place on a log axis
+        shown = np.isfinite(y)
+        # a point whose neighbours are not drawn makes no line segment: a marker shows it (else one non-zero value
+        # among zeros left the panel empty)
+        alone = shown & ~np.r_[False, shown[:-1]] & ~np.r_[shown[1:], False]
+        line, = ax.plot(steps, y, "-", color=(colors or {}).get(id(g)), lw=1.2, label=legend_label(g),
+                        marker="o", ms=3, markevery=[bool(x) for x in alone])
         lines.append(line)
-    if not lines:
-        ax.text(0.5, 0.5, "no consensus files", transform=ax.transAxes, ha="center", va="center", fontsize=7,
-                color="0.5")
+        drawn += int(shown.sum())
+    if not lines or not drawn:
+        ax.text(0.5, 0.5, "no consensus files" if not lines else "disagreement 0 throughout (identical agents)",
+                transform=ax.transAxes, ha="center", va="center", fontsize=7, color="0.5")
     else:
         ax.set_yscale("log")
     ax.set_xlabel("Time steps")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..formats import decimals
+from ..io import atomic_write
 from .curves import Group, env_key
 from .stats import BOOTSTRAP, bootstrap_ci, iqm
 
@@ -52,7 +53,8 @@ def write_between_markers(doc: Path, mark: str, text: str) -> None:
     a, b = body.find(start), body.find(end)
     if a < 0 or b < a:
         raise ValueError(f"{doc}: no {start} ... {end} block")
-    doc.write_text(body[:a + len(start)] + "\n" + text + "\n" + body[b:])
+    new = body[:a + len(start)] + "\n" + text + "\n" + body[b:]
+    atomic_write(doc, lambda f: f.write(new), mode="w")  # whole or as it was (a full disk: DiskFull)
 
 
 def markdown(head: list[str], rows: list[list[str]]) -> str:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import Parser
-from ..io import input_problem
+from ..cli import EXIT_DISK_FULL, Parser, tool_disk_full_message
+from ..errors import DiskFull
+from ..io import atomic_write, input_problem
 from ..naming import CURVE_NAME, TASKS_SUFFIX
 from .cli import check_out
 from .curves import PlotError
@@ -90,9 +91,11 @@ def main(argv=None) -> int:
     text = table(found, args.last)
     print(text, end="")
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "tasks.md").write_text(text)
+        try:  # whole or as it was, the folders made for it gone again on a failure
+            atomic_write(Path(args.out) / "tasks.md", lambda f: f.write(text), mode="w")
+        except DiskFull as e:
+            print(tool_disk_full_message(PROG, e), file=sys.stderr)
+            return EXIT_DISK_FULL
     return 0
 
 

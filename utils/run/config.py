@@ -9,10 +9,10 @@ from pathlib import Path
 
 from ..cores import available_cores
 from ..errors import UsageError
-from ..memory import check_fits
 from ..io import bad_name, file_in_the_way, unwritable
 from ..naming import (ALGORITHM, Method, algorithm_of, curve_names, default_init, is_multi_agent, method_of,
                       parse_policy, run_stem, variant_of)
+from .footprint import check_footprint
 
 
 EVAL_TASKS = ("own", "all")  # --eval_tasks
@@ -183,25 +183,18 @@ def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     _check_episodes(cfg)
     _check_execution(cfg)
     _check_sizes(cfg)
+    check_footprint(cfg)  # every size flag: the memory of networks, batches, buffers and environments
     _check_folders(cfg)
 
 
 def _check_members(cfg: RunConfig) -> None:
-    """The learners one process holds and their networks, before anything (a graph over them included) is built."""
+    """The learners one process holds, before anything (a graph over them included) is built; their memory is
+    ``footprint.check_footprint``'s, once the numbers are checked."""
     members = len(cfg.seed_list()) * max(int(cfg.num_agents), 1)
     if members > MAX_MEMBERS:
         raise UsageError(f"--seeds/--num_agents: {len(cfg.seed_list())} seed(s) x {cfg.num_agents} agent(s) = {members} "
                          f"learners in one process, at most {MAX_MEMBERS}; split the seeds over several processes "
                          "(python -m utils.sweep does) or use fewer agents")
-    widths = cfg.algo.get("hidden") or [cfg.algo.get("hidden_size") or 256] * 2
-    if min(widths) > 0:
-        # hidden-to-hidden weights of an actor and two critics, online and target, and Adam's two moments: a lower
-        # bound (the input and output layers come on top), float32
-        per_member = 4 * 3 * 4 * (sum(a * b for a, b in zip(widths, widths[1:])) + sum(widths))
-        flag = "--hidden_sizes" if cfg.algo.get("hidden") else "--hidden_size"
-        shown = " ".join(map(str, widths)) if cfg.algo.get("hidden") else str(widths[0])
-        check_fits(f"{flag} {shown}: the networks of {members} learner(s)", members * per_member,
-                   cfg.device if str(cfg.device).startswith("cuda") else None, f"lower {flag}")
 
 
 def _check_numbers(cfg: RunConfig, flag) -> None:
@@ -224,8 +217,9 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.eval_policy == "sample" and ALGORITHM[cfg.algorithm].family != "rollout":
         raise UsageError(f"--eval_policy sample: {cfg.algorithm} evaluates greedily; A2C, SEAC and ACER can sample")
     if not is_multi_agent(cfg.policy) and cfg.num_agents != 1:
-        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent; use DASE_{cfg.policy}, "
-                         f"DPD_{cfg.policy} or DIFF_{cfg.policy} for several")
+        forms = [f"{m}_{cfg.algorithm}" for m in ALGORITHM[cfg.algorithm].methods if m]  # those that exist
+        raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy} is a single agent"
+                         + (f"; use {', '.join(forms)} for several" if forms else ""))
     if ALGORITHM[cfg.algorithm].agents > 1 and cfg.num_agents < 2:
         raise UsageError(f"--num_agents {cfg.num_agents}: {cfg.policy}'s agents learn from each other's rollouts; it "
                          "needs at least 2 (A2C is the single learner)")

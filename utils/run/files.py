@@ -237,12 +237,19 @@ def model_path(cfg: RunConfig, i: int, own: str) -> Path:
     return path
 
 
-def load_error(e: Exception, path: Path, cfg: RunConfig) -> UsageError:
+def load_error(e: Exception, path: Path, cfg: RunConfig, flag: str | None = "--load_model") -> UsageError:
     """A model file that does not load, in one line (torch's message may run to several lines and advise
-    weights_only=False: never)."""
+    weights_only=False: never), begun with the ``flag`` that named it (None: a tool's own reading, no flag)."""
     why = "not a model file of this program" if isinstance(e, (pickle.UnpicklingError, EOFError)) \
         else str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return UsageError(f"--load_model: cannot load {path} into {cfg.policy} on {cfg.env} ({why})")
+    return UsageError(f"{flag + ': ' if flag else ''}cannot load {path} into {cfg.policy} on {cfg.env} ({why})")
+
+
+def unreadable_model(e: Exception, path: Path, flag: str | None = "--load_model") -> UsageError:
+    """A model file torch cannot read at all (cut short, say by a full disk or a copy, or never a model file), in
+    one line."""
+    return UsageError(f"{flag + ': ' if flag else ''}cannot read {path} ({type(e).__name__}): the file is damaged "
+                      "(cut short?) or not a model file of this program")
 
 
 class Board:

@@ -80,8 +80,14 @@ class RunSettings(Settings):
 
 @dataclass
 class OnPolicyRunSettings(RunSettings):
-    """ac_main.py's: CartPole by default, and how evaluation picks actions."""
+    """ac_main.py's: CartPole by default, its own policies' agents and diffusion, and how evaluation picks
+    actions."""
     env: str = again("CartPole-v1")
+    num_agents: Optional[int] = setting(
+        None, "agents per seed: SEAC's, each learning from all agents' rollouts, or DIFF_A2C's, averaging parameters "
+        "(A2C, A3C and ACER are one agent)", parse=count, default_text="2 for SEAC, 4 for DIFF_A2C, 1 otherwise")
+    diffusion: bool = setting(False, "after every update each agent averages its parameters with its graph "
+                              "neighbours (Diff-DAC's adapt-then-combine): A2C becomes DIFF_A2C")
     eval_policy: str = setting(
         "greedy", "evaluation actions: greedy = the policy's most likely action (its mean when continuous), sample = "
         "drawn from the policy as in training, from a stream of each agent's seed and the step (the SEAC authors' "

@@ -21,7 +21,7 @@ from ..memory import check_fits
 from ..naming import ALGORITHM
 from .config import RunConfig
 from .episodes import EpisodeEvals
-from .files import RunFiles, load_error, model_path
+from .files import RunFiles, load_error, model_path, unreadable_model
 from .onpolicy.episode_log import EpisodeLog
 from .onpolicy.rollout import RolloutLearner
 from .replay.learner import Learner
@@ -47,15 +47,19 @@ class Setup:
     eval_pace: int | None  # evaluation steps per training step when evaluations run beside training
 
 
-def load_models(agents, cfg: RunConfig, first: int = 0) -> None:
-    """--load_model NAME: agent i loads models/NAME[_Agent_i].pt ("default": the run's own names) into slot first + i."""
+def load_models(agents, cfg: RunConfig, first: int = 0, flag: str | None = "--load_model") -> None:
+    """--load_model NAME: agent i loads models/NAME[_Agent_i].pt ("default": the run's own names) into slot first + i.
+    A file that does not load is a UsageError begun with ``flag`` (None: a tool's own reading, e.g. utils.play's)."""
     for i, own in enumerate(cfg.agent_names()):
         path = model_path(cfg, i, own)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise unreadable_model(e, path, flag) from None
+        try:
             agents.load_agent_state(first + i, state)
         except Exception as e:
-            raise load_error(e, path, cfg) from None
+            raise load_error(e, path, cfg, flag) from None
 
 
 def default_workers(device: torch.device, members: int) -> int:

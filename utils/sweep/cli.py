@@ -150,6 +150,10 @@ def run_missing(runs: list[Run], todo: list[Run], args: argparse.Namespace, thre
     except ConnectionError as e:
         print(f"cannot reach the Ray cluster at {args.ray}: {e}", file=sys.stderr)
         return EXIT_USAGE, []
+    except KeyboardInterrupt:  # Ctrl-C before the runs' signal handling (Ray starting) or after it (Ray stopping)
+        print("interrupted while Ray was starting or stopping, no run cut short; rerun the same command to continue",
+              file=sys.stderr)
+        return 130, []
     print(summary(results), flush=True)
     if stop_signal is not None:
         return 128 + stop_signal, results

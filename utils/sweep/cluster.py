@@ -5,7 +5,7 @@ import contextlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..ray_local import init_local
+from ..ray_local import init_local, shutdown
 from . import execute as execute_module
 from .execute import StopFlag, execute
 from .results import Result, classify, display_path
@@ -21,14 +21,14 @@ def ray_session(address: str | None):
     import ray
 
     started_here = not ray.is_initialized()
-    if started_here:
-        # a local instance: a SIGTERM to the whole process group reaches the sweep alone, which stops its runs
-        init_local(ray, include_dashboard=False) if address is None else ray.init(address=address)
-    try:
+    try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the sweep (utils/ray_local.py)
+        if started_here:
+            # a local instance: a SIGTERM to the whole process group reaches the sweep alone, which stops its runs
+            init_local(ray, include_dashboard=False) if address is None else ray.init(address=address)
         yield ray
     finally:
         if started_here:
-            ray.shutdown()
+            shutdown(ray)
 
 
 class RayRuns:

@@ -25,14 +25,14 @@ class Result:
 def classify(run: Run, code: int | None, wall: float, complete: bool, stopping: bool, root: Path = ROOT) -> Result:
     """Turn an exit code into a Result: done only when the process succeeded and left every file."""
     if code is None:
-        return Result(run, "not started", note="the sweep was interrupted")
+        return Result(run, "not started", note="interrupted before it started")
     log = display_path(run.log_path(root))
     if code == 0 and complete:
         return Result(run, "done", code, wall)
     if code == 0 and run.until is not None:  # --until: stopped at that step with a checkpoint, as asked
-        return Result(run, "paused", code, wall, f"at step {run.until} (--until); rerun the sweep to continue")
+        return Result(run, "paused", code, wall, f"at step {run.until} (--until); rerun the same command to continue")
     if stopping and code in (130, 143, -signal.SIGINT, -signal.SIGTERM):  # stopped as asked, checkpointed
-        return Result(run, "interrupted", code, wall, f"exit {code}, log: {log}; rerun the sweep to continue")
+        return Result(run, "interrupted", code, wall, f"exit {code}, log: {log}; rerun the same command to continue")
     if code == 0:
         return Result(run, "failed", code, wall, f"exit 0 but its curves are incomplete, log: {log}")
     why = f"exit {code}"
@@ -63,14 +63,15 @@ def format_wall(seconds: float) -> str:
 
 
 def summary(results: Sequence[Result]) -> str:
-    """The table printed at the end: run, status (with exit code and log for failures), wall time."""
-    rows = [("run", "status", "wall")]
+    """The table printed at the end: run, wall time, status (with exit code and log for failures). The status comes
+    last, so a long log path widens no column: the table is as wide as its runs' names and statuses' words."""
+    rows = [("run", "wall", "status")]
     for r in results:
         status = f"{r.status} ({r.note})" if r.note else r.status
-        rows.append((r.run.label, status, format_wall(r.wall) if r.status not in ("skipped", "not started") else "-"))
+        rows.append((r.run.label, format_wall(r.wall) if r.status not in ("skipped", "not started") else "-", status))
     width = [max(len(row[k]) for row in rows) for k in range(2)]
     lines = [f"{a:<{width[0]}}  {b:<{width[1]}}  {c}" for a, b, c in rows]
-    lines.insert(1, "-" * len(max(lines, key=len)))
+    lines.insert(1, "-" * (width[0] + width[1] + 4 + max([len("status")] + [len(r.status) for r in results])))
     counts = {s: sum(r.status == s for r in results) for s in ("done", "paused", "skipped", "failed", "interrupted",
                                                                 "not started")}
     lines.append(f"{plural(len(results))}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in
