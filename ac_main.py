@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import sys
 
-try:  # Ctrl-C while these load (torch takes a second or more) is one line and exit 130, as it is later
+from utils.errors import interrupt_while_starting
+
+with interrupt_while_starting("ac_main.py", __name__ == "__main__"):  # Ctrl-C while torch loads: one line
     from utils.cli import (Parser, add_common_flags, available_cores, check_policy, count, default_agents, main_guard,
                            resolve_env, resolve_policy, run_flags, shared_settings, train_checked)
     from utils.errors import UsageError
     from utils.naming import SCRIPT_POLICIES, algorithm_of
     from utils.run.onpolicy.settings import ALGORITHM_SETTINGS
     from utils.settings import add_flags, from_flags, given
-except KeyboardInterrupt:
-    if __name__ != "__main__":  # imported (by a tool, a test): the importer's own handling says it
-        raise
-    sys.stderr.write("ac_main.py: interrupted while starting: nothing written\n")
-    raise SystemExit(130) from None
 
 POLICIES = SCRIPT_POLICIES["ac_main.py"]
 

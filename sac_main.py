@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
-try:  # Ctrl-C while these load (torch takes a second or more) is one line and exit 130, as it is later
+from utils.errors import interrupt_while_starting
+
+with interrupt_while_starting("sac_main.py", __name__ == "__main__"):  # Ctrl-C while torch loads: one line
     from utils.cli import (Parser, add_common_flags, add_image_flags, add_sequence_flags, check_policy, count,
                            default_agents, image_settings, main_guard, resolve_env, resolve_policy, run_flags,
                            sequence_settings, shared_settings, train_checked)
@@ -12,11 +14,6 @@ try:  # Ctrl-C while these load (torch takes a second or more) is one line and e
     from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
     from utils.run.replay.settings import SAC_SETTINGS, VtraceSettings
     from utils.settings import add_flags, from_flags
-except KeyboardInterrupt:
-    if __name__ != "__main__":  # imported (by a tool, a test): the importer's own handling says it
-        raise
-    sys.stderr.write("sac_main.py: interrupted while starting: nothing written\n")
-    raise SystemExit(130) from None
 
 POLICIES = SCRIPT_POLICIES["sac_main.py"]
 FLAG_NAMES = SCRIPT_FLAG_NAMES["sac_main.py"]

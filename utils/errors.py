@@ -1,5 +1,7 @@
 """Why a run stops early: the command lines print one line and exit with a code of their own."""
+import contextlib
 import errno
+import sys
 
 
 class UsageError(Exception):
@@ -46,3 +48,17 @@ def disk_full_cause(exc: BaseException | None) -> OSError | None:
             return exc
         todo += [exc.__context__, exc.__cause__]  # the cause first
     return None
+
+
+@contextlib.contextmanager
+def interrupt_while_starting(script: str, main: bool):
+    """Around an entry script's imports (torch takes a second or more to load): Ctrl-C there is one line and exit
+    130, as it is later. ``main``: the script runs as ``__main__``; imported (by a tool, a test), the interrupt goes
+    on to the importer, whose own handling says it."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not main:
+            raise
+        sys.stderr.write(f"{script}: interrupted while starting: nothing written\n")
+        raise SystemExit(130) from None

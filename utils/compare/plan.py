@@ -3,35 +3,13 @@ policy, flags and steps per agent), expanded and checked by ``utils.sweep`` itse
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 from ..naming import curve_length
 from ..sweep.cli import plan
 from ..sweep.experiment import ExperimentError, experiment_from_spec
-from ..sweep.runs import Run, expand
+from ..sweep.runs import expand
+from .entry import Entry
 from .suite import Method, Suite, SuiteError, Task
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One method on one task: the sweep's run (all seeds in one process) and its budget in both counts."""
-
-    task: Task
-    method: Method
-    run: Run
-    read_steps: int | None = None  # --so_far: the steps per agent its curves are read up to (else the run's budget)
-
-    @property
-    def agents(self) -> int:
-        return self.run.num_agents
-
-    @property
-    def steps_per_agent(self) -> int:
-        return self.read_steps if self.read_steps is not None else self.run.steps
-
-    @property
-    def total_steps(self) -> int:
-        return self.steps_per_agent * self.run.num_agents
 
 
 def sweep_spec(suite: Suite, task: Task, steps: dict[str, int], methods: list[Method] | None = None) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .claims import claim_values
-from .plan import Entry
+from .entry import Entry
 from .scores import cut_so_far, final_k, load_curves, load_reference
 from .suite import Suite, SuiteError
 from .verdict import ALPHA, POWER, plan, seeds_needed

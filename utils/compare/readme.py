@@ -13,11 +13,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from ..plot.tables import between_markers, markdown, write_between_markers
 from ..sweep.experiment import ROOT
-from .report import digits_for, plan_words, verdict_words
+from .words import claim_digits, plan_words, verdict_words
 
 MARKER = "claims_table"
 # the rows' order: the DASE paper's own claims first, then the other seed systems'; a suite not named here follows,
@@ -40,18 +39,8 @@ def reports(root: Path = ROOT) -> list[tuple[str, dict]]:
     return sorted(found, key=lambda item: (rank.get(item[0], len(ORDER)), item[0]))
 
 
-def digits(c: dict, r: dict) -> int:
-    """Decimals of a claim's numbers: its task's for returns, 3 for normalised scores and fractions, 0 for steps."""
-    if c["unit"] == "steps":
-        return 0
-    if c["unit"] == "returns":
-        t = r["tasks"][c["tasks"][0]]
-        return digits_for(SimpleNamespace(random=t["random"], target=t["target"]))
-    return 3
-
-
 def row(folder: str, r: dict, c: dict) -> list[str]:
-    d, diff = digits(c, r), c["difference"]
+    d, diff = claim_digits(c, r), c["difference"]
     statement = f"{c['statement']} ({c['source']}; {c['metric_words']}, {c['unit']})"
     if c["kind"] == "equivalence":
         statement += f"; equivalence within ±{c['margin']:g}"

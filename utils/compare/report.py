@@ -2,23 +2,23 @@
 from __future__ import annotations
 
 import json
-import math
 import platform
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
-from ..plot.stats import bootstrap_ci, mean_band, sign_flip_test
 from ..io import written_together
+from ..plot.stats import bootstrap_ci, mean_band, sign_flip_test
 from ..plot.tables import markdown, write_between_markers
 from ..sweep.experiment import flag_args
 from . import figures
 from .claims import judged
-from .plan import Entry
+from .entry import Entry
 from .scores import Curves, final_k, load_curves, load_reference, score_arrays, trained_fractions
 from .stats import METRICS, efficiency, paired_difference, statistics
 from .suite import Suite
+from .words import claim_digits, digits_for, p_words, plan_words, verdict_words
 
 PACKAGES = ("numpy", "torch", "rliable", "scipy", "matplotlib", "gymnasium")
 
@@ -208,13 +208,6 @@ def per_task(suite: Suite, entries: list[Entry]):
     return report, {**curves, **references}, normalised, at_fractions
 
 
-def digits_for(task) -> int:
-    """Decimals of a task's returns in the tables: one for returns of tens and more (CartPole, LunarLander), more for
-    a task whose random-to-target range is small (Level-Based Foraging's 0.055 to 0.5: three)."""
-    scale = abs(task.target - task.random)
-    return max(1, 2 - math.floor(math.log10(scale))) if scale > 0 else 1
-
-
 def _final_cell(v: dict | None, digits: int = 1) -> str:
     if v is None:
         return "—"
@@ -303,35 +296,12 @@ def _difference(d: dict | None, digits: int = 1) -> str:
             f"(p {_p(d)}; {d['better']} of {d['pairs']} above)")
 
 
-def verdict_words(c: dict) -> str:
-    """The verdict as the rule says it: its word, and "published size refuted" beside it when the interval excludes
-    the published effect."""
-    return c["verdict"] + ("; published size refuted" if c["published_refuted"] else "")
-
-
-def p_words(c: dict) -> str:
-    """p as found (exact, or sampled with its number of patterns) and Holm-adjusted over the suite's claims."""
-    return f"{c['p']:.4g} ({c['p_words']}); Holm {c['p_holm']:.4g}"
-
-
-def plan_words(c: dict) -> str:
-    """The planner's seeds for 80 % power, for the published effect and the observed one."""
-    w = c["plan"].get("words")
-    if not isinstance(w, dict):
-        return c["plan"]["words"]
-    what = "a true difference of 0" if c["kind"] == "equivalence" else "the published effect"
-    observed = f"{w['observed']} for the observed one"
-    return observed if w["published"] == "—" else f"{w['published']} for {what}, {observed}"
-
-
 def claims_table(suite: Suite, r: dict) -> str:
     """One row per claim: the statement and its source, the metric, the published effect, both means, the paired
     difference [95 % CI] (pairs A won), p, the seeds, the verdict and the planner's seeds."""
-    from .readme import digits
-
     rows = []
     for c in r["claims"]:
-        d = digits(c, r)
+        d = claim_digits(c, r)
         diff = c["difference"]
         published = "—" if c["published"] is None else f"{c['published']:+.{d}f}"
         kind = f"equivalence within ±{c['margin']:g}" if c["kind"] == "equivalence" else \

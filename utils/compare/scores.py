@@ -11,7 +11,7 @@ import numpy as np
 from ..naming import curve_length, curve_names
 from ..plot.tables import final_window
 from ..sweep.experiment import ROOT
-from .plan import Entry
+from .entry import Entry
 from .suite import Reference, Suite, SuiteError, Task
 
 TASKS_SUFFIX = "_tasks"  # {curve}_tasks.npy: [evaluations, task variants], the agent's return on each (--eval_tasks all)
