@@ -6,9 +6,24 @@ import sys
 from utils.errors import interrupt_while_starting
 
 with interrupt_while_starting("DASE_main.py", __name__ == "__main__"):  # Ctrl-C while torch loads: one line
-    from utils.cli import (Parser, add_common_flags, add_image_flags, add_sequence_flags, check_policy, count,
-                           default_agents, image_settings, main_guard, real, resolve_env, resolve_policy, run_flags,
-                           sequence_settings, shared_settings, train_checked)
+    from utils.cli import (
+        Parser,
+        add_common_flags,
+        add_image_flags,
+        add_sequence_flags,
+        check_policy,
+        count,
+        default_agents,
+        image_settings,
+        main_guard,
+        real,
+        resolve_env,
+        resolve_policy,
+        run_flags,
+        sequence_settings,
+        shared_settings,
+        train_checked,
+    )
     from utils.naming import SCRIPT_POLICIES, algorithm_of
     from utils.run.replay.settings import ALGORITHM_SETTINGS
     from utils.settings import add_flags, from_flags

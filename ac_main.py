@@ -9,8 +9,20 @@ import sys
 from utils.errors import interrupt_while_starting
 
 with interrupt_while_starting("ac_main.py", __name__ == "__main__"):  # Ctrl-C while torch loads: one line
-    from utils.cli import (Parser, add_common_flags, available_cores, check_policy, count, default_agents, main_guard,
-                           resolve_env, resolve_policy, run_flags, shared_settings, train_checked)
+    from utils.cli import (
+        Parser,
+        add_common_flags,
+        available_cores,
+        check_policy,
+        count,
+        default_agents,
+        main_guard,
+        resolve_env,
+        resolve_policy,
+        run_flags,
+        shared_settings,
+        train_checked,
+    )
     from utils.errors import UsageError
     from utils.naming import SCRIPT_POLICIES, algorithm_of
     from utils.run.onpolicy.settings import ALGORITHM_SETTINGS

@@ -7,9 +7,23 @@ import sys
 from utils.errors import interrupt_while_starting
 
 with interrupt_while_starting("sac_main.py", __name__ == "__main__"):  # Ctrl-C while torch loads: one line
-    from utils.cli import (Parser, add_common_flags, add_image_flags, add_sequence_flags, check_policy, count,
-                           default_agents, image_settings, main_guard, resolve_env, resolve_policy, run_flags,
-                           sequence_settings, shared_settings, train_checked)
+    from utils.cli import (
+        Parser,
+        add_common_flags,
+        add_image_flags,
+        add_sequence_flags,
+        check_policy,
+        count,
+        default_agents,
+        image_settings,
+        main_guard,
+        resolve_env,
+        resolve_policy,
+        run_flags,
+        sequence_settings,
+        shared_settings,
+        train_checked,
+    )
     from utils.errors import UsageError
     from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
     from utils.run.replay.settings import SAC_SETTINGS, VtraceSettings

@@ -51,8 +51,8 @@ def collection_rate(ray, cfg, k: int, seconds: float, block: int = 50) -> float:
     from ray.util.queue import Queue
 
     from utils.distributed.actor import EnvActor
-    from utils.run.replay.learner import ALGORITHMS
     from utils.envs.registry import make_env
+    from utils.run.replay.learner import ALGORITHMS
 
     env = make_env(cfg.env)
     agents = ALGORITHMS[cfg.algorithm](env.observation_space.shape[0], env.action_space.shape[0],

@@ -17,8 +17,8 @@ import torch
 
 from algorithms.common.nets import DeterministicActor, init_generators
 from utils.cli import Parser, available_cores, resolve_device, tool_guard
-from utils.envs.workers import make_envs
 from utils.envs.registry import make_env, resolve_env_id
+from utils.envs.workers import make_envs
 from utils.io import output_file_problem
 from utils.run.evaluation import Evaluation
 

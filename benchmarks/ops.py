@@ -20,9 +20,9 @@ from utils.cli import Parser, tool_guard
 from utils.envs.registry import make_env, resolve_env_id
 from utils.io import output_file_problem
 from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
+from utils.opcheck import count_ops, optimizers_as_on_cuda
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
-from utils.opcheck import count_ops, optimizers_as_on_cuda
 
 SAC_KW = {"policy_type": "Gaussian"}
 PROG = "python -m benchmarks.ops"

@@ -18,9 +18,9 @@ import time
 import torch
 
 from algorithms.replay.base import Batch
+from algorithms.replay.sac import SAC
 from algorithms.replay.sequence import ENCODERS
 from algorithms.replay.sequence_agents import RecurrentSAC
-from algorithms.replay.sac import SAC
 from utils.cli import Parser, tool_guard
 from utils.errors import UsageError
 from utils.io import output_file_problem

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from utils.cli import Parser, resolve_device, tool_guard
+from utils.envs.registry import make_env, resolve_env_id
 from utils.errors import UsageError
 from utils.io import output_file_problem
-from utils.envs.registry import make_env, resolve_env_id
 from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
 from utils.run import RunConfig, Trainer
 from utils.run.replay.buffer import SharedReplayBuffer

@@ -1,6 +1,6 @@
 """Continuous ACER beside TD3 and SAC on MuJoCo (issue 35, item 1): where each run stands and what it scores.
 
-    python experiments/acer_mujoco_table.py [--write]
+    python -m experiments.acer_mujoco_table [--write]
 
 Runs: "Learning Curves/acer_mujoco/{ACER,TD3,SAC}/{env}/" (experiments/acer_mujoco.yaml, mujoco_baselines.yaml:
 10 evaluation episodes every 10k steps, entry k of a curve the evaluation at step 10k x k). Per method, the mean
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.plot.stats import bootstrap_ci, permutation_p
+from utils.plot.tables import write_between_markers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci, permutation_p  # noqa: E402
-from utils.plot.tables import write_between_markers  # noqa: E402
 
 RUNS = ROOT / "Learning Curves" / "acer_mujoco"
 ENVS = ("HalfCheetah-v5",)

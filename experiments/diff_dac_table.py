@@ -1,7 +1,7 @@
 """Diff-DAC's own measures beside utils.compare's scores (docs/actor_critic.md): the parameter disagreement and the
 reference's training-episode metric, RandomExtremeAcrobot-v1 (experiments/diff_dac.yaml, diff_dac_15.yaml).
 
-    python experiments/diff_dac_table.py          # after: python -m utils.sweep experiments/diff_dac.yaml --workers 2
+    python -m experiments.diff_dac_table          # after: python -m utils.sweep experiments/diff_dac.yaml --workers 2
 
 The final returns on each agent's own task and over all 4 tasks, with their paired differences, are utils.compare's
 (experiments/diff_dac_suite.yaml, diff_dac_tasks_suite.yaml). Here, per seed (the unit; its agents averaged within
@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from utils.plot.stats import bootstrap_ci
 
-from utils.plot.stats import bootstrap_ci  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CURVES = ROOT / "Learning Curves" / "diff_dac"
 ENV = "RandomExtremeAcrobot-v1"

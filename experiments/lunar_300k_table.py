@@ -1,6 +1,6 @@
 """What DASE_TD3's result on LunarLander at 300k depends on (issue 33, item 3): docs/experiments.md's second table.
 
-    python experiments/lunar_300k_table.py [--write]
+    python -m experiments.lunar_300k_table [--write]
 
 (The first table, ours beside the paper's published runs, is a utils.compare suite since 2026-11-28:
 experiments/lunar_300k_suite.yaml.)
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.plot.stats import bootstrap_ci, permutation_p, sign_flip_p
+from utils.plot.tables import write_between_markers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci, permutation_p, sign_flip_p  # noqa: E402
-from utils.plot.tables import write_between_markers  # noqa: E402
 
 OURS = ROOT / "Learning Curves" / "LunarLander 300k" / "Unlimited_Buffer" / "TD3" / "LunarLanderContinuous-v3"
 STEPS, WINDOW, EVAL_FREQ = (100_000, 200_000, 300_000), 5, 1000

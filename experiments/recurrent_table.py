@@ -1,6 +1,6 @@
 """docs/recurrent.md's tables: recurrent against feed-forward SAC on the velocity-masked tasks (issue 38).
 
-    python experiments/recurrent_table.py [--write] [--figure]
+    python -m experiments.recurrent_table [--write] [--figure]
 
 Per seed the mean of the last 3 evaluations up to a step (5 episodes each), then the mean over seeds with a 95 %
 percentile bootstrap interval over seeds, and the first step at which a seed's last-3 mean reached the issue's bar
@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from utils.plot.stats import bootstrap_ci
+from utils.plot.tables import write_between_markers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci  # noqa: E402
-from utils.plot.tables import write_between_markers  # noqa: E402
 
 WINDOW, EVAL_FREQ = 3, 1000
 

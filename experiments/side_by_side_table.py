@@ -1,6 +1,6 @@
 """docs/side_by_side.md's table: this project's TD3 and DASE_TD3 beside the DASE paper's own code, LunarLanderContinuous-v3.
 
-    python experiments/side_by_side_table.py
+    python -m experiments.side_by_side_table
 
 Per run (a seed; DASE_TD3: the mean of its 2 agents' curves) the mean of the 5 evaluations ending at each step, then
 per code and method the mean over the seeds that reached the step, with a 95 % percentile bootstrap interval over
@@ -9,14 +9,13 @@ else 20,000 random ones). Data: "Learning Curves/side_by_side/" (its README) and
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from utils.plot.stats import bootstrap_ci, permutation_p
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from utils.plot.stats import bootstrap_ci, permutation_p  # noqa: E402
 
 ENV = "LunarLanderContinuous-v3"
 SIDE = ROOT / "Learning Curves" / "side_by_side"

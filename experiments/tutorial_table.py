@@ -1,6 +1,6 @@
 """docs/tutorial.md's table: training episodes until the TD3 tutorial's "solved", per seed, for TD3 and each DASE agent.
 
-    python experiments/tutorial_table.py [RESULTS_DIR]
+    python -m experiments.tutorial_table [RESULTS_DIR]
 
 Reads the records (``{policy}_{env}_{seed}.json``) that ``experiments/td3_tutorial.yaml`` leaves under RESULTS_DIR
 (default "Learning Curves/td3_tutorial/TD3/LunarLanderContinuous-v3"). A finished seed's agent counts the episode at
@@ -9,7 +9,7 @@ which it was solved (the mean of its last 100 evaluation episodes first above 20
 seed counting as never (so the median reads "> E" when half or more never were), with a 95 % percentile bootstrap
 interval of the median over seeds (resampled values taken as they are, no interpolation).
 
-    python experiments/tutorial_table.py --interim [--at_step T] [RESULTS_DIR]
+    python -m experiments.tutorial_table --interim [--at_step T] [RESULTS_DIR]
 
 A second table for DASE_TD3 seeds that have not finished (with --at_step: every seed, its evaluation episodes cut
 at agent step T): per agent its training episodes so far and the mean of its last 100 evaluation episodes, beside
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.plot.stats import BOOTSTRAP, bootstrap_ci, median_ci, sign_flip_p  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from utils.plot.stats import BOOTSTRAP, bootstrap_ci, median_ci, sign_flip_p  # noqa: E402,F401
 
 FOLDER = ROOT / "Learning Curves" / "td3_tutorial" / "TD3" / "LunarLanderContinuous-v3"
 ENV = "LunarLanderContinuous-v3"

@@ -1,14 +1,13 @@
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from utils.cli import available_cores  # the repository root is on the path: pyproject.toml's pythonpath
 
-from utils.cli import available_cores  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def pytest_xdist_auto_num_workers(config):
     """pytest -n auto: one worker per core this process may use (its affinity, and a cgroup CPU quota where one
@@ -116,3 +115,14 @@ def seed_one_three_ways():
         return alone
 
     return check
+
+
+@pytest.fixture
+def no_processes(monkeypatch):
+    """A test that must not start a process (utils.compare's planning and reports): subprocess.Popen refuses."""
+    import subprocess
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a process was started: {args[0] if args else kwargs}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import ac_main
-from algorithms.onpolicy.a2c import A2C, advantages, clip_per_member
 from algorithms.common.distributions import Categorical, DiagGaussian
 from algorithms.common.nets import AgentRNG
+from algorithms.onpolicy.a2c import A2C, advantages, clip_per_member
 from utils.cli import main_guard
 from utils.run import train
 

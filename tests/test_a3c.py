@@ -15,8 +15,8 @@ from algorithms.onpolicy.a3c import ActorCritic, Rollout, SharedAdam, nstep_targ
 from utils.envs import atari
 from utils.envs.registry import make_env
 from utils.errors import Interrupted, UsageError, WorkerDied
-from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, check_a3c, worker_seed
 from utils.run.config import RunConfig
+from utils.run.onpolicy.asynchronous import ACTIONS, ActorLearner, AsyncTrainer, a3c_settings, check_a3c, worker_seed
 
 STEM = "A3C_CartPole-v1_0"
 

@@ -5,9 +5,16 @@ import math
 import pytest
 import torch
 
-from algorithms.onpolicy.acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient,
-                                  kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
-                                  trust_region_policy_loss)
+from algorithms.onpolicy.acer_math import (
+    acer_critic_loss,
+    acer_policy_loss,
+    acer_policy_objective_gradient,
+    kl_gradient_wrt_probs,
+    policy_and_values,
+    retrace_targets,
+    trust_region,
+    trust_region_policy_loss,
+)
 
 t = lambda *x: torch.tensor(x, dtype=torch.float32)
 close = lambda a, b, **kw: torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, **kw)

@@ -18,9 +18,9 @@ import torch
 from torch.distributions import Categorical, Normal, kl_divergence
 
 import ac_main
+from algorithms.common.nets import BatchedLinear
 from algorithms.onpolicy.acer import ACER
 from algorithms.onpolicy.acer_continuous import gaussian_log_ratio
-from algorithms.common.nets import BatchedLinear
 
 # ---- discrete ACER: the loss ----------------------------------------------------------------------------------
 N, T_LEN, K_LEN, OBS_DIM, ACTIONS = 2, 6, 2, 3, 3

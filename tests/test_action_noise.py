@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from runs import refused_in_one_line, resumes_exactly
 
 import DASE_main
 import sac_main
@@ -13,8 +14,6 @@ from algorithms.common.nets import AgentRNG
 from algorithms.replay.discrete_sac import DiscreteSAC
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
-
-from runs import refused_in_one_line, resumes_exactly
 
 OBS, ACT = 3, 2
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)

@@ -1,15 +1,14 @@
 """Reference checks of SAC's and discrete SAC's targets, SAC's temperature, prioritized replay at the buffer and the
 buffer's V-trace sequences, each against an independent computation from the definition (not the same code)."""
-import math
 
 import numpy as np
 import pytest
 import torch
 from torch.distributions import Normal
 
+from algorithms.common.nets import AgentRNG
 from algorithms.replay.base import Batch
 from algorithms.replay.discrete_sac import DiscreteSAC
-from algorithms.common.nets import AgentRNG
 from algorithms.replay.sac import SAC
 from utils.run.replay.buffer import SharedReplayBuffer
 

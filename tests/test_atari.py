@@ -3,14 +3,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
-from utils.run.files import OWNER_KEY
 from torch.nn import functional as F
 
 from algorithms.common.cnn import BatchedNatureCNN
 from algorithms.common.nets import init_generators
 from utils.envs import atari
 from utils.errors import UsageError
+from utils.run.files import OWNER_KEY
 
 needs_ale = pytest.mark.skipif(not atari.available(), reason="ale-py is not installed")
 
@@ -208,7 +207,7 @@ def test_training_life_loss_ends_the_episode_not_the_game():
     env = atari.make_atari("ALE/Breakout-v5", True)
     _, info = env.reset(seed=0)
     assert info["lives"] == 5
-    frame, losses = info["episode_frame_number"], 0
+    losses = 0
     for _ in range(2000):
         _, reward, terminated, truncated, info = env.step(0)
         assert not truncated

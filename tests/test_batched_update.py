@@ -7,8 +7,8 @@ import torch
 from torch.nn import functional as F
 
 from algorithms import DDPG, SAC, TD3, Batch
-from algorithms.replay.discrete_sac import DiscreteSAC
 from algorithms.common.nets import MLP, BatchedLinear, adam, init_generators, minimise
+from algorithms.replay.discrete_sac import DiscreteSAC
 from algorithms.sharing.weights import batch_weights, dase_weighting
 
 OBS, ACT, B = 5, 2, 64

@@ -13,9 +13,9 @@ import torch
 
 from algorithms.sharing.weights import kl_to_isotropic
 from utils.naming import algorithm_of
+from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
-from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
 
 OBS, ACT = 3, 2
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
-from tests.test_compare import ROOT, call, fake_runs, hand_suite, no_processes  # noqa: F401  (a fixture)
+from tests.test_compare import ROOT, call, fake_runs, hand_suite
 from utils.compare import verdict
 from utils.compare.suite import Claim
 from utils.plot.stats import EXACT_SEEDS, PERMUTATIONS, sign_flip_test

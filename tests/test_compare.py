@@ -42,14 +42,6 @@ def files_under(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def no_processes(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"a process was started: {args[0] if args else kwargs}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-
-
 # ---- the smoke suite, for real ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):

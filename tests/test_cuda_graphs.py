@@ -10,8 +10,8 @@ import pytest
 
 import DASE_main
 from utils.cli import main_guard
-from utils.run.replay.cuda_graphs import UpdateGraphs
 from utils.run import RunConfig, Trainer
+from utils.run.replay.cuda_graphs import UpdateGraphs
 
 
 class FakeGraphs(UpdateGraphs):

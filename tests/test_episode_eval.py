@@ -7,7 +7,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pytest
 import torch
 
 import DASE_main

@@ -82,7 +82,7 @@ def test_image_observations_with_several_episodes_per_member():
         return np.zeros(obs.shape[:2] + (1,))
 
     scores = evaluate(envs, policy)
-    expected = ((envs.length * (np.arange(2)[:, None] + 1.0))).mean(axis=1)
+    expected = (envs.length * (np.arange(2)[:, None] + 1.0)).mean(axis=1)
     np.testing.assert_array_equal(scores, expected)
     # after its end an episode's observation stays its last one (step count = its length)
     np.testing.assert_array_equal(seen[-1][..., 0, 0, 0], np.minimum(len(seen) - 1, envs.length))

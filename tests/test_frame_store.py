@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from utils.run.files import OWNER_KEY
-
 from algorithms.onpolicy import acer as acer_module
-from algorithms.onpolicy.acer import ACER
 from algorithms.onpolicy import frame_store
+from algorithms.onpolicy.acer import ACER
 from algorithms.onpolicy.frame_store import FrameStore, is_frame_stack, pack, unpack, unpack_into
+from utils.run.files import OWNER_KEY
 
 
 class StackingGames:

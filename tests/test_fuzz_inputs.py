@@ -28,10 +28,10 @@ import sac_main
 from benchmarks import evaluation, gpu_graphs_check, ops, peers, recurrent, throughput, twin_critic
 from utils import play, weight_map
 from utils.cli import Parser, count, main_guard, real
-from utils.run.sharing import kl_variance
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
 from utils.plot import windows as plot_windows
+from utils.run.sharing import kl_variance
 from utils.sweep import cli as sweep_cli
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import ac_main
-from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency
 from algorithms.common.nets import AgentRNG
+from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency
 from utils.cli import main_guard
 from utils.run import RunConfig, Trainer, train
 
@@ -82,7 +82,7 @@ def test_combines_equal_a_plain_event_by_event_simulation(k, mean):
     mirror = AgentRNG(seeds)
     plain = Plain(adj, diffusion.w[0].double().numpy(), k, theta.double().view(SEEDS, N, 3).numpy())
     skipped = 0
-    for step in range(200):
+    for _ in range(200):
         theta += 0.1 * torch.randn(theta.shape, generator=gen)  # the local update
         expected = plain.step(theta.double().view(SEEDS, N, 3).numpy(), delays_from(mirror, mean))
         gossip.combine([theta])

@@ -5,16 +5,22 @@ import numpy as np
 import pytest
 import torch
 
-from utils.run.files import OWNER_KEY
-
 import DASE_main
-from algorithms.sharing.graph import (Diffusion, adjacency, check_adjacency, disagreement, mixing_matrix, neighbours,
-                              second_eigenvalue_modulus)
 from algorithms.common.nets import AgentRNG
+from algorithms.sharing.graph import (
+    Diffusion,
+    adjacency,
+    check_adjacency,
+    disagreement,
+    mixing_matrix,
+    neighbours,
+    second_eigenvalue_modulus,
+)
 from utils.cli import main_guard
 from utils.errors import UsageError
 from utils.naming import CURVE_NAME, variant_of
 from utils.run import RunConfig, Trainer, train
+from utils.run.files import OWNER_KEY
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 

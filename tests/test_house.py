@@ -84,3 +84,30 @@ def test_the_import_graph_sees_the_imports_it_checks():
     assert "algorithms.common.members" in edges["algorithms.onpolicy.a2c"]
     assert "algorithms.onpolicy.a2c" in edges["algorithms.onpolicy.acer"]
     assert "algorithms.sharing.weights" in reach(edges, "algorithms.replay.td3")
+
+
+def _requirement_lines(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_pyproject_declares_what_the_requirements_files_install():
+    """Users install from requirements*.txt; pyproject.toml's metadata lists the same packages (a dependency added to
+    one and not the other fails here)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == _requirement_lines(ROOT / "requirements.txt")
+    extras = project["optional-dependencies"]
+    assert extras["cluster"] == _requirement_lines(ROOT / "requirements-cluster.txt")
+    assert extras["atari"] == _requirement_lines(ROOT / "requirements-atari.txt")
+
+
+def test_no_tracked_module_edits_the_import_path():
+    """The scripts run from the repository root and the tests get it from pyproject.toml's pythonpath: no file puts
+    a folder on sys.path by hand."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split("\n")
+    offenders = [f for f in filter(None, tracked) if "sys.path.insert" in (ROOT / f).read_text()
+                 and f != "tests/test_house.py"]
+    assert offenders == []

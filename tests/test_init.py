@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-import DASE_main
 import ac_main
 from utils.cli import main_guard
 from utils.errors import UsageError
 from utils.naming import CURVE_NAME
 from utils.run import RunConfig, Trainer, train
-from utils.run.replay.learner import ALGORITHMS, DISCRETE
 from utils.run.onpolicy.rollout import AGENTS
+from utils.run.replay.learner import ALGORITHMS, DISCRETE
 
 
 def build(kind: str, name: str, member_seeds: list[int]):

@@ -6,17 +6,16 @@ import json
 import numpy as np
 import pytest
 import torch
+from runs import refused_in_one_line, resumes_exactly
 from torch.nn import functional as F
 
 import DASE_main
 import sac_main
 from algorithms import Batch
-from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 from algorithms.common.nets import init_generators
+from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
-
-from runs import refused_in_one_line, resumes_exactly
 
 OBS, ACT, B = 3, 2, 16
 LOW, HIGH = -np.full(ACT, 2.0), np.full(ACT, 2.0)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import DASE_main
-from utils.errors import UsageError
 from algorithms.sharing import weights as sharing
 from utils.cli import main_guard
+from utils.errors import UsageError
 from utils.naming import CURVE_NAME
 
 RUN = ["--env", "Pendulum-v1", "--policy", "DASE_TD3", "--max_time_steps", "400", "--start_time_steps", "200",

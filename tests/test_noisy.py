@@ -5,16 +5,21 @@ import json
 import numpy as np
 import pytest
 import torch
+from runs import refused_in_one_line, resumes_exactly
+from test_batched_update import random_batch, update
 
 import DASE_main
 import sac_main
 from algorithms import SAC, TD3
-from algorithms.common.nets import (AgentRNG, BatchedLinear, NoisyBatchedLinear, draw_noise, init_generators,
-                                    noisy_layers)
+from algorithms.common.nets import (
+    AgentRNG,
+    BatchedLinear,
+    NoisyBatchedLinear,
+    draw_noise,
+    init_generators,
+    noisy_layers,
+)
 from algorithms.replay.discrete_sac import DiscreteSAC
-
-from runs import refused_in_one_line, resumes_exactly
-from test_batched_update import random_batch, update
 
 OBS, ACT = 5, 2  # the sizes of test_batched_update's random batches
 LOW, HIGH = -np.ones(ACT), np.ones(ACT)
@@ -104,10 +109,10 @@ def test_acting_is_noisy_evaluation_is_the_mean_and_updates_train_sigma():
     assert torch.equal(agents.act(torch.as_tensor(obs).unsqueeze(1)), mean)  # evaluation: no noise left behind
     assert all(layer.noise is None for layer in noisy_layers(agents.actor))
     g = torch.Generator().manual_seed(1)
-    sigma = [l.weight_sigma.detach().clone() for l in noisy_layers(agents.actor)]
+    sigma = [layer.weight_sigma.detach().clone() for layer in noisy_layers(agents.actor)]
     for _ in range(2):  # the second trains the actor (TD3's delay)
         update(agents, random_batch(2, g, False))
-    assert all(not torch.equal(s, l.weight_sigma) for s, l in zip(sigma, noisy_layers(agents.actor)))
+    assert all(not torch.equal(s, layer.weight_sigma) for s, layer in zip(sigma, noisy_layers(agents.actor)))
     assert all(layer.noise is None for layer in noisy_layers(agents.actor_target))
 
 

@@ -5,14 +5,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from runs import refused_in_one_line, resumes_exactly
 
 import DASE_main
 import sac_main
 from algorithms.common.normalizer import ObsNormalizer
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
-
-from runs import refused_in_one_line, resumes_exactly
 
 OBS, ACT = 3, 2
 

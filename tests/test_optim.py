@@ -6,10 +6,10 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT
 
 from algorithms.common.nets import adam, rmsprop
 from algorithms.common.optim import ForeachAdam, ForeachRMSprop, MemberAdam, RMSpropTF
-from conftest import ROOT
 
 SHAPES = [(3, 5, 7), (3, 1, 7), (3, 7, 1), (3, 1, 1)]  # stacked weights, biases, a Q head, a scalar per member
 
@@ -140,7 +140,6 @@ def test_a_cpu_training_run_never_imports_torch_dynamo(tmp_path):
     DASE_TD3 run, and an agent's checkpoint state written and read back, must not pay it."""
     code = f"""
 import sys
-sys.path.insert(0, {str(ROOT)!r})
 import DASE_main, ac_main
 from utils.cli import main_guard
 from algorithms.replay.td3 import TD3

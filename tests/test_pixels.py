@@ -24,7 +24,7 @@ def test_pixel_tasks_play_the_base_and_see_its_frames(env_id):
     assert obs.dtype == np.uint8 and env.spec.max_episode_steps == base.spec.max_episode_steps
     assert all(np.array_equal(obs[0], obs[k]) for k in range(1, pixels.FRAMES))  # a reset repeats its frame
     rng = np.random.default_rng(0)
-    for t in range(30):
+    for t in range(30):  # noqa: B007  (t read after the loop)
         action = rng.uniform(-2, 2, 1).astype(np.float32) if base_id.startswith("Pendulum") else int(rng.integers(2))
         before = obs
         obs, reward, terminated, truncated, _ = env.step(action)

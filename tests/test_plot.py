@@ -219,7 +219,7 @@ def test_reads_the_papers_curves():
     groups = {(g.env, g.label): g for g in plot.group_curves(plot.find_curves([PAPER / "TD3"]))}
     assert set(groups) == {(e, m) for e in ("HalfCheetah-v2", "Hopper-v2", "LunarLanderContinuous-v2")
                            for m in ("TD3", "DASE_TD3", "DPD_TD3")}
-    for (env, label), g in groups.items():
+    for (_env, label), g in groups.items():
         assert g.matrix().shape == ((20 if label == "DASE_TD3" else 10), 1001)
 
 

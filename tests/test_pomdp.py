@@ -10,7 +10,6 @@ from utils.envs.registry import make_env, resolve_env_id
 from utils.run import Trainer
 
 
-
 def twins(env_id: str, base: str, seed: int, steps: int, **kwargs):
     """The task and its base played side by side with the same seed and actions: (obs, base obs, rewards, ends)."""
     env, ref = gym.make(env_id, **kwargs), gym.make(base)

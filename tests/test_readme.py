@@ -157,8 +157,8 @@ def test_the_first_plot_command_shows_the_first_run_alone(tmp_path, monkeypatch)
     """A new user who follows README from the top: the first run, then README's first plot command, in a checkout
     that holds the committed runs under 'Learning Curves/CPU 100k' and, later, the smoke sweep's runs (evaluated
     every 500 steps). The first plot shows exactly the first run; the sweep's plot command, its runs alone."""
-    import shutil
     import csv
+    import shutil
 
     first = next(c for c in readme_commands("python DASE_main.py") if "Pendulum-v1" in c)
     shutil.copytree(ROOT / "Learning Curves" / "CPU 100k", tmp_path / "Learning Curves" / "CPU 100k")

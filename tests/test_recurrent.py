@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 import ac_main
-from algorithms.onpolicy.a2c import A2C
 from algorithms.common.cells import BatchedLSTMCell
+from algorithms.onpolicy.a2c import A2C
 from algorithms.onpolicy.recurrent import RecurrentActorCritic
 from utils.cli import main_guard
 
@@ -166,7 +166,7 @@ def test_recurrent_acting_states_are_zeroed_at_episode_ends_and_replayed_by_the_
         with torch.no_grad():
             starts = torch.cat([torch.zeros_like(rollout["ended"][:, :1]), rollout["ended"][:, :-1]], dim=1)
             after = agents.model.unroll(rollout["obs"], (rollout["h0"], rollout["c0"]), starts)[2]
-        for t, (ended, h) in enumerate(acted):
+        for t, (_ended, h) in enumerate(acted):
             replayed = masked((after[0][:, t], after[1][:, t]), rollout["ended"][:, t])[0]
             # the same states; last bits may differ (the update encodes T*K observations in one product, acting K)
             torch.testing.assert_close(replayed, h, rtol=1e-5, atol=1e-6)

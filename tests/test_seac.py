@@ -1,7 +1,6 @@
 """SEAC (algorithms/onpolicy/seac.py): its losses and gradients against a plain per-agent loop with explicit importance
 ratios, lambda 0 as independent A2C learners, the graph, the command line, and exact resume."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,7 +103,7 @@ def test_losses_and_gradients_equal_a_plain_per_agent_loop(discrete):
         peers = [seed * n + j for j in range(n) if path[i, j]]
         theirs = plain_loss(agents, squeeze, m, peers, discrete)
         torch.testing.assert_close(ours[m], theirs, rtol=1e-5, atol=1e-6)
-        for p, g, plain in zip(params, grads, torch.autograd.grad(theirs, params, allow_unused=True)):
+        for _p, g, plain in zip(params, grads, torch.autograd.grad(theirs, params, allow_unused=True)):
             torch.testing.assert_close(g[m], plain[m] if plain is not None else torch.zeros_like(g[m]),
                                        rtol=1e-4, atol=1e-6)
 

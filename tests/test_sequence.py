@@ -348,7 +348,7 @@ def test_recurrent_critic_loss_and_encoder_gradient_equal_a_plain_loop_with_torc
         total = total + loss
         grads.append(torch.autograd.grad(loss, list(cell.parameters())))
     torch.testing.assert_close(total.detach(), seen["loss"], rtol=1e-5, atol=1e-5)
-    for (name, p), g in zip(agents.encoder.named_parameters(), seen["grads"]):
+    for (name, _p), g in zip(agents.encoder.named_parameters(), seen["grads"]):
         for i in range(m):
             want = dict(zip(("w_ih", "w_hh", "b_ih", "b_hh"), grads[i]))[name.split(".")[-1]]
             got = g[i].reshape(want.T.shape if name.endswith("w_ih") or name.endswith("w_hh") else want.shape)

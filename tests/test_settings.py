@@ -239,8 +239,9 @@ def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
     other flag is generated from a settings class, with that class's default in the parsed flags or None (a flag
     several algorithms share: each its own)."""
     import importlib
-    from utils.run.replay.settings import (ALGORITHM_SETTINGS as REPLAY, SAC_SETTINGS, ImageSettings, SequenceSettings,
-                                           VtraceSettings)
+
+    from utils.run.replay.settings import ALGORITHM_SETTINGS as REPLAY
+    from utils.run.replay.settings import SAC_SETTINGS, ImageSettings, SequenceSettings, VtraceSettings
     from utils.run.settings import OnPolicyRunSettings, ReplaySettings, RunSettings
     from utils.run.sharing import GraphSettings, SharingSettings
     from utils.settings import flag_of, flagged, spec_of
@@ -273,10 +274,9 @@ def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
 
 
 def test_the_sharing_flags_choices_are_the_library_s_own():
+    import DASE_main
     from algorithms.sharing.weights import PRECISIONS, SIMILARITIES
     from utils.naming import DIFFUSION_WEIGHTS, TOPOLOGIES
-
-    import DASE_main
 
     actions = {o: a for a in parser_of(DASE_main)._actions for o in a.option_strings}
     assert tuple(actions["--similarity"].choices) == SIMILARITIES

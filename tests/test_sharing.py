@@ -6,7 +6,12 @@ import pytest
 import torch
 from torch.distributions import Categorical, MultivariateNormal, Normal, kl_divergence
 
-from algorithms.sharing.weights import batch_weights, categorical_policy_weights, gaussian_policy_weights, kl_to_isotropic
+from algorithms.sharing.weights import (
+    batch_weights,
+    categorical_policy_weights,
+    gaussian_policy_weights,
+    kl_to_isotropic,
+)
 
 torch.set_default_dtype(torch.float32)
 

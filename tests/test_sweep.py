@@ -378,7 +378,7 @@ def test_until_pauses_every_run_and_a_later_sweep_ends_them_as_one_uninterrupted
     tmp = first_sweep["tmp"]
     path = write(tmp, {**TINY, "settings": {"good": {"results_dir": str(tmp / "paused")}}}, "paused.yaml")
     folder = tmp / "paused/TD3/Pendulum-v1"
-    for attempt in range(2):
+    for _ in range(2):
         code, out, err = call([str(path), "--workers", "2", "--until", "200"])
         assert code == 0, out + err + logs_under(tmp / "paused")
         assert out.splitlines()[-1] == "2 runs: 0 done, 2 paused, 0 skipped, 0 failed", out

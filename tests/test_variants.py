@@ -9,7 +9,7 @@ import torch
 import DASE_main
 from utils.cli import main_guard
 from utils.envs.registry import make_env, resolve_env_id
-from utils.envs.variants import VARIANTS, extreme_factor, task_for
+from utils.envs.variants import extreme_factor, task_for
 from utils.envs.workers import EnvWorkers, LocalEnvs
 from utils.errors import UsageError
 from utils.run import RunConfig, Trainer
@@ -151,7 +151,7 @@ def test_normal_variants_redraw_at_every_reset_reproducibly(env_id, base):
     assert draws(5) == a  # from the reset seed
     assert draws(6) != a
     assert task_for(env_id, 0) == task_for(env_id, 100)  # a distribution, the same for every agent
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="draws its parameters at every reset"):
         gym.make(env_id, task={"m": 1.0})  # not its task
 
 

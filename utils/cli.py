@@ -6,8 +6,8 @@ import os
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .cores import available_cores  # noqa: F401  (the command lines' and tools' name for it)
 from .errors import Interrupted, NonFinite, UsageError, WorkerDied, disk_full_cause
@@ -190,21 +190,21 @@ def resolve_device(device: str | None, gpu: int) -> str:
     """--device wins and must exist; otherwise --gpu N picks cuda:N when CUDA is present, else CPU."""
     import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if device is None:
-        if count == 0 or gpu < 0:
+        if n_gpus == 0 or gpu < 0:
             return "cpu"
-        if gpu >= count:
-            raise UsageError(f"--gpu {gpu}: only {count} GPU(s) present; use --gpu 0..{count - 1} or --device cpu")
+        if gpu >= n_gpus:
+            raise UsageError(f"--gpu {gpu}: only {n_gpus} GPU(s) present; use --gpu 0..{n_gpus - 1} or --device cpu")
         return f"cuda:{gpu}"
     if device == "cpu":
         return device
     if device == "cuda" or device.startswith("cuda:"):
         index = 0 if device == "cuda" else device.split(":", 1)[1]
-        if count == 0:
+        if n_gpus == 0:
             raise UsageError(f"--device {device}: no CUDA GPU is available here; use --device cpu")
-        if not str(index).isdigit() or int(index) >= count:
-            raise UsageError(f"--device {device}: only {count} GPU(s) present; use cuda:0..cuda:{count - 1}")
+        if not str(index).isdigit() or int(index) >= n_gpus:
+            raise UsageError(f"--device {device}: only {n_gpus} GPU(s) present; use cuda:0..cuda:{n_gpus - 1}")
         return f"cuda:{index}"
     raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
 

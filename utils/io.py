@@ -6,14 +6,14 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from .errors import DiskFull, disk_full_cause
-
 
 NAME_MAX = 255  # bytes per path component on the common Linux and macOS file systems
 PATH_MAX = 4000  # bytes of a whole path (Linux's PATH_MAX is 4096; room for the file names a run adds)

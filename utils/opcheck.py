@@ -8,7 +8,7 @@ are the launch budget of an eager GPU update: each aten call is one or more kern
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, Optional
+from typing import Any
 
 from .errors import UsageError
 
@@ -24,21 +25,21 @@ from .errors import UsageError
 class Spec:
     """What a setting's field declares besides its default."""
     help: str = ""
-    parse: Optional[Callable[[str], Any]] = None  # the command line's parser of the text (None: a switch)
-    choices: Optional[tuple] = None
-    low: Optional[float] = None  # the range: low <= value (low < value when low_open), value <= high likewise
-    high: Optional[float] = None
+    parse: Callable[[str], Any] | None = None  # the command line's parser of the text (None: a switch)
+    choices: tuple | None = None
+    low: float | None = None  # the range: low <= value (low < value when low_open), value <= high likewise
+    high: float | None = None
     low_open: bool = False
     high_open: bool = False
-    flag: Optional[str] = None  # its flag when not --{name} (e.g. --no_trust_region for trust_region)
+    flag: str | None = None  # its flag when not --{name} (e.g. --no_trust_region for trust_region)
     negated: bool = False  # a switch that sets the setting False (--no_...)
-    off_flag: Optional[str] = None  # a switch's second flag, which sets it False (e.g. --no_automatic_entropy_tuning)
-    default_text: Optional[str] = None  # how --help names a default computed at run time (e.g. "the cores here")
+    off_flag: str | None = None  # a switch's second flag, which sets it False (e.g. --no_automatic_entropy_tuning)
+    default_text: str | None = None  # how --help names a default computed at run time (e.g. "the cores here")
     recorded: str = "always"  # "given": kept in a run's record only when it differs from the default (a setting
     # that applies to one action space only, known once the environment is built)
     again: bool = False  # a redefinition in a subclass: only the default is new
-    nargs: Optional[str] = None  # a list of values ("+"), each parsed, checked against the range
-    metavar: Optional[str] = None
+    nargs: str | None = None  # a list of values ("+"), each parsed, checked against the range
+    metavar: str | None = None
     internal: bool = False  # known from elsewhere (the policy's method, its agents): no flag, not recorded
 
 
@@ -187,7 +188,7 @@ def add_flags(parser: argparse.ArgumentParser, classes: dict[str, type], skip: t
         cls, name = owners[0][1], owners[0][2].name
         spec = spec_of(cls, name)
         by_default: dict[str, list[str]] = {}
-        for owner, c, f in owners:
+        for owner, _c, f in owners:
             meta = f.metadata["spec"]  # a redefinition's default is shown as it is
             shown = (None if meta.again else meta.default_text) or (
                 ("on" if f.default else "off") if isinstance(f.default, bool) else _shown(f.default))

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from .cli import Parser
-from .run.sharing import kl_variance
 from .io import folder_problem
+from .run.sharing import kl_variance
 
 # action dimensions and max_action of the paper's environments
 ENVIRONMENTS = {

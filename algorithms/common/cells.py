@@ -8,7 +8,7 @@ from member i's generator only), checked against ``torch.nn.LSTMCell`` in tests/
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

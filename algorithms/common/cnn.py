@@ -10,7 +10,7 @@ one CPU core it was no faster for two members.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

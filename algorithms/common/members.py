@@ -136,7 +136,7 @@ def _take(t: torch.Tensor, rows: slice | None) -> torch.Tensor:
     return t if rows is None else t[rows].clone()  # clone: a saved view would carry the whole storage
 
 
-def _join(states: list[dict], agents: "Members") -> dict:
+def _join(states: list[dict], agents: Members) -> dict:
     """One state from member slices in order (the inverse of ``state_dict(rows)`` over a partition)."""
     if len({int(s["updates"]) for s in states}) != 1:
         raise ValueError("the slices were taken at different update counts")

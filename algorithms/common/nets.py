@@ -8,7 +8,7 @@ optimizer over the stacked parameters is exactly N independent optimizers.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -349,7 +349,7 @@ def ensemble_min(qs: Sequence[torch.Tensor], pick: torch.Tensor | None = None) -
     return torch.where(keep, stacked, torch.full_like(stacked, float("inf"))).amin(0)
 
 
-def ensemble_subset(rng: "AgentRNG", n: int, m: int) -> torch.Tensor | None:
+def ensemble_subset(rng: AgentRNG, n: int, m: int) -> torch.Tensor | None:
     """Per agent, ``m`` of the ``n`` critics drawn uniformly without replacement from its stream ([N, n] bool); None
     (and nothing drawn) when ``m`` is ``n``."""
     if m >= n:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import copy
 import math
 from collections import OrderedDict, defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import torch

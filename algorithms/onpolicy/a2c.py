@@ -17,13 +17,13 @@ optimizer over the stacked parameters is N independent ones (checked against a p
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from ..common.members import Members
 from ..common.distributions import Categorical, DiagGaussian
+from ..common.members import Members
 from ..common.nets import MLP, BatchedLinear, adam, init_generators, rmsprop
 from .recurrent import RecurrentActorCritic, masked
 

@@ -18,8 +18,8 @@ One rollout of n steps s_0, a_0, r_0, ..., s_{n-1}, a_{n-1}, r_{n-1} (an episode
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

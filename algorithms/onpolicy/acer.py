@@ -27,14 +27,22 @@ import math
 import torch
 from torch import nn
 
-from .a2c import ActorCritic, ActorCriticMembers, clip_per_member
 from ..common.members import stream_seed
-from .frame_store import FrameStore, is_frame_stack, packed_shape
-from .acer_math import (acer_critic_loss, acer_policy_loss, acer_policy_objective_gradient, entropy_gradient_wrt_probs,
-                        kl_gradient_wrt_probs, policy_and_values, retrace_targets, trust_region,
-                        trust_region_policy_loss)
 from ..common.nets import AgentRNG, freeze, init_generators, rmsprop
 from ..common.optim import MemberAdam
+from .a2c import ActorCritic, ActorCriticMembers, clip_per_member
+from .acer_math import (
+    acer_critic_loss,
+    acer_policy_loss,
+    acer_policy_objective_gradient,
+    entropy_gradient_wrt_probs,
+    kl_gradient_wrt_probs,
+    policy_and_values,
+    retrace_targets,
+    trust_region,
+    trust_region_policy_loss,
+)
+from .frame_store import FrameStore, is_frame_stack, packed_shape
 
 MAX_REPLAYS = 32  # the Poisson draw is capped here (P(k >= 32) < 1e-12 for a ratio of 4)
 

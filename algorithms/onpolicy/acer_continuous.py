@@ -36,10 +36,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .acer import ACER
-from .acer_math import acer_critic_loss, retrace_targets, trust_region, trust_region_policy_loss
 from ..common.members import stream_seed
 from ..common.nets import MLP, AgentRNG, freeze, init_generators
+from .acer import ACER
+from .acer_math import acer_critic_loss, retrace_targets, trust_region, trust_region_policy_loss
 
 CONTINUOUS_DEFAULTS = {"action_std": 0.3, "sdn_samples": 5}
 

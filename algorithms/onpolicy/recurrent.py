@@ -9,7 +9,7 @@ convolutions: docs/actor_critic.md). A state is a pair
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

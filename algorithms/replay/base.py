@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -26,27 +25,27 @@ class Batch:
     next_obs: torch.Tensor
     not_done: torch.Tensor  # [N, B, 1]: 1 - terminated (a time-limit cut still bootstraps)
     own: torch.Tensor  # [N, B] bool
-    behaviour_mean: Optional[torch.Tensor] = None  # Gaussian SAC only (pre-tanh)
-    behaviour_std: Optional[torch.Tensor] = None
-    behaviour_probs: Optional[torch.Tensor] = None  # discrete SAC only: [N, B, A], the writer's probabilities
+    behaviour_mean: torch.Tensor | None = None  # Gaussian SAC only (pre-tanh)
+    behaviour_std: torch.Tensor | None = None
+    behaviour_probs: torch.Tensor | None = None  # discrete SAC only: [N, B, A], the writer's probabilities
     # N-step returns (--n_step > 1): reward is then the discounted sum of the rewards up to the cut, next_obs and
     # not_done those of the cut's step, and discount [N, B, 1] gamma^(steps); None: one step, the algorithm's gamma
-    discount: Optional[torch.Tensor] = None
+    discount: torch.Tensor | None = None
     # V-trace (--vtrace): the N steps themselves, every field [N, B, n, ...] (obs, action, reward, next_obs,
     # not_done, used = 1 for the steps the return sums, behaviour_mean, behaviour_std)
-    sequence: Optional[dict] = None
+    sequence: dict | None = None
 
     # prioritized replay (--prioritized): the rows sampled [N, B] (their priorities are updated after the step) and
     # the importance weights [N, B, 1] multiplied into the sharing weights of the losses
-    index: Optional[torch.Tensor] = None
-    importance: Optional[torch.Tensor] = None
+    index: torch.Tensor | None = None
+    importance: torch.Tensor | None = None
     # recurrent learners (--seq_encoder): obs and next_obs are then the encoder's features, detached, for the policy;
     # the critics read ``critic_obs`` (the same features, with the encoder's gradient) and the target critics
     # ``target_next_obs`` (the target encoder's features of the next observations). None: obs and next_obs.
-    critic_obs: Optional[torch.Tensor] = None
-    target_next_obs: Optional[torch.Tensor] = None
+    critic_obs: torch.Tensor | None = None
+    target_next_obs: torch.Tensor | None = None
     # a loss per member [M] minimised with the critic's (a recurrent learner's prediction model); None: none
-    auxiliary_loss: Optional[torch.Tensor] = None
+    auxiliary_loss: torch.Tensor | None = None
 
     def critic_objective(self, critic_loss: torch.Tensor) -> torch.Tensor:
         """What the critic's optimizer minimises: the summed critic losses, plus the auxiliary loss if any."""
@@ -95,7 +94,7 @@ class StackedAgents(Members):
         self.acting_noisy: tuple[nn.Module, ...] = ()
         self.update_noisy: tuple[nn.Module, ...] = ()
         # --action_noise: each member's exploration level [N] (None: the algorithm's own, --expl_noise for TD3/DDPG)
-        self.action_noise: Optional[torch.Tensor] = None
+        self.action_noise: torch.Tensor | None = None
 
     def set_action_noise(self, levels) -> None:
         """Each member's exploration level (ASAC's action-noise range; see the algorithms' ``explore_device``)."""
@@ -154,7 +153,7 @@ class StackedAgents(Members):
         """What parameter diffusion averages between neighbours: the online networks (targets follow them)."""
         return [*self.actor.parameters(), *self.critic.parameters()]
 
-    def explore(self, obs) -> tuple[np.ndarray, Optional[tuple[np.ndarray, np.ndarray]]]:
+    def explore(self, obs) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
         """Training actions for one state per agent: obs [N, obs_dim] -> ([N, act_dim], behaviour), on the host."""
         with self.acting_noise():
             action, behaviour = self.explore_device(self._obs(obs))
@@ -162,7 +161,7 @@ class StackedAgents(Members):
         return action.cpu().numpy(), host
 
     @torch.no_grad()
-    def explore_device(self, obs: torch.Tensor) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, torch.Tensor]]]:
+    def explore_device(self, obs: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """``explore`` on the device: actions [N, act_dim] and, for Gaussian SAC, the behaviour (mean, std) (discrete
         SAC: actions [N] and its probabilities, (probs,))."""
         a = self.actor(obs.unsqueeze(1)).squeeze(1)
@@ -171,7 +170,7 @@ class StackedAgents(Members):
         return torch.clamp(a + noise, self.low, self.high), None
 
     @torch.no_grad()
-    def weights(self, batch: Batch, policy_actions: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def weights(self, batch: Batch, policy_actions: torch.Tensor | None = None) -> torch.Tensor:
         """Per-sample weights [N, B, 1] from ``self.weighting``; pass pi(s) if it is already computed."""
         return self.weighting(self, batch, policy_actions)
 

@@ -5,8 +5,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import Batch, StackedAgents
 from ..common.nets import BatchedLinear, DeterministicActor, init_generators, minimise, soft_update, weighted_mean
+from .base import Batch, StackedAgents
 
 
 class DDPGCritic(nn.Module):

@@ -30,9 +30,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import Batch, StackedAgents
 from ..common.distributions import Categorical
 from ..common.nets import MLP, init_generators, minimise, soft_update, weighted_mean
+from .base import Batch, StackedAgents
 from .sac import soft_actor_critic
 
 

@@ -34,11 +34,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import Batch
-from ..common.members import stream_seed
-from ..common.observations import Part, unpack
-from ..common.nets import MLP, BatchedLinear, freeze, init_generators, soft_update
 from ..common.cnn import BatchedNatureCNN
+from ..common.members import stream_seed
+from ..common.nets import MLP, BatchedLinear, freeze, init_generators, soft_update
+from ..common.observations import Part, unpack
+from .base import Batch
 from .ddpg import DDPG
 from .discrete_sac import DiscreteSAC
 from .sac import SAC
@@ -88,7 +88,7 @@ class Siamese(nn.Module):
             raise ValueError(f"unknown siamese loss {kind!r}")
         self.compress_target = freeze(copy.deepcopy(self.compress))
 
-    def loss(self, encoder: "SensorEncoder", encoder_target: "SensorEncoder", obs: dict, next_obs: dict,
+    def loss(self, encoder: SensorEncoder, encoder_target: SensorEncoder, obs: dict, next_obs: dict,
              shifts: dict) -> torch.Tensor:
         """The loss per member [M] on a batch of observations (and next ones) {part: [M, B, ...]}; ``shifts``
         {image part: [2, M, B, 2]} the two augmentations."""

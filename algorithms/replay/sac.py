@@ -8,11 +8,24 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import Batch, StackedAgents
-from ..common.nets import (adam, MLP, BatchedLinear, DeterministicActor, EnsembleQ, ensemble_min, ensemble_subset,
-                           freeze, init_generators, minimise, noisy_layers, soft_update, squared_errors,
-                           weighted_mean)
+from ..common.nets import (
+    MLP,
+    BatchedLinear,
+    DeterministicActor,
+    EnsembleQ,
+    adam,
+    ensemble_min,
+    ensemble_subset,
+    freeze,
+    init_generators,
+    minimise,
+    noisy_layers,
+    soft_update,
+    squared_errors,
+    weighted_mean,
+)
 from ..sharing.weights import clipped_normal_variance
+from .base import Batch, StackedAgents
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP = 0.1, 0.25

@@ -17,13 +17,13 @@ initialisation order and bounds), checked against torch's in tests/test_sequence
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from ..common.nets import BatchedLinear
 from ..common.cells import BatchedLSTMCell, gated_cell_parameters
+from ..common.nets import BatchedLinear
 
 ENCODERS = ("gru", "lstm", "attn")  # --seq_encoder
 

@@ -30,11 +30,11 @@ import copy
 
 import torch
 
-from .base import Batch
 from ..common.members import stream_seed
+from ..common.nets import freeze, init_generators, soft_update
+from .base import Batch
 from .ddpg import DDPG
 from .discrete_sac import DiscreteSAC
-from ..common.nets import freeze, init_generators, soft_update
 from .sac import SAC
 from .sequence import PredictionModel, SequenceEncoder
 from .td3 import TD3

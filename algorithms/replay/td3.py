@@ -3,9 +3,18 @@ from __future__ import annotations
 
 import torch
 
+from ..common.nets import (
+    DeterministicActor,
+    EnsembleQ,
+    ensemble_min,
+    ensemble_subset,
+    init_generators,
+    minimise,
+    soft_update,
+    squared_errors,
+    weighted_mean,
+)
 from .base import Batch, StackedAgents
-from ..common.nets import (DeterministicActor, EnsembleQ, ensemble_min, ensemble_subset, init_generators, minimise,
-                           soft_update, squared_errors, weighted_mean)
 
 
 class TD3(StackedAgents):

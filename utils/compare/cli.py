@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..cli import EXIT_DISK_FULL, Parser, tool_disk_full_message
 from ..errors import DiskFull

@@ -14,7 +14,7 @@ how its episode began and the joint actions since (``replay.EpisodeLog``), so a 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np

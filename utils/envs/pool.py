@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -108,7 +108,7 @@ class ActionLog:
         return torch.from_numpy(self.data[:self.rows, i].copy())
 
     @staticmethod
-    def of_columns(columns: list[torch.Tensor]) -> "ActionLog":
+    def of_columns(columns: list[torch.Tensor]) -> ActionLog:
         lengths = {len(c) for c in columns}
         if len(lengths) != 1:
             raise UsageError(f"the checkpoint's EnvPool action logs have different lengths {sorted(lengths)}; start "

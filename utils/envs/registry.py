@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import UsageError
 from . import pixels, pomdp, variants  # noqa: F401  (register the task-variant ids, RandomExtremePendulum-v1, ..., and the
+
 # partially observed ones, VelocityMaskedPendulum-v1, FlickeringCartPole-v1, ...)
 
 _VERSIONED = re.compile(r"^(?P<name>.+)-v(?P<version>\d+)$")

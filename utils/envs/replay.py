@@ -27,7 +27,6 @@ from ..errors import UsageError
 from .atari import episodic_life
 from .registry import make_env
 
-
 RESET = -1  # in a log of discrete actions: the learner episode ended here and reset() went on with the same game
 
 
@@ -41,7 +40,7 @@ class EpisodeLog:
     emulator: torch.Tensor | None = None  # Atari, after a game over: the emulator's state just before reset()
 
     @staticmethod
-    def before_reset(env) -> "EpisodeLog":
+    def before_reset(env) -> EpisodeLog:
         ale = getattr(env.unwrapped, "ale", None)
         emulator = None if ale is None else \
             torch.frombuffer(bytearray(ale.cloneState(include_rng=True).serialize()), dtype=torch.uint8)

@@ -35,7 +35,7 @@ import importlib
 import importlib.util
 import json
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 
 import gymnasium as gym
 import numpy as np
@@ -320,7 +320,7 @@ def base_of(env_id: str) -> str | None:
     return _BASES.get(env_id)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _nominal(env_id: str) -> str:
     env = VARIANTS[env_id]()
     try:

@@ -14,16 +14,16 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from .atari import continues_game
-from .replay import RESET, EpisodeLog, restore_env
-from .registry import make_env, seeded_envs
 from ..errors import UsageError, WorkerDied
+from .atari import continues_game
+from .registry import make_env, seeded_envs
+from .replay import RESET, EpisodeLog, restore_env
 
 
 def join_states(states: list[dict]) -> dict:

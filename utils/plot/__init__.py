@@ -6,8 +6,22 @@ command line; its docstring is the user's description); ``windows`` is a command
 (``python -m utils.plot.windows``: returns averaged over a window of evaluations, with CIs, and the sharing weight).
 """
 from .cli import main, parse
-from .curves import (Curve, Group, PlotError, attach_consensus, attach_weights, cut_curves, env_key, find_consensus,
-                     find_curves, find_weights, group_curves, read_curve, read_weights, recorded_eval_freq)
+from .curves import (
+                     Curve,
+                     Group,
+                     PlotError,
+                     attach_consensus,
+                     attach_weights,
+                     cut_curves,
+                     env_key,
+                     find_consensus,
+                     find_curves,
+                     find_weights,
+                     group_curves,
+                     read_curve,
+                     read_weights,
+                     recorded_eval_freq,
+)
 from .figures import draw_consensus, draw_returns, draw_weights, env_figure, plot, wants_log
 from .stats import bootstrap_ci, iqm, mean_band, nan_mean, smooth
 from .tables import compare, summarise, verdict, write_comparison, write_tables

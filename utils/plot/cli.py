@@ -41,10 +41,25 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .curves import (REFERENCE_MARKER, Curve, Group, PlotError, attach_consensus, attach_weights, find_consensus, cut_curves,
-                     env_key, find_curves, find_weights, group_curves, recorded_eval_freq, reference_folders, curves_or_error)
 from ..cli import Parser, tool_guard
 from ..io import bad_name, file_in_the_way, unwritable, written_together
+from .curves import (
+    REFERENCE_MARKER,
+    Curve,
+    Group,
+    PlotError,
+    attach_consensus,
+    attach_weights,
+    curves_or_error,
+    cut_curves,
+    env_key,
+    find_consensus,
+    find_curves,
+    find_weights,
+    group_curves,
+    recorded_eval_freq,
+    reference_folders,
+)
 from .figures import plot
 from .tables import compare, summarise, write_comparison, write_tables
 from .training import training

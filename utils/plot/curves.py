@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from ..io import input_problem
-from ..naming import CONSENSUS_SUFFIX as CONSENSUS, CURVE_NAME as NAME, EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, TASKS_SUFFIX, \
-    INTRINSIC_SUFFIX, SIAMESE_SUFFIX, WEIGHTS_SUFFIX as WEIGHTS
+from ..naming import CONSENSUS_SUFFIX as CONSENSUS
+from ..naming import CURVE_NAME as NAME
+from ..naming import EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX, SIAMESE_SUFFIX, TASKS_SUFFIX
+from ..naming import WEIGHTS_SUFFIX as WEIGHTS
 
 VERSION = re.compile(r"-v\d+$")
 # a folder holding this file holds reference curves (the paper's), not runs: a walk from a folder above skips it

@@ -15,8 +15,16 @@ import sys
 
 import numpy as np
 
-from .curves import PlotError, attach_weights, curves_or_error, cut_curves, find_weights, group_curves, recorded_eval_freq
 from ..cli import Parser
+from .curves import (
+    PlotError,
+    attach_weights,
+    curves_or_error,
+    cut_curves,
+    find_weights,
+    group_curves,
+    recorded_eval_freq,
+)
 from .stats import bootstrap_ci, nan_mean
 
 PROG = "python -m utils.plot.windows"

@@ -10,10 +10,19 @@ from pathlib import Path
 from ..cores import available_cores
 from ..errors import UsageError
 from ..io import bad_name, file_in_the_way, unwritable
-from ..naming import (ALGORITHM, Method, algorithm_of, curve_names, default_init, is_multi_agent, method_of,
-                      parse_policy, run_stem, variant_of)
+from ..naming import (
+    ALGORITHM,
+    Method,
+    algorithm_of,
+    curve_names,
+    default_init,
+    is_multi_agent,
+    method_of,
+    parse_policy,
+    run_stem,
+    variant_of,
+)
 from .footprint import check_footprint
-
 
 EVAL_TASKS = ("own", "all")  # --eval_tasks
 WARMUP_ACTIONS = ("random", "policy")  # --warmup_actions
@@ -149,7 +158,7 @@ class RunConfig:
     def seed_list(self) -> list[int]:
         return list(self.seeds) if self.seeds else [self.seed]
 
-    def for_seed(self, seed: int) -> "RunConfig":
+    def for_seed(self, seed: int) -> RunConfig:
         """The config of running ``seed`` alone (what that seed's files and checkpoint record)."""
         flags = {**self.flags, "seed": seed, "seeds": None} if self.flags else self.flags
         return replace(self, seed=seed, seeds=None, flags=flags)

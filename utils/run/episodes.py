@@ -14,7 +14,7 @@ agent is done. The record of each agent (episode and step when solved) goes to t
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,15 +35,15 @@ class EpisodeEvals:
     ``run_seeds[m]``: the run seed of member m (its agents share the episode seeds); ``tasks[m]``: its task variant
     (None: the environment as registered)."""
 
-    def __init__(self, env_id: str, run_seeds: list[int], tasks: list, evaluate: bool, solved_at: Optional[float],
-                 window: int, max_episodes: Optional[int], kinds: dict):
+    def __init__(self, env_id: str, run_seeds: list[int], tasks: list, evaluate: bool, solved_at: float | None,
+                 window: int, max_episodes: int | None, kinds: dict):
         self.run_seeds = [int(s) for s in run_seeds]
         self.evaluate, self.solved_at, self.window, self.max_episodes = evaluate, solved_at, window, max_episodes
         members = len(self.run_seeds)
         self.envs = [make_env(env_id, task, **kinds, training=False) for task in tasks] if evaluate else []
         self.episodes = [0] * members  # training episodes finished
         self.rows: list[list[list[float]]] = [[] for _ in range(members)]
-        self.solved: list[Optional[dict]] = [None] * members  # {"episode": e, "step": t} once solved
+        self.solved: list[dict | None] = [None] * members  # {"episode": e, "step": t} once solved
         self.done = [False] * members
 
     def after_step(self, ended: np.ndarray, steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> list[int]:

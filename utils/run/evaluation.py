@@ -10,7 +10,7 @@ evaluation would give it, so that the own-task score does not depend on how many
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -18,11 +18,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoint import RunLock
 from ..errors import UsageError
 from ..io import atomic_write, save_curve, save_json, save_torch
-from ..naming import (CONSENSUS_SUFFIX, EPISODE_EVAL_SUFFIX, EPISODES_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX,
-                      SIAMESE_SUFFIX, TASKS_SUFFIX, WEIGHTS_SUFFIX)
+from ..naming import (
+    CONSENSUS_SUFFIX,
+    EPISODE_EVAL_SUFFIX,
+    EPISODES_SUFFIX,
+    GOSSIP_SUFFIX,
+    INTRINSIC_SUFFIX,
+    SIAMESE_SUFFIX,
+    TASKS_SUFFIX,
+    WEIGHTS_SUFFIX,
+)
+from .checkpoint import RunLock
 from .config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -198,7 +206,7 @@ class RunFiles:
             arr = np.asarray(rows, dtype=np.float64).reshape(len(rows), self.cfg.task_count)
             save_curve(path, arr)
 
-    def board(self, t: int) -> "Board":
+    def board(self, t: int) -> Board:
         """TensorBoard writer of this seed, continuing at step ``t`` (later events of an older try are dropped)."""
         return Board(self.results / "tensorboard" / self.cfg.stem, self.cfg.agent_names(), t)
 

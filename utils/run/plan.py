@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import UsageError
+from ..naming import curve_length
 from .checkpoint import check_compatible, read_checkpoint
 from .config import RunConfig
 from .files import OWNER_KEY, RunFiles
-from ..errors import UsageError
-from ..naming import curve_length
 
 
 def model_owner(path: Path) -> dict | None:
@@ -128,7 +128,7 @@ class ResumePlan:
     active: list[int]  # the seeds to train, in the order given
 
 
-def plan_resume(seeds: list[int], files: list["RunFiles"]) -> ResumePlan:
+def plan_resume(seeds: list[int], files: list[RunFiles]) -> ResumePlan:
     """Each seed's plan (``seed_plan``); a UsageError when the seeds to continue are at different steps."""
     for f in files:
         f.remove_stale_temps()

@@ -94,7 +94,7 @@ class StopSignals:
         self.signum: int | None = None
         self.previous: dict = {}
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         import threading
 
         if threading.current_thread() is threading.main_thread():

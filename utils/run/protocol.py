@@ -8,7 +8,8 @@ asynchronous workers run under their own trainer, utils.run.onpolicy.asynchronou
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -18,7 +19,7 @@ class LearnerProtocol(Protocol):
     agents: object  # the batched agents: agent_state / load_agent_state (--save_model, --load_model), compile
     scheme: object  # the sharing scheme: writes_weights, writes_consensus, consensus()
 
-    def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], Optional[tuple]]:
+    def act(self, obs: np.ndarray, warmup: bool) -> tuple[np.ndarray | None, tuple | None]:
         """Actions for the environments' observations (None: random ones) and what the store needs of them."""
 
     def store(self, obs, actions, rewards, next_obs, terminated, behaviour=None, ended=None) -> None:

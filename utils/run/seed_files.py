@@ -6,8 +6,8 @@ and the files beside them saved after each evaluation, and a seed stopped on its
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Iterator
 
 import numpy as np
 

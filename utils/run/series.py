@@ -5,8 +5,8 @@ is one entry here (and its ``RunFiles`` writer).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

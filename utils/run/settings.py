@@ -9,7 +9,6 @@ A new run flag is one field here, and its RunConfig field where the run needs it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ..errors import UsageError
 from ..settings import Settings, again, count, real, setting
@@ -20,20 +19,20 @@ class RunSettings(Settings):
     """What every command line takes."""
     env: str = setting("Hopper", "Gymnasium environment id; a name without its version is the newest (Hopper: "
                        "Hopper-v5); the paper's MuJoCo -v2 ids map to -v5", parse=str)
-    seed: Optional[int] = setting(None, "run seed; agent i uses seed + 100 * i", parse=int, default_text="0")
-    seeds: Optional[list] = setting(None, "several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one "
+    seed: int | None = setting(None, "run seed; agent i uses seed + 100 * i", parse=int, default_text="0")
+    seeds: list | None = setting(None, "several seeds in one process, e.g. --seeds 0 1 2 or --seeds 0-9: one "
                                     "batched model, each seed's files exactly those of --seed S alone (overrides "
                                     "--seed)", parse=str, nargs="+", metavar="SEED", default_text="none")
     gpu: int = setting(0, "GPU ordinal, the paper's spelling; CPU when no GPU is present", parse=int)
-    device: Optional[str] = setting(None, "cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing",
+    device: str | None = setting(None, "cpu | cuda | cuda:N; overrides --gpu and fails if the device is missing",
                                     parse=str, default_text="auto")
-    num_agents: Optional[int] = setting(
+    num_agents: int | None = setting(
         None, "agents sharing one buffer (DASE_), distilling from each other (DPD_) or averaging parameters (DIFF_)",
         parse=count, default_text="2 for DASE_ and DPD_ policies, 4 for DIFF_, 1 otherwise")
     diffusion: bool = setting(False, "after every update each agent averages its actor and critic with its graph "
                               "neighbours (Diff-DAC's adapt-then-combine): TD3 becomes DIFF_TD3, DASE_TD3 "
                               "DIFF_DASE_TD3")
-    init: Optional[str] = setting(
+    init: str | None = setting(
         None, "initial parameters of a seed's agents: common = all start equal to agent 0's (drawn from the seed's "
         "own stream, as Diff-DAC's reference starts its learners), separate = each from its own seed", parse=str,
         choices=("common", "separate"), default_text="common for diffusion, DIFF_ policies and --diffusion; "
@@ -53,15 +52,15 @@ class RunSettings(Settings):
                               "own name", parse=str, default_text="none")
     models_dir: str = setting("models", "folder of --save_model/--load_model files", parse=str)
     quiet: bool = setting(False, "print nothing but errors")
-    threads: Optional[int] = setting(None, "torch CPU threads; 1 when several runs share a machine. On a GPU the "
+    threads: int | None = setting(None, "torch CPU threads; 1 when several runs share a machine. On a GPU the "
                                      "default is 1, so the environment workers get the cores", parse=int,
                                      default_text="all cores on the CPU, 1 on a GPU")
     compile: bool = setting(False, "torch.compile the networks (slow start: tens of seconds)")
     checkpoint_freq: int = setting(50_000, "write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 "
                                    "disables; a finished run deletes it", parse=count)
-    checkpoint_dir: Optional[str] = setting(None, "where checkpoints go", parse=str,
+    checkpoint_dir: str | None = setting(None, "where checkpoints go", parse=str,
                                             default_text="RESULTS_DIR/checkpoints")
-    stop_at: Optional[int] = setting(
+    stop_at: int | None = setting(
         None, "pause the run at this step (counted as its step budget): write its checkpoint and exit with code 0; "
         "--resume continues it as if it had never stopped, e.g. every run of a sweep to 100k first (python -m "
         "utils.sweep --until)", parse=count, metavar="STEP", default_text="run to the end")
@@ -69,7 +68,7 @@ class RunSettings(Settings):
                            "step 0 if it has no checkpoint)")
     overwrite: bool = setting(False, "start the run over, deleting its old curves, weights, JSON record and "
                               "checkpoint")
-    env_workers: Optional[int] = setting(
+    env_workers: int | None = setting(
         None, "worker processes that step the environments and evaluation episodes, evaluation then running beside "
         "training; 0: all in this process; results are the same for every value", parse=int,
         default_text="the cores torch leaves free, 0 when fewer than 2")
@@ -83,7 +82,7 @@ class OnPolicyRunSettings(RunSettings):
     """ac_main.py's: CartPole by default, its own policies' agents and diffusion, and how evaluation picks
     actions."""
     env: str = again("CartPole-v1")
-    num_agents: Optional[int] = setting(
+    num_agents: int | None = setting(
         None, "agents per seed: SEAC's, each learning from all agents' rollouts, or DIFF_A2C's, averaging parameters "
         "(A2C, A3C and ACER are one agent)", parse=count, default_text="2 for SEAC, 4 for DIFF_A2C, 1 otherwise")
     diffusion: bool = setting(False, "after every update each agent averages its parameters with its graph "
@@ -92,7 +91,7 @@ class OnPolicyRunSettings(RunSettings):
         "greedy", "evaluation actions: greedy = the policy's most likely action (its mean when continuous), sample = "
         "drawn from the policy as in training, from a stream of each agent's seed and the step (the SEAC authors' "
         "scores on Level-Based Foraging, where a greedy policy can stall)", parse=str, choices=("greedy", "sample"))
-    env_backend: Optional[str] = setting(
+    env_backend: str | None = setting(
         None, "what steps an Atari game for A2C and ACER: envpool (EnvPool's C++ thread pool, its own DeepMind "
         "preprocessing; pip install -r requirements-atari.txt; --env_workers sets its threads) or gymnasium (ale-py "
         "under this project's wrappers, utils/envs/atari.py); the two differ in small ways (docs/actor_critic.md)",
@@ -115,10 +114,10 @@ class ReplaySettings(Settings):
     per_alpha: float = setting(0.6, "--prioritized: priority exponent alpha", parse=real)
     per_beta: float = setting(0.4, "--prioritized: importance-weight exponent beta at the start, annealed linearly "
                               "to 1", parse=real)
-    per_beta_steps: Optional[int] = setting(None, "--prioritized: steps over which beta reaches 1", parse=count,
+    per_beta_steps: int | None = setting(None, "--prioritized: steps over which beta reaches 1", parse=count,
                                             default_text="the run's length")
     per_eps: float = setting(1e-6, "--prioritized: eps added to |TD error|", parse=real)
-    cuda_graphs: Optional[bool] = setting(None, "replay each batched update from a CUDA graph (GPU only)",
+    cuda_graphs: bool | None = setting(None, "replay each batched update from a CUDA graph (GPU only)",
                                           off_flag="--no_cuda_graphs", default_text="on a GPU unless --compile")
 
     def check_together(self) -> None:

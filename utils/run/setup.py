@@ -24,8 +24,8 @@ from .episodes import EpisodeEvals
 from .files import RunFiles, load_error, model_path, unreadable_model
 from .onpolicy.episode_log import EpisodeLog
 from .onpolicy.rollout import RolloutLearner
-from .replay.learner import Learner
 from .replay.images import ImageLearner
+from .replay.learner import Learner
 from .replay.recurrent import RecurrentLearner
 
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
 
-from algorithms.replay.base import Batch
 from algorithms.common.members import stream_seed
+from algorithms.common.nets import AgentRNG
+from algorithms.replay.base import Batch
 from algorithms.sharing.dpd import Distillation
 from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency, check_adjacency, disagreement, neighbours
-from algorithms.common.nets import AgentRNG
 from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
 from ..errors import UsageError
@@ -54,12 +53,12 @@ class GraphSettings(Settings):
     method: Method = internal(None)
     num_agents: int = internal(1)
     policy: str = internal("")  # for the messages
-    topology: Optional[str] = setting(
+    topology: str | None = setting(
         None, "the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
         "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters with neighbours; "
         "star: agent 0 is the hub; files carry it unless complete", parse=str, choices=TOPOLOGIES,
         default_text="complete; ring for DIFF_")
-    adjacency: Optional[list] = setting(
+    adjacency: list | None = setting(
         None, "an explicit graph instead of --topology: a 0/1 symmetric matrix with a zero diagonal, as JSON "
         "(e.g. '[[0,1],[1,0]]') or a .npy or .txt file; files carry adj + a hash of it", parse=str,
         metavar="MATRIX", default_text="none")
@@ -78,7 +77,7 @@ class GraphSettings(Settings):
         "and link from each agent's own stream); files named delay{d} unless 1", parse=real, low=0)
 
     @classmethod
-    def of(cls, policy: str, num_agents: int, sharing: dict) -> "GraphSettings":
+    def of(cls, policy: str, num_agents: int, sharing: dict) -> GraphSettings:
         """The settings a run's record holds (what it does not name at its default)."""
         unknown = set(sharing) - set(defaults(cls))
         if unknown:

@@ -7,8 +7,15 @@ policy; its files and state on disk), ``execute`` (one run's process; shipped by
 """
 from .cli import main, parse_args
 from .execute import files_complete
-from .experiment import (Experiment, ExperimentError, experiment_from_spec, flag_args, load_experiment, parse_seeds,
-                         seed_tokens)
+from .experiment import (
+                         Experiment,
+                         ExperimentError,
+                         experiment_from_spec,
+                         flag_args,
+                         load_experiment,
+                         parse_seeds,
+                         seed_tokens,
+)
 from .runs import Run, check_flags, expand, run_state
 
 __all__ = ["main", "parse_args", "files_complete", "Experiment", "ExperimentError", "experiment_from_spec", "flag_args",

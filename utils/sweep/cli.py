@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..cli import Parser, available_cores, count
 from .cluster import run_ray
-from .results import Result, format_wall, plural, summary
 from .experiment import ExperimentError, load_experiment
 from .local import LocalPool
+from .results import Result, format_wall, plural, summary
 from .runs import Run, check_flags, expand, run_progress, run_state
 
 EXIT_FAILED, EXIT_USAGE = 1, 2

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..ray_local import init_local, shutdown
 from . import execute as execute_module
 from .execute import StopFlag, execute
-from .results import Result, classify, display_path
 from .experiment import ROOT
 from .local import forward_signals
+from .results import Result, classify, display_path
 from .runs import Run
 
 

@@ -5,9 +5,10 @@ import argparse
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..cli import count, seed_list
 from ..errors import UsageError

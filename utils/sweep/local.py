@@ -5,8 +5,8 @@ import concurrent.futures
 import contextlib
 import signal
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .execute import execute
 from .experiment import ROOT

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from .experiment import ROOT
 from .runs import Run

@@ -3,19 +3,29 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
+import importlib.util
 import io
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
-from ..naming import (algorithm_of, curve_length, curve_names, default_num_agents, flag_name, is_multi_agent,
-                      method_of, run_stem, script_of, variant_of, with_diffusion)
+from ..naming import (
+    algorithm_of,
+    curve_length,
+    curve_names,
+    default_num_agents,
+    flag_name,
+    is_multi_agent,
+    method_of,
+    run_stem,
+    script_of,
+    variant_of,
+    with_diffusion,
+)
 from .execute import files_complete
-from .experiment import ROOT, Experiment, ExperimentError, positive, flag_args, seed_tokens
-
+from .experiment import ROOT, Experiment, ExperimentError, flag_args, positive, seed_tokens
 
 LOG_SEEDS_BYTES = 96  # the seeds' part of a log file name; policy, environment and variant stay well under 255 with it
 
@@ -64,7 +74,7 @@ class Run:
     variant: str = ""  # naming.VARIANTS: part of every file name of the run
     until: int | None = None  # the sweep's --until: the run pauses at this step (--stop_at), checkpointed
 
-    def paused_at(self, until: int) -> "Run":
+    def paused_at(self, until: int) -> Run:
         """This run told to pause at step ``until`` (--stop_at), unless its budget ends there or before."""
         if until >= self.steps:
             return self
@@ -139,6 +149,15 @@ def sweep_variant(policy: str, flags: dict) -> str:
     return variant_of(settings, policy)
 
 
+def _load_script(path: Path, name: str):
+    """An entry script (DASE_main.py, ...) as a module, without putting the repository on ``sys.path``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def check_flags(runs: Sequence[Run]) -> None:
     """Check every run as its script would before it writes anything, so that no run of a file starts unless all of
     them can: its flags parsed by its script's own parser and made into settings by its own config builder, those
@@ -149,12 +168,11 @@ def check_flags(runs: Sequence[Run]) -> None:
     from ..run import validate
     from ..run.checks import check_environment
 
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     modules: dict[str, object] = {}
     for run in runs:
-        if run.script not in modules:
-            modules[run.script] = importlib.import_module(Path(run.script).stem)
+        if run.script not in modules:  # the entry script, loaded from the repository root wherever this runs
+            name = Path(run.script).stem
+            modules[run.script] = sys.modules.get(name) or _load_script(ROOT / run.script, name)
         module = modules[run.script]
         err = io.StringIO()
         where = f"settings.{run.setting}, {run.policy} on {run.env}"

@@ -35,7 +35,6 @@ The JSON record's ``env_workers_used`` is the number of actor-learner processes.
 from __future__ import annotations
 
 import json
-
 import os
 import signal
 import sys
@@ -47,19 +46,20 @@ import torch
 import torch.multiprocessing as mp
 
 from algorithms.onpolicy.a3c import ActorCritic, Rollout, SharedAdam, rollout_loss
+
 from ...envs.atari import continues_game
 from ...envs.registry import check_env, make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
 from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
 from ...memory import check_fits
+from ...settings import defaults
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, load_error, model_path
 from ..plan import check_models, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from ..seed_files import lock_all
-from ...settings import defaults
 from .episode_log import EpisodeLog
 from .settings import A3CSettings
 

@@ -9,7 +9,6 @@ when a rollout is complete and updates then.
 from __future__ import annotations
 
 import copy
-from typing import Optional
 
 import numpy as np
 import torch
@@ -84,14 +83,14 @@ class RolloutLearner:
             h, c = self.agents.acting_state(k)
             self.rollout["h0"], self.rollout["c0"] = torch.zeros_like(h), torch.zeros_like(c)
         self.position = 0  # steps of the current rollout collected so far
-        self.pending: Optional[torch.Tensor] = None  # the actions drawn for the step being taken (unclipped)
+        self.pending: torch.Tensor | None = None  # the actions drawn for the step being taken (unclipped)
         names = self.agents.STATS
         self.stat_names = names
         self.stats = torch.zeros((len(names) + 1, m), dtype=torch.float64, device=device)  # sums, then updates
         self.first_bad = torch.full((m,), -1, dtype=torch.long, device=device)
 
     # ---- the protocol ---------------------------------------------------------------------------------
-    def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], None]:
+    def act(self, obs: np.ndarray, warmup: bool) -> tuple[np.ndarray | None, None]:
         """Actions for the environments' current observations [M * K, ...] (None: random, in the warm-up)."""
         if warmup:
             return None, None

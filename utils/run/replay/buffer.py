@@ -15,13 +15,11 @@ limit: bootstraps from its real last state) or at the newest stored step.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
-from algorithms.replay.base import Batch
 from algorithms.common.nets import AgentRNG
+from algorithms.replay.base import Batch
 
 
 class SharedReplayBuffer:
@@ -89,7 +87,7 @@ class SharedReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None,
+    def add(self, obs, action, reward, next_obs, terminated, behaviour: tuple | None = None,
             ended=None) -> None:
         """Append one transition per member; arrays [M, ...]. Only ``terminated`` stops bootstrapping; ``ended``
         (terminated or truncated; default: terminated) cuts N-step returns."""
@@ -125,8 +123,8 @@ class SharedReplayBuffer:
         self.size = min(self.size + n, self.capacity)
         self.filled.fill_(self.size)
 
-    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None,
-               step: Optional[torch.Tensor] = None) -> Batch:
+    def sample(self, batch_size: int, rng: AgentRNG, groups: torch.Tensor | None = None,
+               step: torch.Tensor | None = None) -> Batch:
         """Each member draws its own ``batch_size`` indices from its group (or from ``groups[m]``): uniformly, or
         by its priorities (prioritized replay, own group only; ``step``: the environment step, for beta).
 
@@ -146,7 +144,7 @@ class SharedReplayBuffer:
             own = own & (g == self.member_group.view(-1, 1))
         return self._gather(g, idx, own)
 
-    def beta(self, step: Optional[torch.Tensor]) -> torch.Tensor:
+    def beta(self, step: torch.Tensor | None) -> torch.Tensor:
         """Prioritized replay's importance exponent at ``step`` (a device tensor): beta0 -> 1 linearly."""
         b0, steps = float(self.per["beta"]), max(1, int(self.per["beta_steps"]))
         if step is None:
@@ -158,7 +156,7 @@ class SharedReplayBuffer:
         self.priorities.update(batch.index, td_error.squeeze(-1))
 
     def sample_writers(self, batch_size: int, rng: AgentRNG, choices: torch.Tensor,
-                       counts: Optional[torch.Tensor]) -> Batch:
+                       counts: torch.Tensor | None) -> Batch:
         """Each member draws ``batch_size`` rows of its group written by itself or by the writers it may read:
         a stored step uniformly, then a writer uniformly from ``choices[m, :counts[m]]`` (group-local ids; with
         ``counts`` None, ``choices`` [M, 1] is each member's one writer). Needs a capacity that is a multiple of

@@ -14,7 +14,7 @@ until every optimizer has its state; each branch is captured the first time it c
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 import torch
 

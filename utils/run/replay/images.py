@@ -30,7 +30,6 @@ and grows as the finals' does; a buffer that never sees one (every single-machin
 from __future__ import annotations
 
 import copy
-from typing import Optional
 
 import numpy as np
 import torch
@@ -56,7 +55,7 @@ class Frames:
         self.unit_shape = part.shape[1:] if part.stacked else part.shape
         self.units = torch.zeros((groups, capacity, *self.unit_shape), dtype=torch.uint8, device=device)
         self.finals = torch.zeros((groups, finals, *self.unit_shape), dtype=torch.uint8, device=device)
-        self.heads: Optional[torch.Tensor] = None  # [groups, slots, depth - 1, *unit]: the starts' older units
+        self.heads: torch.Tensor | None = None  # [groups, slots, depth - 1, *unit]: the starts' older units
 
     def newest(self, obs: np.ndarray) -> np.ndarray:
         """[M, *shape] -> the newest unit of each [M, *unit_shape]."""
@@ -93,9 +92,9 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.steps = 0  # steps added so far
         self.next_age = np.zeros(g * writers, dtype=np.int64)  # each member's next observation's age
         # starts (see the module's docstring): made at the first one (``make_heads``); until then since == age
-        self.since: Optional[torch.Tensor] = None  # [g, c] steps since the row's start or reset
-        self.head_slot: Optional[torch.Tensor] = None  # [g, c] a start row's slot in the heads' ring
-        self.head_step: Optional[np.ndarray] = None  # [g, slots] the step whose start a slot holds
+        self.since: torch.Tensor | None = None  # [g, c] steps since the row's start or reset
+        self.head_slot: torch.Tensor | None = None  # [g, c] a start row's slot in the heads' ring
+        self.head_step: np.ndarray | None = None  # [g, slots] the step whose start a slot holds
         self.head_next = np.zeros(g, dtype=np.int64)
         self.next_since = self.next_age
         self.first_heads = int(heads)  # the heads' ring's first size
@@ -113,7 +112,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
             if self.vectors else np.zeros((m, 0), np.float32)
         return {k: np.asarray(parts[k]) for k in self.frames}, vectors
 
-    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None, ended=None,
+    def add(self, obs, action, reward, next_obs, terminated, behaviour: tuple | None = None, ended=None,
             start=None) -> None:
         """``start`` [M] (optional): the members whose observation continues an episode whose earlier steps are not
         their rows before this one (see the module's docstring)."""
@@ -182,7 +181,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
             self.final_step[grp, slot] = self.steps
             self.final_next[grp] = (slot + 1) % self.final_step.shape[1]
 
-    def make_heads(self, slots: Optional[int] = None) -> None:
+    def make_heads(self, slots: int | None = None) -> None:
         """The heads' ring and the rows' steps since their start, at the first start (until then since == age)."""
         g, c, slots = self.groups, self.capacity, self.first_heads if slots is None else slots
         self.since = self.age.clone()
@@ -233,8 +232,8 @@ class ImageReplayBuffer(SharedReplayBuffer):
         return size
 
     # ---- reading --------------------------------------------------------------------------------------------
-    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None,
-               step: Optional[torch.Tensor] = None) -> Batch:
+    def sample(self, batch_size: int, rng: AgentRNG, groups: torch.Tensor | None = None,
+               step: torch.Tensor | None = None) -> Batch:
         if groups is not None or self.priorities is not None:
             raise ValueError("image replay samples a member's own group, uniformly")
         idx = (self.start + rng.randint(self.count, batch_size)) % self.capacity  # [M, B]

@@ -8,22 +8,22 @@ and what follows the update.
 from __future__ import annotations
 
 import copy
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from algorithms import DDPG, SAC, TD3
 from algorithms.common.members import stream_seed
-from algorithms.replay.discrete_sac import DiscreteSAC
 from algorithms.common.nets import AgentRNG, adam, init_generators, minimise
-from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 from algorithms.common.normalizer import ObsNormalizer
+from algorithms.replay.discrete_sac import DiscreteSAC
+from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 
-from .buffer import SharedReplayBuffer
-from .cuda_graphs import UpdateGraphs
 from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
+from .buffer import SharedReplayBuffer
+from .cuda_graphs import UpdateGraphs
 
 ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}  # naming.ALGORITHMS -> class
 DISCRETE = {"SAC": DiscreteSAC}  # the class for a discrete action space (naming: actions include "discrete")
@@ -37,7 +37,7 @@ class Learner:
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
                  device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False,
                  n_step: int = 1, prioritized: dict | None = None, common_init: bool = False,
-                 memory_check: Optional[Callable[[int, int, int, int], None]] = None):
+                 memory_check: Callable[[int, int, int, int], None] | None = None):
         self.agents_per_seed, self.members = num_agents, len(member_seeds)
         # memory_check(bytes per row, groups, rows per group, writers per group): called before the buffers are
         # allocated (the trainer's check that they fit, in one line instead of an allocator's traceback)
@@ -56,7 +56,7 @@ class Learner:
             spread = np.linspace(low_level, high_level, num_agents) if num_agents > 1 else np.array([low_level])
             self.agents.set_action_noise(np.tile(spread, self.members // num_agents))
         # --normalize_obs: every member's running statistics, kept with its networks (checkpoints, model files)
-        self.normalizer: Optional[ObsNormalizer] = None
+        self.normalizer: ObsNormalizer | None = None
         if normalize:
             self.normalizer = ObsNormalizer(self.members, obs_dim, device)
             self.agents.networks["obs_normalizer"] = self.normalizer
@@ -108,8 +108,8 @@ class Learner:
         models on the batch; the period's sums of mean bonus and loss per member."""
         bonus, loss = 0, 0
         for model in self.intrinsic:
-            b, l = model.bonus_and_loss(batch.obs, batch.action, batch.next_obs)
-            bonus, loss = bonus + b, loss + l
+            b, part = model.bonus_and_loss(batch.obs, batch.action, batch.next_obs)
+            bonus, loss = bonus + b, loss + part
         minimise(self.agents.intrinsic_opt, loss.sum())
         batch.reward = batch.reward + bonus
         self.intrinsic_sums += torch.stack([bonus.mean((1, 2)), loss.detach()]).double()
@@ -174,7 +174,7 @@ class Learner:
 
     steps_per_iteration = 1  # environment steps per member and loop step
 
-    def act(self, obs: np.ndarray, warmup: bool) -> tuple[Optional[np.ndarray], Optional[tuple]]:
+    def act(self, obs: np.ndarray, warmup: bool) -> tuple[np.ndarray | None, tuple | None]:
         """Exploration actions (and the behaviour: Gaussian SAC's Gaussian, discrete SAC's probabilities); None in
         the warm-up: random actions."""
         if self.normalizer is not None:  # every observation acted on, warm-up included, joins the statistics
@@ -185,7 +185,7 @@ class Learner:
             return self.novel_explore(self.agents._obs(obs))
         return (None, None) if warmup else self.agents.explore(obs)
 
-    def explore(self, obs: np.ndarray) -> tuple[np.ndarray, Optional[tuple]]:
+    def explore(self, obs: np.ndarray) -> tuple[np.ndarray, tuple | None]:
         return self.agents.explore(obs if self.normalizer is None else self.normalizer(self.agents._obs(obs)))
 
     def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:

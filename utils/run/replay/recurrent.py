@@ -8,7 +8,6 @@ the state the member had when it acted there (R2D2's stored state); the update's
 from __future__ import annotations
 
 import copy
-from typing import Optional
 
 import numpy as np
 import torch
@@ -61,7 +60,7 @@ class RecurrentLearner(Learner):
         self.agents.n_step = int(n_step)  # N-step returns inside each window
         w = self.scheme.writers
         self.first = np.ones(self.members, dtype=np.float32)  # every member's next step starts an episode
-        self.stored: Optional[torch.Tensor] = None  # the states of the last ``act``, for ``store``
+        self.stored: torch.Tensor | None = None  # the states of the last ``act``, for ``store``
         # --prev_action: each member's last action as the encoder reads it (zeros when an episode starts); the
         # buffer stores [o_t, a_{t-1}] as the observation and [o_{t+1}, a_t] as the next one
         self.prev = np.zeros((self.members, self.agents.prev_width), dtype=np.float32)

@@ -16,13 +16,11 @@ newest L - 1 steps' rows hold priority 0. Each window's importance weight applie
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
-from algorithms.replay.base import Batch
 from algorithms.common.nets import AgentRNG
+from algorithms.replay.base import Batch
 
 from .buffer import SharedReplayBuffer
 
@@ -50,7 +48,7 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         self.first = torch.zeros((self.groups, self.capacity, 1), dtype=torch.float32, device=self.device)
         self.state = torch.zeros((self.groups, self.capacity, state_size), dtype=torch.float32, device=self.device)
 
-    def add(self, obs, action, reward, next_obs, terminated, behaviour: Optional[tuple] = None, ended=None, *,
+    def add(self, obs, action, reward, next_obs, terminated, behaviour: tuple | None = None, ended=None, *,
             state: torch.Tensor, first) -> None:
         """One step per member (see ``SharedReplayBuffer.add``), with each member's state before it acted [M, S]
         and whether its episode started at this step [M]."""
@@ -78,8 +76,8 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         k = torch.arange(length, device=self.device)
         return ((start.unsqueeze(-1) + k) % steps) * w + writer.unsqueeze(-1)
 
-    def sample(self, batch_size: int, rng: AgentRNG, groups: Optional[torch.Tensor] = None,
-               step: Optional[torch.Tensor] = None) -> Batch:
+    def sample(self, batch_size: int, rng: AgentRNG, groups: torch.Tensor | None = None,
+               step: torch.Tensor | None = None) -> Batch:
         """Windows [M, B, L, ...] of each member's own group; ``own`` [M, B, L] marks its own steps, ``sequence``
         holds ``first`` [M, B, L] and the stored ``state`` [M, B, S] before each window's first step."""
         if groups is not None:

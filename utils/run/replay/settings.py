@@ -9,7 +9,6 @@ A new setting is one field here (and its use in the algorithm's constructor, whi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from algorithms.replay.sequence import ENCODERS
 
@@ -67,7 +66,7 @@ class NormalizationSettings(Settings):
                                   "(of every observation it acted on, warm-up included), clipped to [-5, 5]; the "
                                   "statistics are kept in checkpoints and model files and frozen at evaluation; files "
                                   "named {policy}_norm_...", recorded="given")
-    action_noise: Optional[tuple] = setting(
+    action_noise: tuple | None = setting(
         None, "ASAC's action-noise range: agent k of a seed's N explores at level MIN + (MAX - MIN) k / (N - 1) (MIN "
         "alone when N = 1): TD3/DDPG's Gaussian action noise std (times max action, in place of --expl_noise); SAC: "
         "Gaussian noise of that std added before the tanh (the Gaussian policy's stored behaviour widens to match); "
@@ -87,7 +86,7 @@ class NormalizationSettings(Settings):
 @dataclass
 class IntrinsicSettings(Settings):
     """Intrinsic rewards (ASAC's curiosity and use_rnd), for every replay learner."""
-    curiosity: Optional[str] = setting(
+    curiosity: str | None = setting(
         None, "an intrinsic reward from Pathak et al.'s curiosity module (an encoder trained by an inverse dynamics "
         "model, a forward model in its features): forward = the forward model's error (ICM's reward), inverse = the "
         "inverse model's error (ASAC's INVERSE); times --curiosity_strength, added to the reward of every sampled "
@@ -203,7 +202,7 @@ MAX_SEQ_HIDDEN = 4096  # a GRU of 4096 already holds 100M parameters per agent
 class SequenceSettings(Settings):
     """A recurrent agent trained on replayed windows (R2D2's stored states and burn-in; ASAC's prediction model).
     Recorded in the algorithm's settings only with --seq_encoder (a feed-forward run's record names none)."""
-    seq_encoder: Optional[str] = setting(
+    seq_encoder: str | None = setting(
         None, "a recurrent agent: a gru, lstm or attn (causal attention over the episode's last --seq_len "
         "observations) encoder shared by actor and critics, trained on replayed windows of --seq_len steps with "
         "stored states and --burn_in (R2D2); for partially observed tasks such as VelocityMaskedPendulum-v1. "
@@ -254,7 +253,7 @@ class ImageSettings(Settings):
     Recorded in the algorithm's settings only on an image task (a vector task's record names none)."""
     image_features: int = setting(50, "on image observations: the width of each agent's encoder output (the Nature "
                                   "CNN, then this many features for actor and critics)", parse=count, low=1)
-    siamese: Optional[str] = setting(
+    siamese: str | None = setting(
         None, "on image observations: ASAC's self-supervised auxiliary loss on the encoder, atc (augmented temporal "
         "contrast with a momentum encoder) or byol (two augmented views, online prediction vs target projection); "
         "its loss is added to the critic's; per evaluation its mean in {curve}_siamese.npy; files named "
