@@ -3,7 +3,7 @@
     python -m benchmarks.ops --policies DASE_TD3 DASE_DDPG DASE_SAC DPD_TD3 --env Pendulum-v1 --agents 2
 
 Each aten call is at least one kernel launch on a GPU, so these counts are the launch budget of an eager
-GPU step (a CUDA graph replays them with one launch). Counted with ``utils.opcheck.OpRecorder`` over
+GPU step (a CUDA graph replays them with one launch). Counted with ``utils.run.opcheck.OpRecorder`` over
 ``Learner.update_once`` (sampling, weights, losses, optimizer steps, soft updates, diagnostics; the mean
 of two consecutive updates, which covers both branches of TD3's schedule) and over one exploration step
 (actor, noise, clip, the copy to the host), with the optimizers configured as on the CPU (torch's
@@ -20,7 +20,7 @@ from utils.cli import Parser, tool_guard
 from utils.envs.registry import make_env, resolve_env_id
 from utils.io import output_file_problem
 from utils.naming import ALGORITHM, algorithm_of, is_multi_agent, parse_policy
-from utils.opcheck import count_ops, optimizers_as_on_cuda
+from utils.run.opcheck import count_ops, optimizers_as_on_cuda
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 

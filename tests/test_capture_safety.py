@@ -2,7 +2,7 @@
 
 A CUDA graph records kernels; an op that synchronises the stream (MAGMA's batched solves), reads a device
 value on the host (.item()) or sizes its output by the data (nonzero, boolean masks) breaks the capture or
-freezes one step's value into every replay. ``utils.opcheck.OpRecorder`` sees every aten call of
+freezes one step's value into every replay. ``utils.run.opcheck.OpRecorder`` sees every aten call of
 ``Learner.update_once`` and of an exploration step, for every policy, with the optimizers a GPU run builds.
 """
 import math
@@ -13,7 +13,7 @@ import torch
 
 from algorithms.sharing.weights import kl_to_isotropic
 from utils.naming import algorithm_of
-from utils.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
+from utils.run.opcheck import CAPTURE_UNSAFE, OpRecorder, count_ops, optimizers_as_on_cuda
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 

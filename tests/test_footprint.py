@@ -13,10 +13,9 @@ import pytest
 import ac_main
 import DASE_main
 import sac_main
-from utils import memory
 from utils.errors import UsageError
 from utils.naming import SCRIPT_POLICIES
-from utils.run import RunConfig, validate
+from utils.run import RunConfig, memory, validate
 from utils.run.footprint import check_footprint, footprint
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,10 +26,11 @@ import ac_main
 import DASE_main
 import sac_main
 from benchmarks import evaluation, gpu_graphs_check, ops, peers, recurrent, throughput, twin_critic
-from utils import play, weight_map
+from utils import play
 from utils.cli import Parser, count, main_guard, real
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
+from utils.plot import weight_map
 from utils.plot import windows as plot_windows
 from utils.run.sharing import kl_variance
 from utils.sweep import cli as sweep_cli
@@ -111,7 +112,7 @@ ENTRIES = {
     "utils.plot": (plot_cli.main, lambda: plot_cli.parse([]), ["{curves}", "--out", "{tmp}/out"]),
     "utils.plot.windows": (plot_windows.main, lambda: plot_windows.main([]), ["{curves}", "--at", "1000"]),
     "utils.plot.tasks": (plot_tasks.main, lambda: plot_tasks.main([]), ["{curves}"]),
-    "utils.weight_map": (weight_map.main, lambda: weight_map.main([]), ["--out", "{tmp}/out"]),
+    "utils.plot.weight_map": (weight_map.main, lambda: weight_map.main([]), ["--out", "{tmp}/out"]),
     "benchmarks.throughput": (throughput.main, lambda: throughput.main([]),
                               ["--env", "Pendulum-v1", "--agents", "1", "--updates", "2", "--warmup", "0",
                                "--loop_agents", "--threads", "1", "--json", "{tmp}/out.json"]),

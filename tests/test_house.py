@@ -111,3 +111,10 @@ def test_no_tracked_module_edits_the_import_path():
     offenders = [f for f in filter(None, tracked) if "sys.path.insert" in (ROOT / f).read_text()
                  and f != "tests/test_house.py"]
     assert offenders == []
+
+
+def test_utils_keeps_few_loose_modules():
+    """utils/ holds the tools in packages (compare, distributed, envs, play, plot, run, sweep) and at most six
+    modules of its own that every part reads (the command lines, errors, files, numbers, names, settings)."""
+    loose = sorted(p.name for p in (ROOT / "utils").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 6, loose

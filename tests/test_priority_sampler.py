@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from algorithms.common.nets import AgentRNG
-from utils.opcheck import CAPTURE_UNSAFE, OpRecorder
+from utils.run.opcheck import CAPTURE_UNSAFE, OpRecorder
 from utils.run.replay.priority import Priorities, _pairwise_sum
 
 ALPHA, EPS = 0.6, 1e-6

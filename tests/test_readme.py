@@ -207,7 +207,7 @@ def test_the_graph_page_plots_its_own_two_runs_in_a_clone_with_the_committed_fol
 
 
 def test_figures_hold_data_and_pictures_only():
-    """Tables are made by the tools (utils.plot, utils.plot.windows, utils.weight_map), not by scripts kept
+    """Tables are made by the tools (utils.plot, utils.plot.windows, utils.plot.weight_map), not by scripts kept
     beside the pictures."""
     assert not sorted((ROOT / "Figures").rglob("*.py"))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from utils import cores
+from utils.run import cores
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from benchmarks import evaluation, gpu_graphs_check, ops, throughput
-from utils import weight_map
 from utils.plot import cli as plot_cli
 from utils.plot import tasks as plot_tasks
+from utils.plot import weight_map
 from utils.plot import windows as plot_windows
 
 CASES = [

@@ -8,7 +8,7 @@ import torch
 from algorithms import DDPG, SAC, TD3, Batch
 from algorithms.replay.sac import DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP
 from algorithms.sharing.weights import batch_weights, clipped_normal_variance, dase_weighting
-from utils import weight_map
+from utils.plot import weight_map
 
 
 @pytest.mark.parametrize("similarity", ["js", "kl"])

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from .cores import available_cores  # noqa: F401  (the command lines' and tools' name for it)
 from .errors import Interrupted, NonFinite, UsageError, WorkerDied, disk_full_cause
+from .run.cores import available_cores  # noqa: F401  (the command lines' and tools' name for it)
 from .settings import add_flags, count, from_flags, real  # noqa: F401  (the command lines' flag types)
 
 EXIT_USAGE = 2

@@ -8,7 +8,7 @@ except KeyboardInterrupt:
     raise SystemExit(130) from None
 
 code = main()
-# the run's files are written and Ray is shut down (utils/ray_local.py) by now; Python's own teardown is skipped, as
+# the run's files are written and Ray is shut down (utils/distributed/ray_local.py) by now; Python's own teardown is skipped, as
 # Ray's threads can crash it after a start-up cut short by Ctrl-C (a segfault in place of the exit code)
 for stream in (sys.stdout, sys.stderr):
     try:

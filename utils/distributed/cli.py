@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import DiskFull, UsageError, disk_full_cause
 from ..naming import SCRIPT_POLICIES, method_of
-from ..ray_local import init_local, shutdown
+from .ray_local import init_local, shutdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,7 +168,7 @@ def start_ray(ray, address: str | None, cpus: int) -> None:
     try:
         if address is None:
             # a SIGTERM to the whole process group (timeout, Slurm) reaches the driver alone, which stops every
-            # learner with a checkpoint (utils/ray_local.py)
+            # learner with a checkpoint (utils/distributed/ray_local.py)
             init_local(ray, num_cpus=cpus, include_dashboard=False, runtime_env=env, log_to_driver=False,
                        logging_level=logging.ERROR)
         else:
@@ -191,7 +191,7 @@ def train(args, learners) -> list[list[list[float]]]:
     from .learner import LearnerActor
 
     k, m = args.actors, args.learners
-    try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the command (utils/ray_local.py)
+    try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the command (utils/distributed/ray_local.py)
         start_ray(ray, args.address, cpus=max(os.cpu_count() or 1, k + m))
         # a block in flight per actor: a full queue holds the actors back (a longer one only adds policy lag)
         queues = [Queue(maxsize=max(1, k // m)) for _ in range(m)]

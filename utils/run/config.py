@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..cores import available_cores
 from ..errors import UsageError
 from ..io import bad_name, file_in_the_way, unwritable
 from ..naming import (
@@ -22,6 +21,7 @@ from ..naming import (
     run_stem,
     variant_of,
 )
+from .cores import available_cores
 from .footprint import check_footprint
 
 EVAL_TASKS = ("own", "all")  # --eval_tasks

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..memory import check_fits, human
 from ..naming import ALGORITHM
+from .memory import check_fits, human
 
 FLOAT = 4
 COPIES = 4  # a trained network: its parameters, its target copy (or the evaluation copy), Adam's two moments

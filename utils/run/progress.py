@@ -99,7 +99,7 @@ class StopSignals:
 
         if threading.current_thread() is threading.main_thread():
             self.previous = {s: signal.signal(s, self._note) for s in (signal.SIGINT, signal.SIGTERM)}
-            # a run started by a Ray task inherits its worker's mask, both blocked (utils/ray_local.py): unblocked,
+            # a run started by a Ray task inherits its worker's mask, both blocked (utils/distributed/ray_local.py): unblocked,
             # they reach these handlers (one that came already is noted now)
             if hasattr(signal, "pthread_sigmask"):  # not on Windows
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})

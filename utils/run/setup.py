@@ -10,18 +10,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..cores import available_cores, default_cpu_threads
 from ..envs.joint import JointEnvs, check_in_process
 from ..envs.pool import EnvPoolEnvs
 from ..envs.registry import check_env, image_task, package_of, sensor_layout
 from ..envs.variants import task_for
 from ..envs.workers import make_envs
 from ..errors import UsageError
-from ..memory import check_fits
 from ..naming import ALGORITHM
 from .config import RunConfig
+from .cores import available_cores, default_cpu_threads
 from .episodes import EpisodeEvals
 from .files import RunFiles, load_error, model_path, unreadable_model
+from .memory import check_fits
 from .onpolicy.episode_log import EpisodeLog
 from .onpolicy.rollout import RolloutLearner
 from .replay.images import ImageLearner

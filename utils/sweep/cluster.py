@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..ray_local import init_local, shutdown
+from ..distributed.ray_local import init_local, shutdown
 from . import execute as execute_module
 from .execute import StopFlag, execute
 from .experiment import ROOT
@@ -22,7 +22,7 @@ def ray_session(address: str | None):
     import ray
 
     started_here = not ray.is_initialized()
-    try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the sweep (utils/ray_local.py)
+    try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the sweep (utils/distributed/ray_local.py)
         if started_here:
             # a local instance: a SIGTERM to the whole process group reaches the sweep alone, which stops its runs
             init_local(ray, include_dashboard=False) if address is None else ray.init(address=address)

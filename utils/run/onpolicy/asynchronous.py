@@ -52,11 +52,11 @@ from ...envs.registry import check_env, make_env
 from ...envs.variants import task_for
 from ...envs.workers import episode_seeds
 from ...errors import Interrupted, NonFinite, UsageError, WorkerDied
-from ...memory import check_fits
 from ...settings import defaults
 from ..checkpoint import FORMAT as CHECKPOINT_FORMAT
 from ..config import RunConfig, _check_execution, _check_folders
 from ..files import RunFiles, load_error, model_path
+from ..memory import check_fits
 from ..plan import check_models, plan_resume
 from ..progress import Progress, StopSignals, interrupted_message, paused_message
 from ..seed_files import lock_all

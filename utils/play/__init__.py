@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .cli import Parser, tool_guard
-from .errors import UsageError
-from .io import folder_problem, output_file_problem, written_whole
+from ..cli import Parser, tool_guard
+from ..errors import UsageError
+from ..io import folder_problem, output_file_problem, written_whole
 
 PROG = "python -m utils.play"
 PLAY_HINT = "play the run's record (its --save_model models) instead"
@@ -32,7 +32,7 @@ PLAY_HINT = "play the run's record (its --save_model models) instead"
 
 def recorded_config(settings: dict):
     """The RunConfig of a record's or checkpoint's settings (fields this version does not know left out)."""
-    from .run import RunConfig
+    from ..run import RunConfig
 
     known = {f.name for f in fields(RunConfig)}
     return RunConfig(**{k: v for k, v in settings.items() if k in known})
@@ -109,7 +109,7 @@ def _record(path: Path) -> dict:
 
 def find_run(run: str, seed: int | None) -> tuple[dict, Path, dict | None]:
     """(the run's settings, the record or checkpoint they came from, the checkpoint's state or None)."""
-    from .run.checkpoint import read_checkpoint
+    from ..run.checkpoint import read_checkpoint
 
     path = Path(run)
     if not path.exists():
@@ -151,7 +151,7 @@ def check_owner(paths: list[Path], source: Path) -> None:
     """The model files must be those of the run recorded in ``source``: a file another run saved (same policy,
     environment and seed, another results folder) is refused, never played in its place. Files older than run
     ids say nothing of their run and are played."""
-    from .run.plan import model_owner
+    from ..run.plan import model_owner
 
     if source.suffix != ".json":
         return
@@ -180,7 +180,7 @@ def build_config(settings: dict, tmp: str, episodes: int, models_dir: str | None
 
 def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
     """The saved model into the trainer's agents: the checkpoint's, or the record's model files. What was loaded."""
-    from .run.setup import load_models
+    from ..run.setup import load_models
 
     if state is not None:
         trainer.learner.load_state_dicts([state])
@@ -197,7 +197,7 @@ def load_weights(trainer, cfg, state: dict | None, source: Path) -> str:
 def a3c_policy(cfg, state: dict | None, source: Path):
     """(A3C's greedy policy obs [1, E, ...] -> actions [1, E(, A)] from the checkpoint ``state`` or the record's
     --save_model file, what was loaded)."""
-    from .run.onpolicy.asynchronous import a3c_model, a3c_spec
+    from ..run.onpolicy.asynchronous import a3c_model, a3c_spec
 
     if state is not None:
         model, loaded = a3c_model(a3c_spec(cfg), state["model"]), f"checkpoint {source} (step {int(state['t'])})"
@@ -231,9 +231,9 @@ def play(policy, cfg, members: int, agent: int, task, film: bool) -> tuple[list[
                                                                             list[list[np.ndarray]]]:
     """The run's evaluation episodes of ``agent`` (of ``members`` in the run's process, playing ``task``), in
     lockstep as its evaluation plays them: returns, lengths, and each episode's frames (when filming)."""
-    from .envs.registry import make_env
-    from .envs.workers import episode_seeds
-    from .naming import ALGORITHM
+    from ..envs.registry import make_env
+    from ..envs.workers import episode_seeds
+    from ..naming import ALGORITHM
 
     spec = ALGORITHM[cfg.algorithm]
     if film:  # pygame draws off screen: no display, no sound device (SDL complains on stderr otherwise)
@@ -329,9 +329,9 @@ def watch(args) -> dict:
     """Play (and film) what ``args`` name; returns the episodes' returns and lengths, their frames, the run's
     settings and what was loaded."""
     settings, source, state = find_run(args.run, args.seed)
-    from .naming import ALGORITHM
-    from .run import Trainer
-    from .run.checkpoint import read_checkpoint
+    from ..naming import ALGORITHM
+    from ..run import Trainer
+    from ..run.checkpoint import read_checkpoint
 
     if state is None and not has_models(settings, args.models_dir):
         # no --save_model files: a run paused with --stop_at (or stopped) plays from its checkpoint
@@ -342,7 +342,7 @@ def watch(args) -> dict:
     film = bool(args.gif or args.mp4)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = build_config(settings, tmp, args.episodes, args.models_dir, source)
-        from .envs.registry import package_of
+        from ..envs.registry import package_of
 
         if package_of(cfg.env):
             raise UsageError(f"{cfg.env} is a multi-agent task, whose agents act together; utils.play does not play "
@@ -351,7 +351,7 @@ def watch(args) -> dict:
             raise UsageError(f"--agent {args.agent}: the run has {cfg.num_agents} agent(s), 0 to {cfg.num_agents - 1}")
         torch.set_num_threads(1)
         if ALGORITHM[cfg.algorithm].family == "async":  # A3C: one shared model, played as its evaluation plays it
-            from .envs.variants import task_for
+            from ..envs.variants import task_for
 
             policy, loaded = a3c_policy(cfg, state, source)
             returns, lengths, frames = play(policy, cfg, 1, 0, task_for(cfg.env, cfg.seed), film)
@@ -393,6 +393,3 @@ def _main(argv=None) -> int:
 def main(argv=None) -> int:
     return tool_guard(PROG, _main, argv)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

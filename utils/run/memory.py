@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def human(n: float) -> str:

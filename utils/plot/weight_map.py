@@ -1,6 +1,6 @@
 """What the DASE rule gives a peer: the sharing weight against the peer's policy gap, in closed form.
 
-    python -m utils.weight_map [--kl_div_var 0.1|matched] [--expl_noise 0.1] [--similarity js|kl] [--out DIR]
+    python -m utils.plot.weight_map [--kl_div_var 0.1|matched] [--expl_noise 0.1] [--similarity js|kl] [--out DIR]
 
 Learner i weighs a peer's samples by w = exp(-D), D the divergence between a Gaussian fitted to the action
 gaps d = a_peer - pi_i(s) and the reference R = N(0, v I). A peer acting with exploration noise of standard
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import Parser
-from .io import folder_problem
-from .run.sharing import kl_variance
+from ..cli import Parser
+from ..io import folder_problem
+from ..run.sharing import kl_variance
 
 # action dimensions and max_action of the paper's environments
 ENVIRONMENTS = {
@@ -124,7 +124,7 @@ def figure(kl_div_vars, noise: float, similarity: str):
 
 
 def main(argv=None) -> int:
-    p = Parser(prog="python -m utils.weight_map", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m utils.plot.weight_map", description=__doc__.split("\n\n")[0])
     p.add_argument("--kl_div_var", type=kl_variance, nargs="+", default=[0.1, "matched"],
                    help="reference variances to draw, one row each: numbers or 'matched' (default: 0.1 matched)")
     p.add_argument("--expl_noise", type=float, default=0.1,
@@ -133,12 +133,12 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="Figures/weight_map", help="output folder (default: Figures/weight_map)")
     args = p.parse_args(argv)
     if not (math.isfinite(args.expl_noise) and args.expl_noise > 0):
-        print(f"python -m utils.weight_map: error: --expl_noise {args.expl_noise} must be positive", file=sys.stderr)
+        print(f"python -m utils.plot.weight_map: error: --expl_noise {args.expl_noise} must be positive", file=sys.stderr)
         return 2
     out = Path(args.out)
     problem = folder_problem(args.out)
     if problem:
-        print(f"python -m utils.weight_map: error: --out {args.out[:60]}: {problem}", file=sys.stderr)
+        print(f"python -m utils.plot.weight_map: error: --out {args.out[:60]}: {problem}", file=sys.stderr)
         return 2
     lines = table(args.kl_div_var, args.expl_noise, args.similarity)
     print("\n".join(lines))
