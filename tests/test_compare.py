@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from utils import compare
-from utils.compare.stats import efficiency, global_seed
+from utils.plot.stats import efficiency, global_seed
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "experiments" / "compare_smoke.yaml"

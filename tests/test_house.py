@@ -118,3 +118,14 @@ def test_utils_keeps_few_loose_modules():
     modules of its own that every part reads (the command lines, errors, files, numbers, names, settings)."""
     loose = sorted(p.name for p in (ROOT / "utils").glob("*.py") if p.name != "__init__.py")
     assert len(loose) <= 6, loose
+
+
+def test_one_statistics_module():
+    """The interquartile mean and the bootstrap live in utils/plot/stats.py alone (the comparison, the plots and the
+    table scripts import them): no other file of the project trims a mean or draws bootstrap percentiles."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split("\n")
+    found = {f for f in filter(None, tracked) if not f.startswith("tests/")
+             and any(k in (ROOT / f).read_text() for k in ("trim_mean", "np.percentile(", "def iqm", "def bootstrap"))}
+    assert found == {"utils/plot/stats.py"}

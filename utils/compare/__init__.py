@@ -5,8 +5,8 @@ by the sweep's own checks), ``scores`` (curve files to final and normalised scor
 estimates, seeded; paired differences by seed), ``figures``, ``report`` (report.json, report.md) and ``cli`` (the
 command line; its docstring is the user's description). docs/compare.md describes the suite and the report.
 """
+from ..plot.stats import METRICS, global_seed, paired_difference, statistics
 from .cli import main, parse_args
-from .stats import METRICS, global_seed, paired_difference, statistics
 from .suite import Method, Suite, SuiteError, Task, load_suite
 
 __all__ = ["main", "parse_args", "METRICS", "global_seed", "paired_difference", "statistics", "Method", "Suite",

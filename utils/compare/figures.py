@@ -5,8 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plot.stats import mean_band
-from .stats import METRICS
+from ..plot.stats import METRICS, mean_band
 
 
 def pyplot():

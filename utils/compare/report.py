@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from ..io import written_together
-from ..plot.stats import bootstrap_ci, mean_band, sign_flip_test
+from ..plot.stats import METRICS, bootstrap_ci, efficiency, mean_band, paired_difference, sign_flip_test, statistics
 from ..plot.tables import markdown, write_between_markers
 from ..sweep.experiment import flag_args
 from . import figures
 from .claims import judged
 from .entry import Entry
 from .scores import Curves, final_k, load_curves, load_reference, score_arrays, trained_fractions
-from .stats import METRICS, efficiency, paired_difference, statistics
 from .suite import Suite
 from .words import claim_digits, digits_for, p_words, plan_words, verdict_words
 

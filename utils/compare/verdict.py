@@ -18,8 +18,7 @@ import math
 
 import numpy as np
 
-from ..plot.stats import sign_flip_test
-from .stats import paired_difference
+from ..plot.stats import paired_difference, sign_flip_test
 
 ALPHA = 0.05  # the family-wise error rate of one suite's claims
 POWER = 0.8  # the planner's goal
