@@ -12,11 +12,9 @@ with interrupt_while_starting("DASE_main.py", __name__ == "__main__"):  # Ctrl-C
         add_image_flags,
         add_sequence_flags,
         check_policy,
-        count,
         default_agents,
         image_settings,
         main_guard,
-        real,
         resolve_env,
         resolve_policy,
         run_flags,
@@ -26,6 +24,7 @@ with interrupt_while_starting("DASE_main.py", __name__ == "__main__"):  # Ctrl-C
     )
     from utils.naming import SCRIPT_POLICIES, algorithm_of
     from utils.run.replay.settings import ALGORITHM_SETTINGS
+    from utils.run.settings import ReplayStepSettings, policy_settings
     from utils.settings import add_flags, from_flags
 
 POLICIES = SCRIPT_POLICIES["DASE_main.py"]
@@ -33,32 +32,9 @@ POLICIES = SCRIPT_POLICIES["DASE_main.py"]
 
 def parse(argv=None):
     p = Parser(prog="DASE_main.py", description=__doc__)
-    p.add_argument("--policy", type=str, default="DASE_TD3", help=f"one of {', '.join(POLICIES)} (default: DASE_TD3)")
+    add_flags(p, {"script": policy_settings("DASE_TD3", POLICIES)}, parsed_defaults=True)
     add_common_flags(p)
-    p.add_argument("--start_time_steps", type=count, default=25_000,
-                   help="initial steps (per agent) with no updates, acting uniformly at random unless --warmup_actions "
-                        "policy (default: 25000)")
-    p.add_argument("--max_time_steps", type=count, default=1_000_000,
-                   help="environment steps per agent (default: 1e6)")
-    p.add_argument("--warmup_actions", type=str, default="random", choices=["random", "policy"],
-                   help="what acts during --start_time_steps (no updates then): uniformly random actions, or the "
-                        "untrained policy plus exploration noise, as the TD3 tutorial does (default: random)")
-    p.add_argument("--timelimit_as_terminal", action="store_true",
-                   help="store a time-limit cut as a termination (no bootstrap), as old Gym code did; for "
-                        "comparisons with it (default: off, the cut bootstraps)")
-    p.add_argument("--episode_eval", action="store_true",
-                   help="after every training episode of every agent, play one deterministic evaluation episode "
-                        "and write {curve}_episode_eval.npy: rows (episode, agent step, return), as the TD3 tutorial")
-    p.add_argument("--solved_at", type=real, default=None, metavar="R",
-                   help="with --episode_eval: an agent is solved at the first episode where the mean return of "
-                        "its last --solved_window evaluation episodes exceeds R; the run's JSON records episode "
-                        "and step, and a seed stops when all its agents are solved or done (--max_episodes; peers keep "
-                        "training until then)")
-    p.add_argument("--solved_window", type=count, default=100,
-                   help="--solved_at: evaluation episodes in the mean (default: 100)")
-    p.add_argument("--max_episodes", type=count, default=None,
-                   help="an agent is done after this many training episodes; a seed stops when all its agents "
-                        "are done or solved (default: no limit)")
+    add_flags(p, {"script": ReplayStepSettings}, parsed_defaults=True)
     add_flags(p, ALGORITHM_SETTINGS)  # each algorithm's own settings (utils/run/replay/settings.py)
     add_sequence_flags(p)
     add_image_flags(p)

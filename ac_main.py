@@ -14,7 +14,6 @@ with interrupt_while_starting("ac_main.py", __name__ == "__main__"):  # Ctrl-C w
         add_common_flags,
         available_cores,
         check_policy,
-        count,
         default_agents,
         main_guard,
         resolve_env,
@@ -26,22 +25,16 @@ with interrupt_while_starting("ac_main.py", __name__ == "__main__"):  # Ctrl-C w
     from utils.errors import UsageError
     from utils.naming import SCRIPT_POLICIES, algorithm_of
     from utils.run.onpolicy.settings import ALGORITHM_SETTINGS
+    from utils.run.settings import OnPolicyStepSettings, policy_settings
     from utils.settings import add_flags, from_flags, given
 
 POLICIES = SCRIPT_POLICIES["ac_main.py"]
 
 def parse(argv=None):
     p = Parser(prog="ac_main.py", description=__doc__)
-    p.add_argument("--policy", type=str, default="A2C", help=f"one of {', '.join(POLICIES)} (default: A2C)")
+    add_flags(p, {"script": policy_settings("A2C", POLICIES)}, parsed_defaults=True)
     add_common_flags(p, replay=False)
-    p.add_argument("--max_time_steps", type=count, default=1_000_000,
-                   help="environment steps per agent, over all of its environments (default: 1e6)")
-    p.add_argument("--start_time_steps", type=count, default=0,
-                   help="initial steps per agent with uniformly random actions and no updates (default: 0)")
-    p.add_argument("--task_per_env", type=int, default=0, metavar="N",
-                   help="the centralised multi-task baseline: one agent whose environment k plays the task agent "
-                        "k mod N of the same seed would get (task variants; needs --envs_per_agent >= N); files "
-                        "named {policy}_tasks{N}_...; --eval_tasks all evaluates it on the N tasks (default: 0, off)")
+    add_flags(p, {"script": OnPolicyStepSettings}, parsed_defaults=True)
     add_flags(p, ALGORITHM_SETTINGS)  # each algorithm's own settings (utils/run/onpolicy/settings.py)
     return p.parse_args(argv)
 

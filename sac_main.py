@@ -13,7 +13,6 @@ with interrupt_while_starting("sac_main.py", __name__ == "__main__"):  # Ctrl-C 
         add_image_flags,
         add_sequence_flags,
         check_policy,
-        count,
         default_agents,
         image_settings,
         main_guard,
@@ -27,6 +26,7 @@ with interrupt_while_starting("sac_main.py", __name__ == "__main__"):  # Ctrl-C 
     from utils.errors import UsageError
     from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
     from utils.run.replay.settings import SAC_SETTINGS, VtraceSettings
+    from utils.run.settings import SacStepSettings, policy_settings
     from utils.settings import add_flags, from_flags
 
 POLICIES = SCRIPT_POLICIES["sac_main.py"]
@@ -35,12 +35,9 @@ FLAG_NAMES = SCRIPT_FLAG_NAMES["sac_main.py"]
 
 def parse(argv=None):
     p = Parser(prog="sac_main.py", description=__doc__)
-    p.add_argument("--policy", type=str, default="DASE_SAC", help=f"one of {', '.join(POLICIES)} (default: DASE_SAC)")
+    add_flags(p, {"script": policy_settings("DASE_SAC", POLICIES)}, parsed_defaults=True)
     add_common_flags(p)
-    p.add_argument("--start_steps", type=count, default=25_000,
-                   help="initial steps with uniformly random actions and no updates (default: 25000)")
-    p.add_argument("--num_steps", type=count, default=1_000_000, help="environment steps per agent (default: 1e6)")
-    p.add_argument("--updates_per_step", type=count, default=1, help="gradient updates per environment step (default: 1)")
+    add_flags(p, {"script": SacStepSettings}, parsed_defaults=True)
     add_flags(p, {"V-trace": VtraceSettings}, parsed_defaults=True)
     add_flags(p, SAC_SETTINGS)  # SAC's own settings, by action space (utils/run/replay/settings.py)
     add_sequence_flags(p)

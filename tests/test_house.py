@@ -129,3 +129,10 @@ def test_one_statistics_module():
     found = {f for f in filter(None, tracked) if not f.startswith("tests/")
              and any(k in (ROOT / f).read_text() for k in ("trim_mean", "np.percentile(", "def iqm", "def bootstrap"))}
     assert found == {"utils/plot/stats.py"}
+
+
+def test_entry_scripts_declare_no_flag_by_hand():
+    """Every flag of DASE_main.py, sac_main.py and ac_main.py is a settings field (utils/run/settings.py and the
+    families' settings): the scripts themselves call add_argument nowhere."""
+    for script in ("DASE_main.py", "sac_main.py", "ac_main.py"):
+        assert "add_argument" not in (ROOT / script).read_text(), script

@@ -8,7 +8,7 @@ A new run flag is one field here, and its RunConfig field where the run needs it
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 
 from ..errors import UsageError
 from ..settings import Settings, again, count, real, setting
@@ -125,3 +125,57 @@ class ReplaySettings(Settings):
         if not self.prioritized and per != (0.6, 0.4, None, 1e-6):
             raise UsageError("--per_alpha/--per_beta/--per_beta_steps/--per_eps apply with --prioritized; add it or "
                              "drop them")
+
+
+# ---- each entry script's own flags ------------------------------------------------------------------------------
+def policy_settings(default: str, policies) -> type:
+    """A script's ``--policy``: its default and the policies it trains (a class per script, first in its --help)."""
+    return make_dataclass("PolicySettings", [("policy", str, setting(default, f"one of {', '.join(policies)}",
+                                                                     parse=str))], bases=(Settings,))
+
+
+@dataclass
+class ReplayStepSettings(Settings):
+    """DASE_main.py's step budget, warm-up and the TD3 tutorial's episode flags."""
+    start_time_steps: int = setting(25_000, "initial steps (per agent) with no updates, acting uniformly at random "
+                                    "unless --warmup_actions policy", parse=count)
+    max_time_steps: int = setting(1_000_000, "environment steps per agent", parse=count, default_text="1e6")
+    warmup_actions: str = setting("random", "what acts during --start_time_steps (no updates then): uniformly random "
+                                  "actions, or the untrained policy plus exploration noise, as the TD3 tutorial does",
+                                  parse=str, choices=("random", "policy"))
+    timelimit_as_terminal: bool = setting(False, "store a time-limit cut as a termination (no bootstrap), as old Gym "
+                                          "code did; for comparisons with it (off: the cut bootstraps)")
+    episode_eval: bool = setting(False, "after every training episode of every agent, play one deterministic "
+                                 "evaluation episode and write {curve}_episode_eval.npy: rows (episode, agent step, "
+                                 "return), as the TD3 tutorial")
+    solved_at: float | None = setting(
+        None, "with --episode_eval: an agent is solved at the first episode where the mean return of its last "
+        "--solved_window evaluation episodes exceeds R; the run's JSON records episode and step, and a seed stops when "
+        "all its agents are solved or done (--max_episodes; peers keep training until then)", parse=real,
+        metavar="R", default_text="none")
+    solved_window: int = setting(100, "--solved_at: evaluation episodes in the mean", parse=count)
+    max_episodes: int | None = setting(None, "an agent is done after this many training episodes; a seed stops when "
+                                       "all its agents are done or solved", parse=count, default_text="no limit")
+
+
+@dataclass
+class SacStepSettings(Settings):
+    """sac_main.py's step budget and warm-up, under the spellings of the SAC code it follows."""
+    start_time_steps: int = setting(25_000, "initial steps with uniformly random actions and no updates",
+                                    parse=count, flag="--start_steps")
+    max_time_steps: int = setting(1_000_000, "environment steps per agent", parse=count, flag="--num_steps",
+                                  default_text="1e6")
+    updates_per_step: int = setting(1, "gradient updates per environment step", parse=count)
+
+
+@dataclass
+class OnPolicyStepSettings(Settings):
+    """ac_main.py's step budget, warm-up and the centralised multi-task baseline."""
+    max_time_steps: int = setting(1_000_000, "environment steps per agent, over all of its environments",
+                                  parse=count, default_text="1e6")
+    start_time_steps: int = setting(0, "initial steps per agent with uniformly random actions and no updates",
+                                    parse=count)
+    task_per_env: int = setting(
+        0, "the centralised multi-task baseline: one agent whose environment k plays the task agent k mod N of the "
+        "same seed would get (task variants; needs --envs_per_agent >= N); files named {policy}_tasks{N}_...; "
+        "--eval_tasks all evaluates it on the N tasks (0: off)", parse=int, metavar="N")
