@@ -22,12 +22,12 @@ with interrupt_while_starting("DASE_main.py", __name__ == "__main__"):  # Ctrl-C
         shared_settings,
         train_checked,
     )
-    from utils.naming import SCRIPT_POLICIES, algorithm_of
-    from utils.run.replay.settings import ALGORITHM_SETTINGS
+    from utils.naming import SCRIPT_POLICIES, algorithm_of, settings_owners
     from utils.run.settings import ReplayStepSettings, policy_settings
     from utils.settings import add_flags, from_flags
 
 POLICIES = SCRIPT_POLICIES["DASE_main.py"]
+ALGORITHM_SETTINGS = settings_owners("DASE_main.py")  # each algorithm's own settings, from the registry
 
 
 def parse(argv=None):

@@ -23,12 +23,12 @@ with interrupt_while_starting("ac_main.py", __name__ == "__main__"):  # Ctrl-C w
         train_checked,
     )
     from utils.errors import UsageError
-    from utils.naming import SCRIPT_POLICIES, algorithm_of
-    from utils.run.onpolicy.settings import ALGORITHM_SETTINGS
+    from utils.naming import SCRIPT_POLICIES, algorithm_of, settings_owners
     from utils.run.settings import OnPolicyStepSettings, policy_settings
     from utils.settings import add_flags, from_flags, given
 
 POLICIES = SCRIPT_POLICIES["ac_main.py"]
+ALGORITHM_SETTINGS = settings_owners("ac_main.py")  # each algorithm's own settings, from the registry
 
 def parse(argv=None):
     p = Parser(prog="ac_main.py", description=__doc__)

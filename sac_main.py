@@ -24,12 +24,13 @@ with interrupt_while_starting("sac_main.py", __name__ == "__main__"):  # Ctrl-C 
         train_checked,
     )
     from utils.errors import UsageError
-    from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES
-    from utils.run.replay.settings import SAC_SETTINGS, VtraceSettings
+    from utils.naming import SCRIPT_FLAG_NAMES, SCRIPT_POLICIES, settings_owners
+    from utils.run.replay.settings import VtraceSettings
     from utils.run.settings import SacStepSettings, policy_settings
     from utils.settings import add_flags, from_flags
 
 POLICIES = SCRIPT_POLICIES["sac_main.py"]
+SAC_SETTINGS = settings_owners("sac_main.py")  # SAC's settings by action space, from the registry
 FLAG_NAMES = SCRIPT_FLAG_NAMES["sac_main.py"]
 
 

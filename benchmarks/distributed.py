@@ -52,12 +52,12 @@ def collection_rate(ray, cfg, k: int, seconds: float, block: int = 50) -> float:
 
     from utils.distributed.actor import EnvActor
     from utils.envs.registry import make_env
-    from utils.run.replay.learner import ALGORITHMS
+    from utils.naming import ALGORITHM
 
     env = make_env(cfg.env)
-    agents = ALGORITHMS[cfg.algorithm](env.observation_space.shape[0], env.action_space.shape[0],
-                                       env.action_space.low, env.action_space.high, cfg.agent_seeds(), "cpu",
-                                       **cfg.algo)
+    agents = ALGORITHM[cfg.algorithm].form()(env.observation_space.shape[0], env.action_space.shape[0],
+                                             env.action_space.low, env.action_space.high, cfg.agent_seeds(), "cpu",
+                                             **cfg.algo)
     copy = lambda net: {n: v.clone() for n, v in net.state_dict().items()}  # noqa: E731
     published = {"networks": {name: copy(net) for name, net in agents.networks.items()}} if cfg.per \
         else {"actor": copy(agents.actor)}  # prioritized: every network, for the actors' TD errors

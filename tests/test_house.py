@@ -136,3 +136,33 @@ def test_entry_scripts_declare_no_flag_by_hand():
     families' settings): the scripts themselves call add_argument nowhere."""
     for script in ("DASE_main.py", "sac_main.py", "ac_main.py"):
         assert "add_argument" not in (ROOT / script).read_text(), script
+
+
+def test_an_on_policy_module_imports_no_replay_module():
+    """algorithms/__init__.py imports nothing eagerly: importing the on-policy family leaves the replay family
+    unloaded (a fresh interpreter, so no other test's imports count)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, algorithms.onpolicy.a2c, algorithms.onpolicy.acer, algorithms.onpolicy.seac, "
+            "algorithms.onpolicy.a3c; print(sorted(m for m in sys.modules if m.startswith('algorithms.replay')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_algorithm_is_one_registry_entry_whose_classes_load():
+    """utils/naming.py's ALGORITHM_SPECS is the one table of algorithms: each entry's learner and settings load, its
+    recurrent and image forms where it names them, the discrete forms of the algorithms that take discrete actions;
+    the scripts' settings tables are read from it."""
+    from utils.naming import ALGORITHM_SPECS, settings_owners
+
+    for spec in ALGORITHM_SPECS:
+        for kind in ("learner", "settings", "recurrent", "image"):
+            for discrete in (False, True):
+                if spec.has(kind, discrete) and (not discrete or "discrete" in spec.actions):
+                    assert isinstance(spec.form(kind, discrete), type), (spec.name, kind, discrete)
+        assert spec.has("learner") and spec.has("settings"), spec.name
+    for script in ("DASE_main.py", "sac_main.py", "ac_main.py"):
+        owners = settings_owners(script)
+        assert {o.split(" (")[0] for o in owners} == {s.name for s in ALGORITHM_SPECS if s.script == script}

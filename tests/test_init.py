@@ -8,18 +8,16 @@ import torch
 import ac_main
 from utils.cli import main_guard
 from utils.errors import UsageError
-from utils.naming import CURVE_NAME
+from utils.naming import ALGORITHM, CURVE_NAME
 from utils.run import RunConfig, Trainer, train
-from utils.run.onpolicy.rollout import AGENTS
-from utils.run.replay.learner import ALGORITHMS, DISCRETE
 
 
 def build(kind: str, name: str, member_seeds: list[int]):
     if kind == "replay":
-        return ALGORITHMS[name](3, 2, -np.ones(2), np.ones(2), member_seeds, "cpu")
+        return ALGORITHM[name].form()(3, 2, -np.ones(2), np.ones(2), member_seeds, "cpu")
     if kind == "discrete":
-        return DISCRETE[name](3, 2, None, None, member_seeds, "cpu")
-    cls = AGENTS[name]
+        return ALGORITHM[name].form("learner", discrete=True)(3, 2, None, None, member_seeds, "cpu")
+    cls = ALGORITHM[name].form("learner", discrete=True)
     return cls((3,), 2, None, None, member_seeds, "cpu", True, **({"rollout": (5, 2)} if cls.__name__ == "ACER" else {}))
 
 

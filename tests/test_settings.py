@@ -9,11 +9,13 @@ import pytest
 
 import ac_main
 from utils.errors import UsageError
+from utils.naming import settings_owners
 from utils.run.checkpoint import check_compatible
-from utils.run.onpolicy.settings import ALGORITHM_SETTINGS, A2CSettings, A3CSettings, ACERSettings
+from utils.run.onpolicy.settings import A2CSettings, A3CSettings, ACERSettings
 from utils.settings import Settings, add_flags, again, count, defaults, filled, from_flags, real, setting
 
 ROOT = Path(__file__).resolve().parent.parent
+ALGORITHM_SETTINGS = settings_owners("ac_main.py")
 
 
 def test_each_algorithm_has_its_references_defaults():
@@ -240,8 +242,8 @@ def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
     several algorithms share: each its own)."""
     import importlib
 
-    from utils.run.replay.settings import ALGORITHM_SETTINGS as REPLAY
-    from utils.run.replay.settings import SAC_SETTINGS, ImageSettings, SequenceSettings, VtraceSettings
+    from utils.naming import settings_owners
+    from utils.run.replay.settings import ImageSettings, SequenceSettings, VtraceSettings
     from utils.run.settings import OnPolicyRunSettings, ReplaySettings, RunSettings
     from utils.run.sharing import GraphSettings, SharingSettings
     from utils.settings import flag_of, flagged, spec_of
@@ -255,7 +257,7 @@ def test_every_flag_but_the_scripts_own_is_a_field_of_a_settings_class(name):
               "sac_main": [RunSettings, ReplaySettings, SharingSettings, SequenceSettings, VtraceSettings,
                            ImageSettings],
               "ac_main": [OnPolicyRunSettings, GraphSettings]}[name]
-    algorithms = {"DASE_main": REPLAY, "sac_main": SAC_SETTINGS, "ac_main": ALGORITHM_SETTINGS}[name].values()
+    algorithms = settings_owners(f"{name}.py").values()
     declared, by_class = {}, set()
     for cls in [*parsed, *algorithms]:
         for f in flagged(cls):

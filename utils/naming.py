@@ -61,7 +61,10 @@ METHOD = {m.prefix: m for m in METHODS}
 
 @dataclass(frozen=True)
 class Algorithm:
-    """How one agent learns: its command line, how the loop drives it, which methods and action spaces it takes."""
+    """How one agent learns, the one entry of an algorithm: its command line, how the loop drives it, which methods
+    and action spaces it takes, and where its classes live: its batched learner, its recurrent (``--seq_encoder``) and
+    image (pixel tasks) forms, its settings, each with a form for discrete actions where that is another class. The
+    classes are named "module:Class" and imported when asked for (``form``): reading the registry imports no torch."""
 
     name: str
     script: str
@@ -70,16 +73,53 @@ class Algorithm:
     methods: tuple[str, ...] = tuple(m.prefix for m in METHODS)  # the method prefixes it combines with
     actions: tuple[str, ...] = ("box",)  # action spaces: "box" (bounded continuous) and/or "discrete"
     agents: int = 1  # > 1: agents that learn from each other by the algorithm's own rule (SEAC), its default number
+    learner: str = ""  # its batched class (on a Box action space, or on both when no discrete form is named)
+    learner_discrete: str = ""
+    recurrent: str = ""  # replay learners: the form with a sequence encoder
+    recurrent_discrete: str = ""
+    image: str = ""  # replay learners: the form on pixel observations
+    image_discrete: str = ""
+    settings: str = ""  # its settings class (utils/run/*/settings.py)
+    settings_discrete: str = ""
+
+    def form(self, kind: str = "learner", discrete: bool = False) -> type:
+        """Its class of ``kind`` (learner, recurrent, image, settings), the discrete-action one where there is one."""
+        import importlib
+
+        path = (discrete and getattr(self, f"{kind}_discrete")) or getattr(self, kind)
+        if not path:
+            raise KeyError(f"{self.name} has no {kind} form")
+        module, name = path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    def has(self, kind: str, discrete: bool = False) -> bool:
+        return bool((discrete and getattr(self, f"{kind}_discrete")) or getattr(self, kind))
 
 
+_REPLAY, _RUN_REPLAY = "algorithms.replay", "utils.run.replay"
 ALGORITHM_SPECS = (
-    Algorithm("TD3", "DASE_main.py", "replay"),
-    Algorithm("DDPG", "DASE_main.py", "replay"),
-    Algorithm("SAC", "sac_main.py", "replay", actions=("box", "discrete")),  # discrete: Christodoulou's SAC
-    Algorithm("A2C", "ac_main.py", "rollout", methods=("", "DIFF"), actions=("discrete", "box")),
-    Algorithm("A3C", "ac_main.py", "async", methods=("",), actions=("discrete", "box")),
-    Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box")),
-    Algorithm("SEAC", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box"), agents=2),
+    Algorithm("TD3", "DASE_main.py", "replay", learner=f"{_REPLAY}.td3:TD3",
+              recurrent=f"{_REPLAY}.sequence_agents:RecurrentTD3", image=f"{_REPLAY}.image_agents:ImageTD3",
+              settings=f"{_RUN_REPLAY}.settings:TD3Settings"),
+    Algorithm("DDPG", "DASE_main.py", "replay", learner=f"{_REPLAY}.ddpg:DDPG",
+              recurrent=f"{_REPLAY}.sequence_agents:RecurrentDDPG", image=f"{_REPLAY}.image_agents:ImageDDPG",
+              settings=f"{_RUN_REPLAY}.settings:DDPGSettings"),
+    Algorithm("SAC", "sac_main.py", "replay", actions=("box", "discrete"),  # discrete: Christodoulou's SAC
+              learner=f"{_REPLAY}.sac:SAC", learner_discrete=f"{_REPLAY}.discrete_sac:DiscreteSAC",
+              recurrent=f"{_REPLAY}.sequence_agents:RecurrentSAC",
+              recurrent_discrete=f"{_REPLAY}.sequence_agents:RecurrentDiscreteSAC",
+              image=f"{_REPLAY}.image_agents:ImageSAC", image_discrete=f"{_REPLAY}.image_agents:ImageDiscreteSAC",
+              settings=f"{_RUN_REPLAY}.settings:SACSettings",
+              settings_discrete=f"{_RUN_REPLAY}.settings:DiscreteSACSettings"),
+    Algorithm("A2C", "ac_main.py", "rollout", methods=("", "DIFF"), actions=("discrete", "box"),
+              learner="algorithms.onpolicy.a2c:A2C", settings="utils.run.onpolicy.settings:A2CSettings"),
+    Algorithm("A3C", "ac_main.py", "async", methods=("",), actions=("discrete", "box"),
+              learner="algorithms.onpolicy.a3c:ActorCritic", settings="utils.run.onpolicy.settings:A3CSettings"),
+    Algorithm("ACER", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box"),
+              learner="algorithms.onpolicy.acer_continuous:ContinuousACER",  # Wang et al.'s continuous ACER
+              learner_discrete="algorithms.onpolicy.acer:ACER", settings="utils.run.onpolicy.settings:ACERSettings"),
+    Algorithm("SEAC", "ac_main.py", "rollout", methods=("",), actions=("discrete", "box"), agents=2,
+              learner="algorithms.onpolicy.seac:SEAC", settings="utils.run.onpolicy.settings:SEACSettings"),
 )
 ALGORITHM = {a.name: a for a in ALGORITHM_SPECS}
 ALGORITHMS = {a.name: a.script for a in ALGORITHM_SPECS}  # algorithm -> command line
@@ -101,6 +141,23 @@ SCRIPT_FLAG_NAMES = {"DASE_main.py": {},
 SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGORITHM_SPECS
                                  if a.script == script and m.prefix in a.methods)
                    for script in SCRIPT_FLAG_NAMES}
+
+
+
+def settings_owners(script: str) -> dict[str, type]:
+    """The settings classes of a script's algorithms by the name its --help and errors give them: the algorithm's,
+    or "SAC (continuous actions)" and "SAC (discrete actions)" where the action spaces have their own classes."""
+    out: dict[str, type] = {}
+    for a in ALGORITHM_SPECS:
+        if a.script != script:
+            continue
+        if a.settings_discrete:
+            out[f"{a.name} (continuous actions)"] = a.form("settings")
+            out[f"{a.name} (discrete actions)"] = a.form("settings", discrete=True)
+        else:
+            out[a.name] = a.form("settings")
+    return out
+
 
 # the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
 _NUM = r"[0-9.]+(?:e[+-]?\d+)?"  # a number as f"{x:g}" writes it (1e-05 included)

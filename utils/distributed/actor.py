@@ -35,7 +35,6 @@ class EnvActor:
     def __init__(self, cfg, index: int, actors: int, noise: float, block: int, seed: int):
         from utils.envs.registry import make_env, sensor_layout
         from utils.naming import ALGORITHM
-        from utils.run.replay.learner import ALGORITHMS, DISCRETE
         from utils.run.setup import member_tasks
 
         torch.set_num_threads(1)
@@ -56,17 +55,13 @@ class EnvActor:
         parts = sensor_layout(cfg.env)  # pixel and sensor tasks: the image agents' encoders act
         obs_dim = int(probe.observation_space.shape[0])
         if self.recurrent:  # --seq_encoder: the agents' recurrent form, acting as RecurrentLearner acts
-            from utils.run.replay.recurrent import RECURRENT, RECURRENT_DISCRETE
-
-            cls = (RECURRENT_DISCRETE if discrete else RECURRENT)[cfg.algorithm]
+            cls = spec.form("recurrent", discrete)
         elif parts is not None:
-            from utils.run.replay.images import IMAGE, IMAGE_DISCRETE
-
-            cls, obs_dim = (IMAGE_DISCRETE if discrete else IMAGE)[cfg.algorithm], parts
+            cls, obs_dim = spec.form("image", discrete), parts
             # the auxiliary loss shapes the learner's updates only
             algo = {k: v for k, v in algo.items() if k not in ("siamese", "siamese_use_q")}
         else:
-            cls = (DISCRETE if discrete else ALGORITHMS)[cfg.algorithm]
+            cls = spec.form("learner", discrete)
         self.agents = cls(obs_dim, act_dim, low, high, member_seeds, "cpu", **algo)
         if self.recurrent:
             from utils.run.replay.recurrent import PrevAction

@@ -41,12 +41,12 @@ def read_checkpoint(path: Path, hint: str = "delete it, or start over with --ove
 def algo_settings(policy, algo):
     """A run's algorithm settings with those its record does not name at their defaults, for the algorithms whose
     settings are typed (utils/run/onpolicy/settings.py, utils/run/replay/settings.py); others as recorded."""
-    from ..naming import algorithm_of
-    from .onpolicy.settings import ALGORITHM_SETTINGS as ONPOLICY
-    from .replay.settings import ALGORITHM_SETTINGS as REPLAY
+    from ..naming import ALGORITHM, algorithm_of
 
-    # a policy this program does not know names no typed algorithm: compared as recorded
-    cls = {**ONPOLICY, **REPLAY}.get(algorithm_of(policy)) if isinstance(policy, str) else None
+    # a policy this program does not know names no typed algorithm, and an algorithm whose settings depend on the
+    # action space (SAC: the record does not say which) none of one class: compared as recorded
+    spec = ALGORITHM.get(algorithm_of(policy)) if isinstance(policy, str) else None
+    cls = spec.form("settings") if spec is not None and spec.settings and not spec.settings_discrete else None
     return filled(cls, algo) if cls is not None and isinstance(algo, dict) else algo
 
 

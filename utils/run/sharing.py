@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from algorithms.common.members import stream_seed
 from algorithms.common.nets import AgentRNG
-from algorithms.replay.base import Batch
 from algorithms.sharing.dpd import Distillation
 from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency, check_adjacency, disagreement, neighbours
 from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
@@ -26,6 +26,9 @@ from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase
 from ..errors import UsageError
 from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, is_multi_agent, method_of
 from ..settings import Settings, count, defaults, internal, real, setting
+
+if TYPE_CHECKING:  # an annotation only: the on-policy runs import this module without the replay family
+    from algorithms.replay.base import Batch
 
 KL_VAR_HELP = ("variance v of the reference Gaussian N(0, v I) of the sharing weights, or 'matched': v = the variance "
                "of the exploration noise, so a peer acting like the learner weighs ~1 (DASE_ policies with a "

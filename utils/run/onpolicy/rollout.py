@@ -14,16 +14,13 @@ import numpy as np
 import torch
 
 from algorithms.common.nets import AgentRNG
-from algorithms.onpolicy.a2c import A2C
-from algorithms.onpolicy.acer import ACER
-from algorithms.onpolicy.acer_continuous import CONTINUOUS_DEFAULTS, ContinuousACER
+from algorithms.onpolicy.acer_continuous import CONTINUOUS_DEFAULTS
 from algorithms.onpolicy.seac import SEAC
 
 from ...errors import UsageError
+from ...naming import ALGORITHM
 from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
-
-AGENTS = {"A2C": A2C, "ACER": ACER, "SEAC": SEAC}  # naming.ALGORITHM (family "rollout") -> class
 
 
 def check_action_flags(algorithm: str, algo: dict, discrete: bool) -> None:
@@ -55,9 +52,7 @@ class RolloutLearner:
         self.agents_per_seed, self.members, self.device = num_agents, len(member_seeds), device
         self.obs_shape, self.discrete = tuple(envs.obs_shape), envs.discrete
         check_action_flags(algorithm, algo, envs.discrete)
-        cls = AGENTS[algorithm]
-        if cls is ACER and not envs.discrete:  # Wang et al.'s continuous ACER (Gaussian policy, SDN)
-            cls = ContinuousACER
+        cls = ALGORITHM[algorithm].form("learner", envs.discrete)  # the registry: ACER on a Box is continuous ACER
         if getattr(cls, "REPLAY", False):
             algo["rollout"] = (self.n_steps, self.per_member)
         self.agents = cls(self.obs_shape, envs.act_dim, envs.low, envs.high, member_seeds, device, envs.discrete,

@@ -152,4 +152,3 @@ class SEACSettings(LockstepSettings, ValueSettings):
                              "give --seac_lambda 0 with it")
 
 
-ALGORITHM_SETTINGS = {"A2C": A2CSettings, "A3C": A3CSettings, "ACER": ACERSettings, "SEAC": SEACSettings}

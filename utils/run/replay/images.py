@@ -37,13 +37,10 @@ import torch
 from algorithms.common.nets import AgentRNG
 from algorithms.common.observations import Part, unpack
 from algorithms.replay.base import Batch
-from algorithms.replay.image_agents import ImageDDPG, ImageDiscreteSAC, ImageSAC, ImageTD3
 
+from ...naming import ALGORITHM
 from .buffer import SharedReplayBuffer
 from .learner import STATS, Learner
-
-IMAGE = {"SAC": ImageSAC, "TD3": ImageTD3, "DDPG": ImageDDPG}  # the algorithms' image forms
-IMAGE_DISCRETE = {"SAC": ImageDiscreteSAC}
 
 
 class Frames:
@@ -364,7 +361,7 @@ class ImageLearner(Learner):
             if self.agents.siamese is not None else None
 
     def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
-        return (IMAGE_DISCRETE if discrete else IMAGE)[algorithm](*args, **algo)
+        return ALGORITHM[algorithm].form("image", discrete)(*args, **algo)  # the registry (utils/naming.py)
 
     def make_buffer(self, parts, act_dim, buffer_size, n_step, gamma, sequences, prioritized):
         w = self.scheme.writers

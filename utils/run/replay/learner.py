@@ -13,20 +13,17 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from algorithms import DDPG, SAC, TD3
 from algorithms.common.members import stream_seed
 from algorithms.common.nets import AgentRNG, adam, init_generators, minimise
 from algorithms.common.normalizer import ObsNormalizer
-from algorithms.replay.discrete_sac import DiscreteSAC
 from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 
+from ...naming import ALGORITHM
 from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
 from .buffer import SharedReplayBuffer
 from .cuda_graphs import UpdateGraphs
 
-ALGORITHMS = {"DDPG": DDPG, "TD3": TD3, "SAC": SAC}  # naming.ALGORITHMS -> class
-DISCRETE = {"SAC": DiscreteSAC}  # the class for a discrete action space (naming: actions include "discrete")
 STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "actor_updates")
 
 
@@ -133,7 +130,7 @@ class Learner:
 
     def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
         """The batched agents of ``algorithm`` (its discrete form on a discrete action space)."""
-        return (DISCRETE if discrete else ALGORITHMS)[algorithm](*args, **algo)
+        return ALGORITHM[algorithm].form("learner", discrete)(*args, **algo)  # the registry (utils/naming.py)
 
     def make_buffer(self, obs_dim: int, act_dim: int, buffer_size: int, n_step: int, gamma: float, sequences: bool,
                     prioritized: dict | None) -> SharedReplayBuffer:

@@ -12,13 +12,9 @@ import copy
 import numpy as np
 import torch
 
-from algorithms.replay.sequence_agents import RecurrentDDPG, RecurrentDiscreteSAC, RecurrentSAC, RecurrentTD3
-
+from ...naming import ALGORITHM
 from .learner import STATS, Learner
 from .sequences import SequenceReplayBuffer
-
-RECURRENT = {"SAC": RecurrentSAC, "TD3": RecurrentTD3, "DDPG": RecurrentDDPG}  # the algorithms' recurrent forms
-RECURRENT_DISCRETE = {"SAC": RecurrentDiscreteSAC}
 
 
 class PrevAction:
@@ -49,10 +45,10 @@ class RecurrentLearner(Learner):
     """``Learner`` for agents with a sequence encoder (see the module's docstring)."""
 
     def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
-        table = RECURRENT_DISCRETE if discrete else RECURRENT
-        if algorithm not in table:
+        spec = ALGORITHM[algorithm]  # the registry (utils/naming.py)
+        if not spec.has("recurrent", discrete) or (discrete and "discrete" not in spec.actions):
             raise ValueError(f"--seq_encoder: no recurrent form of {algorithm} on this action space")
-        return table[algorithm](*args, **algo)
+        return spec.form("recurrent", discrete)(*args, **algo)
 
     def make_buffer(self, obs_dim, act_dim, buffer_size, n_step, gamma, sequences, prioritized):
         if self.scheme.by_writer or self.scheme.distillation is not None:

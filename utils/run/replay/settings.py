@@ -131,7 +131,6 @@ class DDPGSettings(DeterministicSettings, NoisySettings, NormalizationSettings, 
                              "(state -> W1, then [features, action] -> W2)")
 
 
-ALGORITHM_SETTINGS = {"TD3": TD3Settings, "DDPG": DDPGSettings}
 
 
 @dataclass
@@ -174,7 +173,6 @@ class DiscreteSACSettings(SoftSettings, NoisySettings, NormalizationSettings, In
                              "the levels are probabilities of a random action, at most 1")
 
 
-SAC_SETTINGS = {"SAC (continuous actions)": SACSettings, "SAC (discrete actions)": DiscreteSACSettings}
 
 
 @dataclass
