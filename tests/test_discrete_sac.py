@@ -299,7 +299,7 @@ def test_discrete_sac_solves_cartpole(tmp_path):
 # Acrobot-v1 (issue 89): with the default target entropy (0.89 log 3 = 0.98 nats of the uniform's 1.10) the policy
 # explores almost uniformly, never swings up, and both the greedy and the sampled policy score -500 to 100k; with
 # --target_entropy_scale 0.3 (docs/replay.md's flags below) the committed run, "Learning Curves/discrete_sac_acrobot/"
-# (seeds 0-4, 100k steps), passes -150 at 17k / 17k / 19k / 31k / 21k. Seed 0 here alone: about 2 min of CPU.
+# (seeds 0-4, 100k steps), passes -150 at 17k / 17k / 19k / 31k / 21k. Seed 0 here alone: 58 s of CPU.
 ACROBOT = dict(policy="SAC", env="Acrobot-v1", seed=0, max_time_steps=30_000, start_time_steps=1000, eval_freq=1000,
                eval_episodes=10, batch_size=256, threads=1, quiet=True, checkpoint_freq=0,
                algo={"hidden_size": 64, "lr": 1e-3, "target_entropy_scale": 0.3})
