@@ -166,3 +166,17 @@ def test_every_algorithm_is_one_registry_entry_whose_classes_load():
     for script in ("DASE_main.py", "sac_main.py", "ac_main.py"):
         owners = settings_owners(script)
         assert {o.split(" (")[0] for o in owners} == {s.name for s in ALGORITHM_SPECS if s.script == script}
+
+
+def test_docs_design_maps_every_module():
+    """docs/design.md's map names every module of algorithms/ and utils/ (by its path, or its file name in the
+    listing of its folder): a module added without a line there fails here."""
+    import re
+    import subprocess
+
+    design = (ROOT / "docs" / "design.md").read_text()
+    tracked = subprocess.run(["git", "ls-files", "algorithms/*.py", "utils/*.py"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()
+    missing = [f for f in tracked if not f.endswith(("__init__.py", "__main__.py")) and f not in design
+               and not re.search(r"(?<![\w/])" + re.escape(f.rsplit("/", 1)[1]) + r"(?!\w)", design)]
+    assert missing == []
