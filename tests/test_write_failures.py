@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -482,6 +483,9 @@ def test_the_tools_on_a_real_full_disk(tiny_disk, tmp_path, capsys, monkeypatch)
                            "Pendulum-v1", "--hidden_size", "16", "--eval_episodes", "1", "--quiet", "--eval_freq",
                            "250", "--start_steps", "250", "--batch_size", "32", "--num_steps", "500", "--results_dir",
                            str(tiny_disk / "r")], cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
-    assert done.returncode == EXIT_DISK_FULL and done.stderr.count("\n") == 1, done.stderr
+    # Ray's C++ core may add a log line of its own when an actor's error races the driver's exit under load
+    # ("[date pid tid] task_manager.cc:N: Failed to push error to driver ..."): not ours, left out of the count
+    ours = [line for line in done.stderr.splitlines() if not re.match(r"\[\d{4}-\d\d-\d\d [^]]*\] \w+\.cc:\d+:", line)]
+    assert done.returncode == EXIT_DISK_FULL and len(ours) == 1, done.stderr
     assert f"no space left on device while writing {tiny_disk / 'r'}" in done.stderr, done.stderr
     assert sorted(p.name for p in tiny_disk.iterdir()) == before
