@@ -82,18 +82,22 @@ class Algorithm:
     settings: str = ""  # its settings class (utils/run/*/settings.py)
     settings_discrete: str = ""
 
+    def _path(self, kind: str, discrete: bool) -> str:
+        """"module:Class" of ``kind``: the discrete-action form where there is one, else the one form ('' if none)."""
+        return (discrete and getattr(self, f"{kind}_discrete")) or getattr(self, kind)
+
     def form(self, kind: str = "learner", discrete: bool = False) -> type:
         """Its class of ``kind`` (learner, recurrent, image, settings), the discrete-action one where there is one."""
         import importlib
 
-        path = (discrete and getattr(self, f"{kind}_discrete")) or getattr(self, kind)
+        path = self._path(kind, discrete)
         if not path:
             raise KeyError(f"{self.name} has no {kind} form")
         module, name = path.split(":")
         return getattr(importlib.import_module(module), name)
 
     def has(self, kind: str, discrete: bool = False) -> bool:
-        return bool((discrete and getattr(self, f"{kind}_discrete")) or getattr(self, kind))
+        return bool(self._path(kind, discrete))
 
 
 _REPLAY, _RUN_REPLAY = "algorithms.replay", "utils.run.replay"
@@ -141,7 +145,6 @@ SCRIPT_FLAG_NAMES = {"DASE_main.py": {},
 SCRIPT_POLICIES = {script: tuple(m.policy(a.name) for m in METHODS for a in ALGORITHM_SPECS
                                  if a.script == script and m.prefix in a.methods)
                    for script in SCRIPT_FLAG_NAMES}
-
 
 
 def settings_owners(script: str) -> dict[str, type]:
