@@ -14,12 +14,12 @@ setting spends 1M environment steps in total.
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from utils.compare.scores import run_finished
 from utils.plot.stats import bootstrap_ci
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,17 +52,9 @@ def training_mean(path: Path) -> float:
     return float(np.mean(returns[-LAST_EPISODES:]))
 
 
-def finished(folder: Path, stem: str, seed: int) -> bool:
-    """Whether the seed's run finished (its record says so; a run under way has curves too)."""
-    try:
-        return json.loads((folder / f"{stem}_{ENV}_{seed}.json").read_text()).get("finished_at_step") is not None
-    except (OSError, ValueError):
-        return False
-
-
 def seed_values(folder: Path, stem: str, seed: int, agents: int) -> dict[str, float] | None:
     names = agent_stems(stem, seed, agents)
-    if not finished(folder, stem, seed) or not all((folder / f"{n}.npy").is_file() for n in names):
+    if not run_finished(folder / f"{stem}_{ENV}_{seed}.json") or not all((folder / f"{n}.npy").is_file() for n in names):
         return None
     consensus = folder / f"{stem}_{ENV}_{seed}_consensus.npy"
     disagreement = float(np.load(consensus)[-1]) if consensus.is_file() else np.nan

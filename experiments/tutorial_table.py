@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from utils.compare.scores import run_finished
 from utils.plot.stats import BOOTSTRAP, bootstrap_ci, median_ci, sign_flip_p  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,9 +47,9 @@ def outcomes(folder: Path, policy: str) -> dict[int, list[float | None]]:
         seed = path.stem[len(f"{policy}_{ENV}_"):]
         if not seed.isdigit():
             continue
-        record = json.loads(path.read_text())
-        if "finished" not in record:
+        if not run_finished(path):
             continue  # still running (or stopped before its end): no verdict yet
+        record = json.loads(path.read_text())
         limit = max(limit, int(record["config"].get("max_episodes") or 0))
         out[int(seed)] = [float("inf") if s is None else float(s["episode"]) for s in record.get("solved", [])]
     if out:
@@ -116,7 +117,7 @@ def interim(folder: Path = FOLDER, at_step: int | None = None) -> list[str]:
     for path in sorted(folder.glob(f"DASE_TD3_{ENV}_*.json"), key=lambda p: (len(p.stem), p.stem)):
         seed = path.stem[len(f"DASE_TD3_{ENV}_"):]
         if not seed.isdigit() or int(seed) not in finished_td3 or (
-                at_step is None and "finished" in json.loads(path.read_text())):
+                at_step is None and run_finished(path)):
             continue
         td3 = rows(f"TD3_{ENV}_{seed}")
         agents = [rows(f"DASE_TD3_{ENV}_{seed}_Agent_{i}", cut=True) for i in range(2)]

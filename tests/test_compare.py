@@ -762,3 +762,29 @@ def test_returns_are_shown_to_the_precision_of_the_task_s_range():
                                                 (0.055, 0.5), (0, 0.01))] == [1, 1, 1, 1, 2, 3, 4]
     cell = {"final_mean": 0.4712, "final_ci": (0.3851, 0.4999), "normalised_mean": 0.9353}
     assert _final_cell(cell, digits_for(task(0.055, 0.5))) == "0.471 [0.385, 0.500] (0.935)"
+
+
+def test_seed_curves_average_a_seeds_agents_over_their_common_length_and_read_only_their_prefix(tmp_path):
+    """The loader the docs' tables share with the references: a seed's agents averaged over the evaluations all of
+    them have (a run under way writes them one after another), a single-file run as it is, another prefix sharing the
+    start of the name (DASE_TD3 beside DASE_TD3_float32, TD3 beside DASE_TD3) and a weight trace never read;
+    finished_only keeps the seeds whose record says finished; window_mean is the mean of the k evaluations ending at
+    the step, None past the curve."""
+    from utils.compare.scores import seed_curves, window_mean
+
+    folder = tmp_path / "Env-v1"
+    folder.mkdir()
+    np.save(folder / "DASE_TD3_Env-v1_0_Agent_0.npy", np.arange(6.0))
+    np.save(folder / "DASE_TD3_Env-v1_0_Agent_1.npy", np.arange(4.0) * 3)
+    np.save(folder / "DASE_TD3_Env-v1_0_Agent_0_weights.npy", np.full(6, 99.0))
+    np.save(folder / "DASE_TD3_float32_Env-v1_1_Agent_0.npy", np.full(6, 99.0))
+    np.save(folder / "TD3_Env-v1_2.npy", np.arange(5.0))
+    np.save(folder / "TD3_Env-v1_3.npy", np.ones(5))
+    (folder / "TD3_Env-v1_2.json").write_text(json.dumps({"finished": "2026-12-05T06:00:00"}))
+    (folder / "TD3_Env-v1_3.json").write_text(json.dumps({"config": {}}))  # still running
+    dase = seed_curves(folder, "DASE_TD3")
+    assert list(dase) == [0] and dase[0].tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert sorted(seed_curves(folder, "TD3")) == [2, 3]
+    assert list(seed_curves(folder, "TD3", finished_only=True)) == [2]
+    assert list(seed_curves(tmp_path, "TD3", env="Env-v1")) == []  # not in that folder
+    assert window_mean(np.arange(11.0), 10_000, 1000, 5) == 8.0 and window_mean(np.arange(11.0), 11_000, 1000, 5) is None

@@ -4,6 +4,7 @@ Read from the modules' own import statements (the package ``__init__`` files are
 ``algorithms`` runs ``algorithms/__init__.py``, which exports the replay family's classes, so what a module needs
 is what its own imports reach)."""
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,6 +119,18 @@ def test_utils_keeps_few_loose_modules():
     modules of its own that every part reads (the command lines, errors, files, numbers, names, settings)."""
     loose = sorted(p.name for p in (ROOT / "utils").glob("*.py") if p.name != "__init__.py")
     assert len(loose) <= 6, loose
+
+
+def test_the_table_scripts_are_few_and_read_runs_through_utils_compare():
+    """experiments/ keeps at most three table scripts (the docs' tables no suite report writes); each reads its runs
+    with utils.compare's loading (seed_curves, window_mean, run_finished) and none globs curve files of its own
+    (a weight trace beside a curve is not a curve)."""
+    scripts = sorted((ROOT / "experiments").glob("*.py"))
+    assert len(scripts) <= 3, [p.name for p in scripts]
+    for path in scripts:
+        text = path.read_text()
+        assert "from utils.compare.scores import" in text, path.name
+        assert not re.search(r'glob\(f?"[^"]*(?<!_weights)\.npy"', text), path.name  # curves: seed_curves
 
 
 def test_one_statistics_module():

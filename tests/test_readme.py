@@ -225,25 +225,21 @@ def _script(name: str):
 
 
 def test_the_recurrent_tables_in_the_docs_are_the_committed_curves():
-    """docs/recurrent.md's two tables (masked Pendulum, masked CartPole) are what experiments/recurrent_table.py
-    computes from the finished runs under 'Learning Curves/', line for line, between their markers."""
-    module = _script("recurrent_table")
+    """docs/recurrent.md's two tables (masked Pendulum, masked CartPole) are what experiments/step_tables.py
+    (recurrent) computes from the finished runs under 'Learning Curves/', line for line, between their markers."""
+    module = _script("step_tables")
     page = (ROOT / "docs" / "recurrent.md").read_text()
     for task in module.TASKS:
-        lines = module.table(task).splitlines()
+        lines = module.recurrent(task).splitlines()
         assert len(lines) >= 4, task.env  # header, rule and at least two committed runs
         block = page.split(f"<!-- {task.mark} -->\n")[1].split(f"<!-- /{task.mark} -->")[0]
         assert block.strip().splitlines() == lines, task.env
 
 
-def _side_by_side():
-    return _script("side_by_side_table")
-
-
 def test_the_side_by_side_table_in_the_docs_is_the_committed_curves():
-    """docs/side_by_side.md's table (ours beside the paper's own code) is what experiments/side_by_side_table.py
-    computes from the committed curves, line for line, between its markers."""
-    lines = _side_by_side().table()
+    """docs/side_by_side.md's table (ours beside the paper's own code) is what experiments/step_tables.py
+    (side_by_side) computes from the committed curves, line for line, between its markers."""
+    lines = _script("step_tables").side_by_side()
     assert sum(line.startswith("| paper's code") or line.startswith("| our") for line in lines) >= 4
     page = (ROOT / "docs" / "side_by_side.md").read_text()
     block = page.split("<!-- side_by_side_table -->\n")[1].split("<!-- /side_by_side_table -->")[0]
@@ -411,15 +407,11 @@ def test_the_diff_dac_table_in_the_docs_is_the_committed_curves(capsys):
     assert block.strip().splitlines() == lines
 
 
-def _lunar_300k():
-    return _script("lunar_300k_table")
-
-
 def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(tmp_path):
     """Entry k of a curve is the evaluation at step 1000 k and entry k of a weight trace covers the updates of steps
     (1000 (k-1), 1000 k]: the return at 100k is the mean of entries 96-100, the weight of 25k-100k the mean of
     entries 26-100; a seed's agents are averaged first; a trace that stops short of a span leaves it out."""
-    module = _lunar_300k()
+    module = _script("step_tables")
     env, k = module.OURS.name, np.arange(301, dtype=float)
     tmp_path = tmp_path / env  # a run folder is named after its environment
     tmp_path.mkdir()
@@ -429,7 +421,7 @@ def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(
         trace[:26] = np.nan  # warm-up: no update
         np.save(tmp_path / f"DASE_TD3_{env}_0_Agent_{agent}_weights.npy", trace)
         np.save(tmp_path / f"DASE_TD3_{env}_1_Agent_{agent}_weights.npy", trace[:150])  # seed 1 stopped at 149k
-    curves = module.runs(tmp_path, "DASE_TD3")
+    curves = module.seed_curves(tmp_path, "DASE_TD3")
     assert list(curves) == [0] and module.at(curves, 100_000) == pytest.approx([2.0 * 98])
     cells = module.mean_weights(tmp_path, "DASE_TD3", (0, 1))
     assert cells[0] == f"{2.0 * 63:.3f} ({2.0 * 63:.3f}-{2.0 * 63:.3f})"  # both seeds
@@ -439,36 +431,32 @@ def test_the_lunar_300k_tables_read_windows_and_weight_spans_at_the_right_steps(
 
 def test_the_lunar_300k_why_table_in_the_docs_is_the_committed_curves():
     """docs/experiments.md's table of what DASE_TD3's LunarLander 300k result depends on is what
-    experiments/lunar_300k_table.py computes from the curves and weight traces in the repository: a change to how
+    experiments/step_tables.py (lunar_300k) computes from the curves and weight traces in the repository: a change to how
     a cell, an interval or a p-value is computed, or a curve changed without its table, fails here. (The first
     table, ours beside the paper's, is utils.compare's: tests/test_compare.py holds it.)"""
-    module = _lunar_300k()
+    module = _script("step_tables")
     page = (ROOT / "docs" / "experiments.md").read_text()
     block = page.split("<!-- lunar_300k_why -->\n")[1].split("<!-- /lunar_300k_why -->")[0]
-    assert block.strip() == module.why_table().strip()
-
-
-def _acer_mujoco():
-    return _script("acer_mujoco_table")
+    assert block.strip() == module.lunar_300k().strip()
 
 
 def test_the_acer_mujoco_table_reads_windows_at_the_right_steps_and_counts_the_seeds_that_reached_them(tmp_path):
     """Entry k of a curve is the evaluation at step 10k x k: the cell at 100k is the mean over seeds of entries 6-10,
     a seed whose curve stops short of a step is left out of it (and the count says so), and the comparison needs two
     seeds of each method at the step."""
-    module = _acer_mujoco()
-    env, k = module.ENVS[0], np.arange(101, dtype=float)
+    module = _script("step_tables")
+    env, k = module.ACER_ENVS[0], np.arange(101, dtype=float)
     for method, scale, seeds in (("ACER", 1.0, {0: 101, 1: 101}), ("TD3", 2.0, {0: 101, 1: 20})):
         (tmp_path / method / env).mkdir(parents=True)
         for seed, n in seeds.items():
             np.save(tmp_path / method / env / f"{method}_{env}_{seed}.npy", (scale + seed) * k[:n])
-    acer, td3 = module.runs(tmp_path, "ACER", env), module.runs(tmp_path, "TD3", env)
-    assert module.at(acer, 100_000) == pytest.approx([8.0, 16.0])
-    assert module.at(td3, 250_000) == pytest.approx([2.0 * 23])  # seed 1 stopped at 190k
+    acer, td3 = module.acer_runs(tmp_path, "ACER", env), module.acer_runs(tmp_path, "TD3", env)
+    assert module.at(acer, 100_000, module.ACER_FREQ) == pytest.approx([8.0, 16.0])
+    assert module.at(td3, 250_000, module.ACER_FREQ) == pytest.approx([2.0 * 23])  # seed 1 stopped at 190k
     assert module.reached(td3) == "190k-1000k, seeds 0,1"
-    rows = [[c.strip() for c in row.strip("|").split("|")] for row in module.table(tmp_path).splitlines()]
-    assert rows[2][:3] == [f"{env} ACER", "1000k, seeds 0,1", module.cell(np.array([8.0, 16.0]))]
-    assert rows[3][3] == module.cell(np.array([46.0]))
+    rows = [[c.strip() for c in row.strip("|").split("|")] for row in module.acer_mujoco(tmp_path).splitlines()]
+    assert rows[2][:3] == [f"{env} ACER", "1000k, seeds 0,1", module.cell(np.array([8.0, 16.0]), 0)]
+    assert rows[3][3] == module.cell(np.array([46.0]), 0)
     assert rows[4][:2] == [f"{env} SAC", "not run"]
     assert rows[5][0] == f"{env} ACER − TD3"
     assert rows[5][2].startswith(f"{12.0 - (16.0 + 24.0) / 2:+.0f} (p ") and rows[5][3] == "—"  # one TD3 seed
@@ -480,11 +468,11 @@ def test_the_acer_mujoco_table_reads_windows_at_the_right_steps_and_counts_the_s
 
 
 def test_the_acer_mujoco_table_in_the_docs_is_the_committed_curves():
-    """docs/actor_critic.md's ACER, TD3 and SAC table on HalfCheetah-v5 is what experiments/acer_mujoco_table.py
-    computes from the curves in the repository: a curve committed without its table fails here."""
+    """docs/actor_critic.md's ACER, TD3 and SAC table on HalfCheetah-v5 is what experiments/step_tables.py
+    (acer_mujoco) computes from the curves in the repository: a curve committed without its table fails here."""
     page = (ROOT / "docs" / "actor_critic.md").read_text()
     block = page.split("<!-- acer_mujoco_table -->\n")[1].split("<!-- /acer_mujoco_table -->")[0]
-    assert block.strip() == _acer_mujoco().table().strip()
+    assert block.strip() == _script("step_tables").acer_mujoco().strip()
 
 
 SCRIPTS = {"python DASE_main.py": DASE_main, "python sac_main.py": sac_main, "python ac_main.py": ac_main}

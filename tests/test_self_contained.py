@@ -45,7 +45,7 @@ def test_no_code_or_experiment_file_reads_a_folder_beside_the_checkout():
 
 
 def test_the_papers_curves_are_committed_with_their_license_notice():
-    """The published curves the tables and tests read (experiments/lunar_300k_table.py, acer_mujoco_table.py,
+    """The published curves the tables and tests read (experiments/step_tables.py,
     tests/test_plot*.py), with the README that names their source and license, in the layout the tools expect."""
     readme = (PAPER / "README.md").read_text()
     assert "MIT License" in readme and "Copyright (c) 2022 baturaysaglam" in readme

@@ -3,8 +3,10 @@ its last K evaluations, normalised per task by its pair of reference scores. Pub
 the same way, on the suite's evaluation grid."""
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -167,28 +169,65 @@ def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
     return replace(suite, tasks=tasks, at_steps=[x for x in suite.at_steps if x <= shortest], so_far=so_far), out
 
 
+def seed_files(folder: Path, prefix: str, env: str | None = None) -> dict[int, list[Path]]:
+    """Seed -> its curve files in ``folder``: ``{prefix}_{env}_{seed}.npy`` or its agents'
+    ``{prefix}_{env}_{seed}_Agent_{i}.npy``, in name order, ``env`` the folder's name unless given; other files
+    (another prefix, a trace beside a curve) are not read."""
+    pattern = re.compile(rf"{re.escape(prefix)}_{re.escape(env or folder.name)}_(\d+)(?:_Agent_(\d+))?\.npy")
+    found: dict[int, list[Path]] = {}
+    for path in sorted(folder.glob("*.npy")) if folder.is_dir() else []:
+        if (match := pattern.fullmatch(path.name)) is not None:
+            found.setdefault(int(match[1]), []).append(path)
+    return found
+
+
+def seed_curves(folder: Path, prefix: str, finished_only: bool = False, env: str | None = None) -> dict[int, np.ndarray]:
+    """Seed -> the run's curve: its single file, or the mean of its agents' files cut to their common length (a run
+    under way writes its agents' evaluations one after another); ``finished_only``: only seeds whose record
+    (``{prefix}_{env}_{seed}.json``) says the run finished. The tables beside the suites read runs this way."""
+    out: dict[int, np.ndarray] = {}
+    for seed, paths in seed_files(folder, prefix, env).items():
+        if finished_only and not run_finished(folder / f"{prefix}_{env or folder.name}_{seed}.json"):
+            continue
+        curves = [np.load(p, allow_pickle=False).astype(np.float64) for p in paths]
+        n = min(len(c) for c in curves)
+        out[seed] = np.mean([c[:n] for c in curves], axis=0)
+    return out
+
+
+def run_finished(record: Path) -> bool:
+    """Whether a run's record says it finished (a run under way, or stopped, has curves too)."""
+    try:
+        body = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(body.get("finished")) or body.get("finished_at_step") is not None
+
+
+def window_mean(curve: np.ndarray, step: int, eval_freq: int, k: int) -> float | None:
+    """The mean of the ``k`` evaluations of ``curve`` (one every ``eval_freq`` steps from step 0) ending at ``step``;
+    None when the curve stops before it. (A table's plain window: ``Curves.window`` also leaves out the warm-up.)"""
+    i = step // eval_freq
+    return float(curve[i - k + 1:i + 1].mean()) if len(curve) > i else None
+
+
 def load_reference(ref: Reference, task: Task, suite: Suite) -> Curves:
     """A reference's curves: every seed in its folder whose agents' files are all there, on the suite's evaluation
     grid (every eval_freq // ref.eval_freq-th evaluation), cut to the shortest seed and to the task's budget; its
     windows leave out the suite's warm-up, as the methods' do."""
     folder = ROOT / ref.folder
-    env = folder.name
-    found: dict[int, list[np.ndarray]] = {}
-    pattern = re.compile(rf"{re.escape(ref.prefix)}_{re.escape(env)}_(\d+)(?:_Agent_(\d+))?\.npy")
-    for path in sorted(folder.glob("*.npy")) if folder.is_dir() else []:
-        if (match := pattern.fullmatch(path.name)) is not None:
-            found.setdefault(int(match[1]), []).append(np.load(path, allow_pickle=False).astype(np.float64))
-    if not found:
-        raise SuiteError(f"tasks ({task.name}).references.{ref.name}: no {ref.prefix}_{env}_SEED[_Agent_I].npy "
+    files = seed_files(folder, ref.prefix)
+    if not files:
+        raise SuiteError(f"tasks ({task.name}).references.{ref.name}: no {ref.prefix}_{folder.name}_SEED[_Agent_I].npy "
                          f"curves in {ref.folder}")
-    seeds = tuple(sorted(found))
-    agents = max(len(v) for v in found.values())
-    seeds = tuple(s for s in seeds if len(found[s]) == agents)
+    agents = max(len(v) for v in files.values())
+    curves = seed_curves(folder, ref.prefix)
+    seeds = tuple(s for s in sorted(files) if len(files[s]) == agents)
     every = suite.eval_freq // ref.eval_freq
     budget = task.budget // agents if suite.budget_rule == "total" else task.budget
-    length = min(min(len(c) for c in found[s]) for s in seeds)
+    length = min(len(curves[s]) for s in seeds)
     length = min((length - 1) // every + 1, curve_length(budget, suite.eval_freq))
-    matrix = np.stack([np.mean([c[::every][:length] for c in found[s]], axis=0) for s in seeds])
+    matrix = np.stack([curves[s][::every][:length] for s in seeds])
     scale = agents if suite.budget_rule == "total" else 1
     return Curves(matrix, np.arange(length) * suite.eval_freq * scale, seeds, agents,
                   (length - 1) * suite.eval_freq, suite.eval_freq, start_steps=suite.start_steps)
