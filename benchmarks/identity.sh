@@ -42,6 +42,8 @@ run sac_gru sac_main.py --policy SAC --env VelocityMaskedPendulum-v1 --seq_encod
     --num_steps 900 --start_steps 300 --eval_freq 300 --eval_episodes 1
 run sac_pixels sac_main.py --policy SAC --env PixelPendulum-v1 --num_steps 160 --start_steps 40 --eval_freq 40 \
     --eval_episodes 1 --batch_size 8 --buffer_size 500 --image_features 8 --hidden_size 16 --siamese atc
+run td3_norm_rnd DASE_main.py --policy TD3 --env Pendulum-v1 --normalize_obs --rnd --max_time_steps 1200 \
+    --start_time_steps 400 --eval_freq 400 --eval_episodes 1
 find "$out" -name '*.json' -delete
 find "$out" -name '*.log' -delete
 find "$out" -name '*_episodes.csv' -print0 | while IFS= read -r -d '' f; do

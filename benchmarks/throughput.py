@@ -217,7 +217,7 @@ def time_rollouts(cfg: RunConfig, rollouts: int, warmup: int) -> dict:
         sync(device)
         seconds = time.perf_counter() - start
         return {"seconds": seconds, "env_steps": learner.members * (trainer.t - t0), "members": learner.members,
-                "workers": trainer.workers, "spent": spent, "updates": calls["update"]}
+                "workers": trainer.setup.workers, "spent": spent, "updates": calls["update"]}
     finally:
         trainer.close()
 

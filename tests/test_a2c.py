@@ -272,3 +272,21 @@ def test_stop_at_pauses_the_on_policy_runs_and_resume_ends_them(policy, tmp_path
     if policy == "A2C":  # A3C's workers race: bit for bit only where one process steps everything
         assert run_cli(*base, "--results_dir", str(tmp_path / "whole"), "--quiet") == 0
         np.testing.assert_array_equal(curve, np.load(tmp_path / "whole" / "A2C_CartPole-v1_0.npy"))
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+def test_greedy_actions_are_the_modes_the_evaluation_plays(env, tmp_path):
+    """The learner protocol's greedy_actions on the on-policy learner: every member's current policy at its mode,
+    the actions a snapshot evaluates with (no --eval_policy sample), for a discrete and a Gaussian policy."""
+    from utils.run.loop import Trainer
+
+    cfg = ac_main.build_config(ac_main.parse(["--policy", "A2C", "--env", env, "--seeds", "0-1",
+                                              "--results_dir", str(tmp_path), "--max_time_steps", "800", "--eval_freq", "400"]))
+    trainer = Trainer(cfg)
+    try:
+        obs = np.random.default_rng(0).normal(size=(2, 3, *trainer.envs.obs.shape[1:])).astype(np.float32)
+        greedy = trainer.learner.greedy_actions(obs).cpu().numpy()
+        assert np.array_equal(greedy, trainer.learner.snapshot(0)(obs))
+        assert greedy.shape[:2] == (2, 3)
+    finally:
+        trainer.close()

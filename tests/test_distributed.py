@@ -268,7 +268,7 @@ def test_n_step_returns_never_join_two_actors_blocks(tmp_path):
     try:
         for _ in range(14):
             trainer.step()
-        buffer, gamma = trainer.buffer, 0.99
+        buffer, gamma = trainer.learner.buffer, 0.99
         rewards = np.concatenate([b["rewards"][:, 0] for b in blocks])
         cuts = {4, 9, 13}  # each block's last step
         for row in range(14):
@@ -335,7 +335,7 @@ def test_the_learner_stores_the_actors_initial_priorities(tmp_path):
         assert "networks" in trainer.latest and "critic_target" in trainer.latest["networks"]
         for _ in range(7):
             trainer.step()
-        p = trainer.buffer.priorities.priorities  # [members, rows]
+        p = trainer.learner.buffer.priorities.priorities  # [members, rows]
         td = np.concatenate([b["td_errors"] for b in blocks])  # [steps, members, writers]
         expected = (td + 1e-6) ** 0.7
         for step in range(7):
@@ -398,7 +398,7 @@ def test_a_recurrent_learner_stores_the_actors_states_and_restarts_windows_at_bl
     try:
         for _ in range(10):
             trainer.step()
-        buffer = trainer.buffer
+        buffer = trainer.learner.buffer
         assert buffer.restart_from_stored and "encoder" in trainer.latest
         np.testing.assert_array_equal(buffer.state[0, :10].numpy(), np.concatenate([b["state"][:, 0] for b in blocks]))
         assert buffer.first[0, :10, 0].tolist() == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0]
@@ -452,7 +452,7 @@ def test_a_pixel_learner_rebuilds_every_stack_of_interleaved_blocks(tmp_path):
     try:
         for _ in range(20):
             trainer.step()
-        buffer = trainer.buffer
+        buffer = trainer.learner.buffer
         assert "encoder" in trainer.latest and buffer.size == 20
         obs, nxt = buffer.observations(torch.zeros((1, 1), dtype=torch.long), torch.arange(20).view(1, -1))
         sent = np.concatenate([b["obs"][:, 0] for b in blocks]), np.concatenate([b["next_obs"][:, 0] for b in blocks])

@@ -141,8 +141,8 @@ def _trainer(tmp_path, *extra) -> Trainer:
 
 def test_timelimit_as_terminal_stores_the_cut_as_a_termination(tmp_path):
     """Pendulum's episodes end only by the time limit, after 200 steps: row 199 bootstraps unless the flag is set."""
-    plain = _trainer(tmp_path / "plain").buffer.not_done[0, :300, 0]
-    old = _trainer(tmp_path / "old", "--timelimit_as_terminal").buffer.not_done[0, :300, 0]
+    plain = _trainer(tmp_path / "plain").learner.buffer.not_done[0, :300, 0]
+    old = _trainer(tmp_path / "old", "--timelimit_as_terminal").learner.buffer.not_done[0, :300, 0]
     assert plain.sum() == 300 and old[199] == 0 and old.sum() == 299
 
 
@@ -150,10 +150,10 @@ def test_warmup_with_the_policy_acts_with_the_untrained_actor(tmp_path):
     """--warmup_actions policy: without noise, the stored warm-up actions are the actor's (no update has happened);
     the default stores uniform random actions, which the actor does not give."""
     trainer = _trainer(tmp_path / "policy", "--warmup_actions", "policy", "--expl_noise", "0")
-    obs, action = trainer.buffer.obs[:, :300], trainer.buffer.action[:, :300]
+    obs, action = trainer.learner.buffer.obs[:, :300], trainer.learner.buffer.action[:, :300]
     torch.testing.assert_close(action, trainer.agents.act(obs), rtol=0, atol=1e-6)  # one row at a time vs 300
     random = _trainer(tmp_path / "random")
-    assert not torch.allclose(random.buffer.action[:, :300], random.agents.act(random.buffer.obs[:, :300]))
+    assert not torch.allclose(random.learner.buffer.action[:, :300], random.agents.act(random.learner.buffer.obs[:, :300]))
 
 
 def test_network_flags_set_widths_and_learning_rates_and_default_to_td3s():

@@ -119,7 +119,7 @@ def test_sigterm_with_checkpoints_off_writes_every_episode_played(tmp_path):
 
     def stop():
         deadline = time.time() + 120
-        while (trainer.episode_log is None or min(map(len, trainer.episode_log.rows)) < 10) and time.time() < deadline:
+        while (trainer.setup.episode_log is None or min(map(len, trainer.setup.episode_log.rows)) < 10) and time.time() < deadline:
             time.sleep(0.005)
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -132,7 +132,7 @@ def test_sigterm_with_checkpoints_off_writes_every_episode_played(tmp_path):
         signal.signal(signal.SIGTERM, previous)
     for m, name in enumerate(trainer.cfg.agent_names()):
         table = rows(tmp_path / f"{name}_episodes.csv")
-        assert len(table) == len(trainer.episode_log.rows[m]) >= 10
+        assert len(table) == len(trainer.setup.episode_log.rows[m]) >= 10
 
 
 def play_games(envs, actions):

@@ -133,6 +133,31 @@ def test_the_table_scripts_are_few_and_read_runs_through_utils_compare():
         assert not re.search(r'glob\(f?"[^"]*(?<!_weights)\.npy"', text), path.name  # curves: seed_curves
 
 
+def test_the_loops_seams_are_declared_types_a_type_checker_holds():
+    """The trainer's setup is one declared attribute (no fields copied onto the trainer), typed by the learner and
+    environment protocols; resume.py and seed_files.py take the trainer as the RunState protocol (what they read of
+    it, declared); mypy checks utils/run against them in CI (pyproject.toml's [tool.mypy], .ci/run)."""
+    import inspect
+    import typing
+
+    import tomllib
+
+    from utils.run import resume, seed_files
+    from utils.run.protocol import EnvsProtocol, LearnerProtocol, RunState
+    from utils.run.setup import Setup
+
+    hints = typing.get_type_hints(Setup)
+    assert hints["learner"] is LearnerProtocol and hints["envs"] is EnvsProtocol
+    assert "setattr(" not in (ROOT / "utils" / "run" / "loop.py").read_text()
+    for module in (resume, seed_files):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__ and "tr" in inspect.signature(fn).parameters:
+                assert typing.get_type_hints(fn)["tr"] is RunState, f"{module.__name__}.{name}"
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert "utils/run" in mypy["files"]
+    assert "mypy" in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
 def test_one_statistics_module():
     """The interquartile mean and the bootstrap live in utils/plot/stats.py alone (the comparison, the plots and the
     table scripts import them): no other file of the project trims a mean or draws bootstrap percentiles."""

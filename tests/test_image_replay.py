@@ -175,7 +175,7 @@ def test_blocks_of_several_actors_rebuild_every_observation_from_their_starts(ki
     if kind != "image":  # frame stacks: starts kept heads, more than the first ring held
         assert buffer.head_step.shape[1] > 2 and (buffer.head_step >= 0).sum() > 2
     else:  # single images have no history: nothing kept for a start
-        assert buffer.since is None
+        assert not buffer.heads_made
     # restored group by group, the buffer goes on as the original
     twin = ImageReplayBuffer(layout(kind), 1, 60, 2, "cpu", groups=2, finals=2, heads=2)
     for grp in range(2):
@@ -192,7 +192,7 @@ def test_without_starts_the_buffer_keeps_no_heads_and_reads_as_before():
     rng = np.random.default_rng(4)
     buffer = ImageReplayBuffer(layout("stack"), 1, 40, 2, "cpu", groups=1)
     ref, _ = play(buffer, 30, rng)
-    assert buffer.since is None and buffer.frames["pixels"].heads is None
+    assert not buffer.heads_made and buffer.frames["pixels"].heads is None
     assert "heads" not in buffer.state_dict()["images"]
     check_all(buffer, ref)
 

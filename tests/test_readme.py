@@ -97,6 +97,8 @@ def test_readme_is_the_front_door():
     assert len(ci) == 1 and ci[0][: len(command)] == command, "CI must run README's test command"
     assert readme_commands("ruff check") == [["ruff", "check", "."]], "README names the linter CI runs"
     assert "ruff check ." in (ROOT / ".ci" / "run").read_text().splitlines()
+    assert readme_commands("mypy") == [["mypy"]], "README names the type checker CI runs"
+    assert "mypy" in (ROOT / ".ci" / "run").read_text().splitlines()
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert f"(docs/{page.name}" in README, f"README does not link docs/{page.name}"
 

@@ -67,7 +67,7 @@ def test_buffer_stores_terminated_not_truncated(env_id, expected, tmp_path):
                     eval_freq=12, eval_episodes=1, buffer_size=100, batch_size=32, results_dir=str(tmp_path), quiet=True)
     trainer = Trainer(cfg)
     trainer.run()
-    buf = trainer.buffer
+    buf = trainer.learner.buffer
     assert len(buf) == 24
     np.testing.assert_array_equal(buf.not_done[0, :24, 0].numpy(), np.repeat(expected * 4, 2))
     # the stored next state is the episode's real last state, never the state after the reset

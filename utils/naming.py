@@ -305,7 +305,7 @@ def variant_of(settings: dict, policy: str | None = None) -> str:
     return "_".join(tokens)
 
 
-def run_stem(policy: str, env: str, seed: int, variant: str = "") -> str:
+def run_stem(policy: str, env: str, seed: int | str, variant: str = "") -> str:
     """``{policy}[_{variant}]_{env}_{seed}``; a namespaced id's slash becomes a dash (ALE/Pong-v5: ALE-Pong-v5)."""
     return f"{policy}{'_' + variant if variant else ''}_{env.replace('/', '-')}_{seed}"
 

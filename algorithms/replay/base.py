@@ -19,10 +19,10 @@ from ..sharing.weights import Weighting
 class Batch:
     """Transitions for N learners, every field [N, B, ...]; own[n, b] says agent n wrote it."""
 
-    obs: torch.Tensor
+    obs: torch.Tensor | dict  # image agents: the observation's parts by key
     action: torch.Tensor
     reward: torch.Tensor  # [N, B, 1]
-    next_obs: torch.Tensor
+    next_obs: torch.Tensor | dict
     not_done: torch.Tensor  # [N, B, 1]: 1 - terminated (a time-limit cut still bootstraps)
     own: torch.Tensor  # [N, B] bool
     behaviour_mean: torch.Tensor | None = None  # Gaussian SAC only (pre-tanh)

@@ -65,7 +65,19 @@ def episode_seeds(seed: int, episodes: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(episodes)]
 
 
-class LocalEnvs:
+class Described:
+    """What ``describe`` sets on a set of environments (the learner's sizes and the step limit)."""
+
+    obs_shape: tuple[int, ...]
+    obs_dim: int
+    discrete: bool
+    act_dim: int
+    low: np.ndarray | None
+    high: np.ndarray | None
+    max_episode_steps: int | None
+
+
+class LocalEnvs(Described):
     """Training environments seeded with ``seeds`` (K = len(seeds) / len(eval_seeds) consecutive ones per member:
     the on-policy learners' ``--envs_per_agent``; one for the off-policy ones), and ``episodes`` evaluation
     environments per member reset with the episode seeds of ``eval_seeds[m]``. ``actions``: the action spaces
@@ -277,7 +289,7 @@ def _describe(e: BaseException) -> tuple[bool, str]:
     return False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
 
 
-class EnvWorkers:
+class EnvWorkers(Described):
     """``LocalEnvs``' interface over ``workers`` processes, each owning a contiguous slice of the members."""
 
     def __init__(self, env_id: str, seeds: Sequence[int], eval_seeds: Sequence[int], episodes: int, workers: int,

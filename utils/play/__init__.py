@@ -363,8 +363,8 @@ def watch(args) -> dict:
                 # --eval_policy sample: the draws of the evaluation at the model's step (a checkpoint's, else the
                 # run's last)
                 step = int(state["t"]) if state is not None else cfg.max_time_steps
-                returns, lengths, frames = play(trainer.learner.snapshot(step), cfg, len(trainer.member_seeds),
-                                                args.agent, trainer.tasks[args.agent], film)
+                returns, lengths, frames = play(trainer.learner.snapshot(step), cfg, len(trainer.setup.member_seeds),
+                                                args.agent, trainer.setup.tasks[args.agent], film)
             finally:
                 trainer.close()
     return {"returns": returns, "lengths": lengths, "frames": frames, "cfg": cfg, "loaded": loaded}

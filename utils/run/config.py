@@ -4,6 +4,7 @@ Imports nothing else of ``utils.run``: the command lines, the loop and the files
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -180,12 +181,18 @@ MAX_MEMBERS = 4096
 MAX_EVAL_EPISODES = 1000  # evaluation episodes per learner and evaluation: one environment each
 
 
+def flag_names(names: dict[str, str] | None) -> Callable[[str], str]:
+    """A RunConfig field -> its flag as the calling command line spells it (``names``: the script's own names)."""
+    own = names or {}
+    return lambda field: "--" + own.get(field, field)
+
+
 def check_settings(cfg: RunConfig, names: dict[str, str] | None = None) -> None:
     """The checks every run takes before anything is created or written (``checks.validate`` adds A3C's own first).
 
     ``names`` maps RunConfig fields to the flag names of the calling command line.
     """
-    flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    flag = flag_names(names)
     _check_members(cfg)
     _check_numbers(cfg, flag)
     _check_tasks(cfg)
@@ -385,7 +392,7 @@ def _check_folders(cfg: RunConfig) -> None:
                         "--models_dir": cfg.models_dir}.items():
         if given is not None and not str(given).strip():  # Path("") is the current folder: files would land there
             raise UsageError(f"{name} {str(given)!r}: an empty path names no folder; give a folder's name")
-    folders = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
+    folders: dict[str, str | Path] = {"--results_dir": cfg.results_dir, "--checkpoint_dir": cfg.checkpoint_path.parent,
                "--models_dir": cfg.models_dir}
     for name, folder in folders.items():
         refused = bad_name(folder)
@@ -403,7 +410,7 @@ def _check_folders(cfg: RunConfig) -> None:
 
 def notices(cfg: RunConfig, names: dict[str, str] | None = None) -> list[str]:
     """Legal settings that are probably not what the user meant."""
-    flag = lambda field: "--" + (names or {}).get(field, field)  # noqa: E731
+    flag = flag_names(names)
     out = []
     if cfg.start_time_steps >= cfg.max_time_steps:
         out.append(f"note: {flag('start_time_steps')} {cfg.start_time_steps} >= {flag('max_time_steps')} "

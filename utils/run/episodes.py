@@ -49,7 +49,7 @@ class EpisodeEvals:
     def after_step(self, ended: np.ndarray, steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> list[int]:
         """Count the training episodes that ended at this step (``steps``: each member's environment steps now),
         evaluate those members, and return the members that became done."""
-        ended_now = [m for m in np.flatnonzero(ended) if not self.done[m]]
+        ended_now = [int(m) for m in np.flatnonzero(ended) if not self.done[m]]
         if not ended_now:
             return []
         for m in ended_now:
@@ -71,7 +71,8 @@ class EpisodeEvals:
         """One deterministic episode of each of ``members`` (their next episode seeds), in lockstep: one policy
         call per step for all members [M, 1, obs] (rows of other members are zeros and their actions unused)."""
         first = self.envs[members[0]]
-        obs = np.zeros((len(self.run_seeds), 1, *first.observation_space.shape), first.observation_space.dtype)
+        shape = tuple(first.observation_space.shape or ())
+        obs = np.zeros((len(self.run_seeds), 1, *shape), first.observation_space.dtype)
         for m in members:
             obs[m, 0] = self.envs[m].reset(seed=episode_seed(self.run_seeds[m], self.episodes[m]))[0]
         returns = {m: 0.0 for m in members}
@@ -100,14 +101,15 @@ class EpisodeEvals:
         return {"episodes": self.episodes[rows], "rows": self.rows[rows], "solved": self.solved[rows],
                 "done": self.done[rows]}
 
-    def load_state_dicts(self, states: list[dict]) -> None:
+    def load_state_dicts(self, states: list[dict | None]) -> None:
         """Restore from one ``state_dict`` per seed (in seed order); a checkpoint without them starts empty."""
         if not all(states):
             return
-        self.episodes = [int(x) for s in states for x in s["episodes"]]
-        self.rows = [[list(map(float, row)) for row in r] for s in states for r in s["rows"]]
-        self.solved = [x for s in states for x in s["solved"]]
-        self.done = [bool(x) for s in states for x in s["done"]]
+        full = [s for s in states if s]  # every one: none is None past the check
+        self.episodes = [int(x) for s in full for x in s["episodes"]]
+        self.rows = [[list(map(float, row)) for row in r] for s in full for r in s["rows"]]
+        self.solved = [x for s in full for x in s["solved"]]
+        self.done = [bool(x) for s in full for x in s["done"]]
 
     def close(self) -> None:
         for env in self.envs:

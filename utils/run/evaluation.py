@@ -23,7 +23,7 @@ class Evaluation:
     of its evaluation tasks is its own (the one ``scores`` reports; default: the first).
     """
 
-    def __init__(self, envs, policy: Callable[[np.ndarray], np.ndarray], t: int, period: dict | None = None,
+    def __init__(self, envs, policy: Callable[..., np.ndarray], t: int, period: dict | None = None,
                  rate: float = 0.0, own: list[int] | None = None):
         self.envs, self.policy, self.t, self.period, self.rate = envs, policy, t, period or {}, rate
         self.tasks = getattr(envs, "eval_tasks_per_member", 1)

@@ -49,7 +49,7 @@ def cpu_capability() -> str:
 def software_versions() -> dict:
     import gymnasium
 
-    versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+    versions: dict[str, str | None] = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
                 "gymnasium": gymnasium.__version__}
     for mod, dist in (("mujoco", "mujoco"), ("Box2D", "box2d"), ("ale_py", "ale-py"), ("envpool", "envpool")):
         # the installed distribution's version: importing MuJoCo only to read it would cost 0.3 s per run
@@ -189,7 +189,7 @@ class RunFiles:
     def save_episode_logs(self, texts: list[str]) -> None:
         """The actor-critic family: per agent, its training episodes so far as CSV."""
         for path, text in zip(self.episode_logs, texts):
-            atomic_write(path, lambda f, text=text: f.write(text), mode="w")
+            atomic_write(path, lambda f: f.write(text), mode="w")  # written before the next text
 
     def update_record(self, **fields) -> None:
         """Add ``fields`` to the JSON record (what happened during the run: when each agent was solved)."""

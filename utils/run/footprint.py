@@ -59,10 +59,11 @@ def replay_parts(cfg, members: int) -> list[Part]:
     a, algo = cfg.algorithm, cfg.algo
     sac = "hidden" not in algo
     widths = [max(int(w), 0) for w in (algo.get("hidden") or [algo.get("hidden_size") or 256] * 2)]
-    hidden = [("--hidden_sizes", " ".join(map(str, widths)))] if not sac else [("--hidden_size", widths[0])]
+    hidden: list[tuple[str, str | int]] = [("--hidden_sizes", " ".join(map(str, widths)))] if not sac else \
+        [("--hidden_size", widths[0])]
     critics = 1 if a == "DDPG" else int(algo.get("ensemble_q", 2))
     nets = 1 + critics
-    flags = [("--ensemble_q", critics)] if critics > 2 else []  # what was raised first, then the widths
+    flags: list[tuple[str, str | int]] = [("--ensemble_q", critics)] if critics > 2 else []  # what was raised first, then the widths
     inputs, encoder, per_row = 1, 0, nets * sum(widths)
     window = 1
     state = 0  # what a replay row stores of the encoder's state (algorithms/replay/sequence.py: state_size)

@@ -10,7 +10,6 @@ training when environments run in workers), ``RunFiles`` (files.py: one seed's f
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 
 import numpy as np
 import torch
@@ -21,15 +20,25 @@ from . import resume, seed_files
 from .checks import validate
 from .config import RunConfig
 from .evaluation import Evaluation
+from .files import RunFiles
 from .plan import check_models
 from .progress import Progress, StopSignals, interrupted_message, paused_message
-from .replay.buffer import SharedReplayBuffer
+from .protocol import AgentsProtocol, LearnerProtocol
 from .series import Outputs
-from .setup import set_threads, set_up
+from .setup import Setup, set_threads, set_up
 
 
 class Trainer:
-    """One process training S seeds x N agents in lockstep; each seed writes exactly the files of its own run."""
+    """One process training S seeds x N agents in lockstep; each seed writes exactly the files of its own run. It is
+    a ``protocol.RunState``: what resume.py and seed_files.py read of it is declared there."""
+
+    setup: Setup  # the seeds' environments, learner, files and episode records (setup.py), rebuilt by ``build``
+    outputs: Outputs
+    progress: Progress
+    pending: Evaluation | None
+    newly_done: list[int]
+    stopped: set[int]
+    t: int
 
     def __init__(self, cfg: RunConfig, validated: bool = False):
         if not validated:  # the command lines validate first, naming their own flags
@@ -42,20 +51,18 @@ class Trainer:
         set_threads(cfg, self.device)
         self.last_checkpoint: int | None = None
         self.done_curves: dict[int, list[list[float]]] = {}  # seeds that had already finished
-        self.envs = None
+        self.built = False
         self.build(cfg.seed_list())
 
     def build(self, seeds: list[int]) -> None:
-        """Environments, agents, buffers and evaluator for these seeds, at step 0 (setup.py); their fields become
-        the trainer's."""
-        if self.envs is not None:
+        """Environments, agents, buffers and evaluator for these seeds, at step 0 (setup.py: ``self.setup``)."""
+        if self.built:
             self.close()
-        setup = set_up(self.cfg, self.device, seeds)
-        for f in fields(setup):
-            setattr(self, f.name, getattr(setup, f.name))
-        self.pending: Evaluation | None = None  # an evaluation that runs beside training
-        self.newly_done: list[int] = []  # members done at the last step (solved, or out of episodes)
-        self.stopped: set[int] = set()  # the seeds (indices) whose agents are all done: their files are final
+        self.setup = set_up(self.cfg, self.device, seeds)
+        self.built = True
+        self.pending = None  # an evaluation that runs beside training
+        self.newly_done = []  # members done at the last step (solved, or out of episodes)
+        self.stopped = set()  # the seeds (indices) whose agents are all done: their files are final
         self.outputs = Outputs(self.cfg, self.learner.scheme, len(seeds))  # curves and the series beside them
         self.progress = Progress(self.cfg.name, self.cfg.max_time_steps, seeds, self.rows, self.cfg.quiet)
         self.t = 0
@@ -66,12 +73,25 @@ class Trainer:
         return self.outputs.values["curves"]
 
     @property
-    def agents(self):
-        return self.learner.agents
+    def learner(self) -> LearnerProtocol:
+        return self.setup.learner
 
     @property
-    def buffer(self) -> SharedReplayBuffer:
-        return self.learner.buffer
+    def envs(self):
+        return self.setup.envs
+
+    @property
+    def agents(self) -> AgentsProtocol:
+        return self.setup.learner.agents
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds this process trains (fewer than the run's when some had already finished)."""
+        return self.setup.seeds
+
+    @property
+    def files(self) -> list[RunFiles]:
+        return self.setup.files
 
     def rows(self, k: int) -> slice:
         """The members of the k-th seed."""
@@ -121,7 +141,7 @@ class Trainer:
                     if reached:
                         self.progress.say(f"{cfg.name} | stopped at step {self.t}: the stop condition holds")
                         return seed_files.curve_arrays(self)
-                    if paused:
+                    if paused and stop_at is not None:
                         self.progress.say(paused_message(cfg.name, self.t, stop_at, resume.checkpoint_where(self)))
                         return seed_files.curve_arrays(self)
                     if stop.signum:  # named: the seeds this process was still training
@@ -145,18 +165,19 @@ class Trainer:
         if self.cfg.timelimit_as_terminal:  # old Gym: the time limit's cut is stored as a termination
             terminated = np.logical_or(terminated, ended).astype(np.asarray(terminated).dtype)
         self.learner.store(obs, actions, rewards, next_obs, terminated, behaviour, ended=ended)
-        if self.episode_log is not None:  # whole games at their own score (an Atari game's lives, unclipped)
-            games = self.episode_log.games  # else a checkpoint's older rows: the learner's episodes, as they were
+        if self.setup.episode_log is not None:  # whole games at their own score (an Atari game's lives, unclipped)
+            games = self.setup.episode_log.games  # else a checkpoint's older rows: the learner's episodes, as they were
             scores, game_over = getattr(self.envs, "last_game", (rewards, ended)) if games else (rewards, ended)
-            self.episode_log.observe(scores, game_over, self.t + self.learner.steps_per_iteration)
+            self.setup.episode_log.observe(scores, game_over, self.t + self.learner.steps_per_iteration)
         if not warmup:
             self.learner.train(self.t)  # in a worker pool, the evaluation episodes step meanwhile
-        if self.episode_evals is not None:  # after this step's update: the actor the next episode starts with
-            self.newly_done += self.episode_evals.after_step(np.asarray(ended, dtype=bool), self.t + 1,
-                                                             self.greedy_policy)
-        if ev is not None:
+        if self.setup.episode_evals is not None:  # after this step's update: the actor the next episode starts with
+            self.newly_done += self.setup.episode_evals.after_step(np.asarray(ended, dtype=bool), self.t + 1,
+                                                                   self.greedy_policy)
+        pace = self.setup.eval_pace  # an evaluation is pending here only when it runs beside training
+        if ev is not None and pace is not None:
             ev.observe(*self.envs.eval_results())
-            ev.advance(self.eval_pace - 1)
+            ev.advance(pace - 1)
             if ev.done:
                 self.finish_evaluation()
         self.t += self.learner.steps_per_iteration
@@ -177,8 +198,8 @@ class Trainer:
             period["consensus"] = np.repeat(self.learner.scheme.consensus(), self.cfg.num_agents)
         if self.learner.scheme.writes_gossip:  # skipped combines and message ages since the last evaluation
             period["gossip"] = self.learner.scheme.gossip_stats()
-        self.pending = Evaluation(self.envs, self.learner.snapshot(self.t), self.t, period, rate, self.own_task)
-        if self.eval_pace is None:
+        self.pending = Evaluation(self.envs, self.learner.snapshot(self.t), self.t, period, rate, self.setup.own_task)
+        if self.setup.eval_pace is None:
             self.finish_evaluation()
 
     def finish_evaluation(self) -> None:
@@ -197,8 +218,8 @@ class Trainer:
         self.progress.close()
         self.pending = None
         self.envs.close()
-        if self.episode_evals is not None:
-            self.episode_evals.close()
+        if self.setup.episode_evals is not None:
+            self.setup.episode_evals.close()
 
 
 def trainer(cfg: RunConfig, validated: bool = False):

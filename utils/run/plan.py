@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,7 +58,7 @@ def finished_curves(files: RunFiles) -> list[list[float]] | None:
     return [c.tolist() for c in curves]
 
 
-def seed_plan(files: RunFiles) -> tuple[str, object]:
+def seed_plan(files: RunFiles) -> tuple[str, Any]:
     """What to do with this seed: ("checkpoint", state), ("finished", curves) or ("fresh", None). Raises
     UsageError when the files forbid the run."""
     cfg = files.cfg

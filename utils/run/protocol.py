@@ -1,4 +1,7 @@
-"""The learner protocol: what the loop (loop.py) asks of a learner, whichever family it is.
+"""The loop's seams as declared types: what the loop (loop.py) asks of a learner, whichever family it is
+(``LearnerProtocol``, the type of ``Setup.learner``), and what the resume plan and the per-seed files (resume.py,
+seed_files.py) read of and call on the trainer (``RunState``). ``mypy`` checks them (pyproject.toml, .ci/run): a
+learner that lacks a method the loop calls, or a seam that reads what the trainer does not declare, fails there.
 
 Two learners speak it: ``Learner`` (replay/learner.py; off-policy: DDPG, TD3, SAC and their sharing methods, one
 environment per member, updates from replay buffers) and ``RolloutLearner`` (onpolicy/rollout.py; on-policy: A2C and
@@ -9,15 +12,82 @@ asynchronous workers run under their own trainer, utils.run.onpolicy.asynchronou
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import torch
+
+    from .config import RunConfig
+    from .progress import Progress
+    from .series import Outputs
+    from .setup import Setup
+
+
+class EnvsProtocol(Protocol):
+    """The environments the loop steps (LocalEnvs, EnvWorkers, EnvPoolEnvs, JointEnvs: setup.py types them so):
+    every member's training environments in lockstep and its evaluation episodes beside them."""
+
+    @property
+    def max_episode_steps(self) -> int | None: ...
+
+    @property
+    def obs(self) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray | None, eval_actions: np.ndarray | None = None,
+             eval_active: np.ndarray | None = None) -> tuple[np.ndarray, ...]: ...
+
+    def eval_reset(self) -> np.ndarray: ...
+
+    def eval_step(self, actions: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def eval_results(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def state_dict(self, rows: slice = slice(None)) -> dict: ...
+
+    def load_state_dicts(self, states: list[dict]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class AgentsProtocol(Protocol):
+    """The batched agents, as the loop touches them: one member's state (--save_model, --load_model), compiled."""
+
+    def agent_state(self, member: int) -> dict: ...
+
+    def load_agent_state(self, member: int, state: dict) -> None: ...
+
+    def compile(self) -> None: ...
+
+
+class SchemeProtocol(Protocol):
+    """The sharing scheme, as the loop reads it at an evaluation: the consensus and gossip series it writes."""
+
+    @property
+    def writes_consensus(self) -> bool: ...
+
+    @property
+    def writes_gossip(self) -> bool: ...
+
+    def consensus(self) -> np.ndarray: ...
+
+    def gossip_stats(self) -> np.ndarray: ...
+
 
 class LearnerProtocol(Protocol):
+    """What every learner the loop drives provides (Learner, RecurrentLearner, ImageLearner, RolloutLearner: setup.py's
+    ``make_learner`` returns this type, so mypy checks each of them against it)."""
+
     steps_per_iteration: int  # environment steps per member in one loop step (K environments each)
-    agents: object  # the batched agents: agent_state / load_agent_state (--save_model, --load_model), compile
-    scheme: object  # the sharing scheme: writes_weights, writes_consensus, consensus()
+
+    @property
+    def agents(self) -> AgentsProtocol:
+        """The batched agents."""
+
+    @property
+    def scheme(self) -> SchemeProtocol:
+        """The sharing scheme."""
 
     def act(self, obs: np.ndarray, warmup: bool) -> tuple[np.ndarray | None, tuple | None]:
         """Actions for the environments' observations (None: random ones) and what the store needs of them."""
@@ -32,6 +102,10 @@ class LearnerProtocol(Protocol):
         """The policies now, for an evaluation at step ``t`` that may run beside training (greedy, or for the
         actor-critic family with --eval_policy sample drawing from a stream of each member's seed and ``t``)."""
 
+    def greedy_actions(self, obs: np.ndarray) -> torch.Tensor:
+        """Every member's current policy without exploration, [M, E, ...] -> actions (the tutorial's evaluation
+        episode after each training episode)."""
+
     def period_stats(self) -> dict[str, np.ndarray]:
         """Per member, the statistics the algorithm declares, averaged since the last call ('weight' included)."""
 
@@ -43,6 +117,34 @@ class LearnerProtocol(Protocol):
 
     def load_state_dicts(self, states: list[dict]) -> None:
         """Restore from one ``state_dict`` per seed, in seed order."""
+
+
+class RunState(Protocol):
+    """What resume.py and seed_files.py read of and call on the trainer (``Trainer`` is one): its explicit inputs."""
+
+    cfg: RunConfig
+    device: torch.device
+    setup: Setup  # the seeds, their files and configs, the environments, the learner, the episode records
+    outputs: Outputs  # the curves and the series beside them
+    progress: Progress
+    t: int  # the step every member has reached
+    stopped: set[int]  # the seeds (indices) whose files are final
+    newly_done: list[int]  # members done at the last step
+    done_curves: dict[int, list[list[float]]]  # seeds that had already finished: their curves
+    last_checkpoint: int | None
+    clock: float  # perf_counter() when the loop started (or resumed)
+    eval_seconds: float  # seconds spent in evaluations training waited for
+
+    @property
+    def curves(self) -> list[list[float]]: ...
+
+    def rows(self, k: int) -> slice: ...
+
+    def build(self, seeds: list[int]) -> None: ...
+
+    def finish_evaluation(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def members_broken(first_bad, parameters) -> list[tuple[int, str]]:

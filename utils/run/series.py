@@ -68,7 +68,7 @@ class Outputs:
     def __init__(self, cfg, scheme, seeds: int):
         self.cfg, self.n, self.seeds = cfg, cfg.num_agents, seeds
         self.written = [s for s in SERIES if s.written(cfg, scheme)]
-        self.values = {s.key: [[] for _ in range(seeds if s.per_seed else seeds * self.n)] for s in SERIES}
+        self.values: dict[str, list[list[float]]] = {s.key: [[] for _ in range(seeds if s.per_seed else seeds * self.n)] for s in SERIES}
 
     def part(self, series: Series, k: int) -> list:
         """Seed k's part of a series: its members' lists, or (per seed) its one list."""

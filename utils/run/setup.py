@@ -24,6 +24,7 @@ from .files import RunFiles, load_error, model_path, unreadable_model
 from .memory import check_fits
 from .onpolicy.episode_log import EpisodeLog
 from .onpolicy.rollout import RolloutLearner
+from .protocol import EnvsProtocol, LearnerProtocol
 from .replay.images import ImageLearner
 from .replay.learner import Learner
 from .replay.recurrent import RecurrentLearner
@@ -31,7 +32,7 @@ from .replay.recurrent import RecurrentLearner
 
 @dataclass
 class Setup:
-    """What ``set_up`` builds; its fields become the trainer's (``trainer.envs``, ``trainer.learner``, ...)."""
+    """What ``set_up`` builds: the trainer's ``setup`` (``trainer.setup.envs``, ``trainer.setup.learner``, ...)."""
     seeds: list  # the seeds this process trains
     seed_cfgs: list  # each seed's own config
     files: list  # each seed's RunFiles
@@ -40,8 +41,8 @@ class Setup:
     tasks: list  # per member its task variant (None for environments without variants)
     own_task: list | None  # --eval_tasks all: per member the index of its own task among those it is evaluated on
     recorded_tasks: list  # per member what the JSON record lists as its task(s)
-    envs: object  # LocalEnvs or EnvWorkers
-    learner: object  # Learner, RecurrentLearner or RolloutLearner
+    envs: EnvsProtocol  # LocalEnvs, EnvWorkers, EnvPoolEnvs or JointEnvs
+    learner: LearnerProtocol  # Learner, RecurrentLearner, ImageLearner or RolloutLearner
     episode_evals: EpisodeEvals | None  # the TD3 tutorial's evaluation episode after every training episode
     episode_log: EpisodeLog | None  # the actor-critic family: every finished training episode
     eval_pace: int | None  # evaluation steps per training step when evaluations run beside training
@@ -121,7 +122,8 @@ def member_tasks(cfg: RunConfig, member_seeds: list[int]) -> tuple[list, list, l
     return tasks, env_tasks, eval_tasks, ([m % n for m in range(len(tasks))] if every else None), tasks
 
 
-def make_learner(cfg: RunConfig, device: torch.device, seeds: list[int], member_seeds: list[int], envs):
+def make_learner(cfg: RunConfig, device: torch.device, seeds: list[int], member_seeds: list[int],
+                 envs) -> LearnerProtocol:
     """The learner of the run's family, its memory checked before its buffers or rollouts are allocated."""
     spec, n, c = ALGORITHM[cfg.algorithm], cfg.num_agents, envs
     images = spec.family == "replay" and image_task(cfg.env)
@@ -161,6 +163,7 @@ def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
     env_seeds = [s if j == 0 else int(np.random.SeedSequence([s, j]).generate_state(1)[0])
                  for s in member_seeds for j in range(k)]
     eval_seeds = [s + cfg.eval_seed_offset for s in seeds for _ in range(n)]
+    envs: EnvsProtocol
     if joint:
         envs = JointEnvs(cfg.env, env_seeds, eval_seeds, cfg.eval_episodes, n, cfg.algorithm)
     elif cfg.env_backend == "envpool":  # EnvPool's own threads step the games (--env_workers: how many)

@@ -267,7 +267,9 @@ class Scheme:
 
     def gossip_stats(self) -> np.ndarray:
         """Per member [M, 2] since the last call: the fraction of combines skipped and the mean age of the messages
-        combined (one host sync)."""
+        combined (one host sync); only written with lazy gossip (``writes_gossip``)."""
+        if self.gossip is None:
+            raise RuntimeError("gossip_stats: this scheme has no lazy gossip (writes_gossip is False)")
         skipped, age = self.gossip.take_stats()
         return torch.stack([skipped, age], dim=1).cpu().numpy()
 
@@ -283,7 +285,7 @@ class Scheme:
 
     def state_dict(self, rows: slice) -> dict:
         """The scheme's random streams of some members (its optimizers live with the agents)."""
-        state = {}
+        state: dict[str, object] = {}
         if self.distill_sampler is not None:
             state["distill_sampler"] = self.distill_sampler.get_state()[rows]
         if self.diffusion is not None and self.diffusion.rng is not None:

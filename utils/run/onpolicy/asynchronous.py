@@ -412,6 +412,8 @@ class AsyncTrainer:
     @property
     def episode_log(self) -> EpisodeLog:
         """The current seed's training episodes."""
+        if self.seed is None:
+            raise RuntimeError("episode_log: no seed is training")
         return self.seed.episode_log
 
 
@@ -469,13 +471,20 @@ class A3CSeed:
             progress.close()
         return self.curve
 
+    @property
+    def workers(self) -> WorkerPool:
+        """The pool of the seed's run, while it runs."""
+        if self.pool is None:
+            raise RuntimeError("the worker pool is used before the run started it")
+        return self.pool
+
     def loop(self, files, evaluation, progress, signals, stop_at, stop_when) -> bool:
         """Open the gate limit by limit, evaluating and checkpointing at each; True when the run finished."""
-        cfg, gate = self.cfg, self.pool.gate
+        cfg, gate = self.cfg, self.workers.gate
         pending = self.snapshot() if self.evaluation_due() else None
         while True:
             if self.t >= cfg.max_time_steps:
-                self.pool.stop()
+                self.workers.stop()
                 self.evaluate(pending, evaluation, progress, files)
                 return True
             target = self.next_limit(stop_at)
@@ -518,7 +527,7 @@ class A3CSeed:
         """Until the workers have done ``target`` steps (or a stop signal came); the step reached."""
         kept = (f"the last checkpoint ({files.checkpoint}, step {self.last_checkpoint}) is kept"
                 if self.last_checkpoint is not None else "no checkpoint was written")
-        return self.pool.wait(target, signals, self.log_episodes, kept)
+        return self.workers.wait(target, signals, self.log_episodes, kept)
 
     # ---- training episodes, evaluations and checkpoints ----------------------------------------------------------
     def log_episodes(self, rows: list[tuple]) -> None:
@@ -528,7 +537,7 @@ class A3CSeed:
             log.rows[0].append((int(w), int(t), float(ret), int(length), round(log.wall_before + when - self.epoch, 3)))
 
     def save_episodes(self, files: RunFiles) -> None:
-        self.log_episodes(self.pool.finished_episodes())
+        self.log_episodes(self.workers.finished_episodes())
         files.save_episode_logs([self.episode_log.csv(0)])
 
     def evaluation_due(self) -> bool:

@@ -53,7 +53,7 @@ class EpisodeLog:
                 "rows": [[list(r) for r in self.rows[m]] for m in range(rows.start, rows.stop)], "wall": self.wall(),
                 "games": self.games}
 
-    def load_state_dicts(self, states: list[dict]) -> None:
+    def load_state_dicts(self, states: list[dict | None]) -> None:
         """One state per seed, in seed order (a checkpoint without one, from before the log: nothing logged); a
         state without ``games`` predates whole-game rows: the run goes on logging the learner's episodes."""
         k = self.members // len(states) if states else 0

@@ -153,6 +153,14 @@ class RolloutLearner:
             return agents.eval_actions(model, agents._obs(obs), rng=rng).cpu().numpy()
         return policy
 
+    @torch.no_grad()
+    def greedy_actions(self, obs: np.ndarray) -> torch.Tensor:
+        """Every member's current policy at its mode (no draw), [M, E, ...] -> actions, as ``snapshot`` evaluates
+        without --eval_policy sample; a recurrent policy acts from its state, which one call does not carry."""
+        if self.agents.recurrent:
+            raise UsageError("--recurrent: a recurrent policy has no greedy action without its state")
+        return self.agents.eval_actions(self.agents.model, self.agents._obs(obs))
+
     def period_stats(self) -> dict[str, np.ndarray]:
         """Per member, the mean of each statistic the algorithm declares over the updates since the last call
         (NaN where there were none); 'weight' is NaN (nothing is shared by weight)."""
@@ -218,5 +226,5 @@ def recurrent_policy(agents, model, rng=None):
             state = model.initial_state(obs_t.shape[1])
         actions, states[part] = agents.eval_actions(model, obs_t, state, rng)
         return actions.cpu().numpy()
-    policy.stateful = True
+    policy.stateful = True  # type: ignore[attr-defined]  # Evaluation reads it
     return policy

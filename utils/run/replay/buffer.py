@@ -15,6 +15,8 @@ limit: bootstraps from its real last state) or at the newest stored step.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -32,7 +34,7 @@ class SharedReplayBuffer:
     ``sample(..., groups=peer)`` lets a member read another group (DPD distils on a peer's states).
     """
 
-    FIELDS = ("obs", "action", "reward", "next_obs", "not_done", "ended", "writer", "behaviour_mean", "behaviour_std",
+    FIELDS: tuple[str, ...] = ("obs", "action", "reward", "next_obs", "not_done", "ended", "writer", "behaviour_mean", "behaviour_std",
               "behaviour_probs")
 
     def __init__(self, obs_dim: int, act_dim: int, capacity: int, writers: int,
@@ -46,7 +48,7 @@ class SharedReplayBuffer:
         self.capacity, self.writers, self.groups = int(capacity), int(writers), int(groups)
         self.device = torch.device(device)
         g, c = self.groups, self.capacity
-        f32 = dict(dtype=torch.float32, device=self.device)
+        f32: dict[str, Any] = dict(dtype=torch.float32, device=self.device)
         self.obs = torch.zeros((g, c, obs_dim), **f32)
         self.action = torch.zeros((g, c, act_dim), **f32)
         self.reward = torch.zeros((g, c, 1), **f32)
@@ -94,10 +96,10 @@ class SharedReplayBuffer:
         rows = (self.ptr + torch.arange(self.writers, device=self.device)) % self.capacity
         g, n = self.groups, self.writers
 
-        fields = [self.obs, self.action, self.reward, self.next_obs, self.not_done, self.ended]
+        fields: list[torch.Tensor] = [self.obs, self.action, self.reward, self.next_obs, self.not_done, self.ended]
         values = [obs, action, reward, next_obs, 1.0 - np.asarray(terminated, dtype=np.float32),
                   np.asarray(terminated if ended is None else ended, dtype=np.float32)]
-        if self.behaviour_mean is not None and behaviour is not None:
+        if self.behaviour_mean is not None and self.behaviour_std is not None and behaviour is not None:
             fields += [self.behaviour_mean, self.behaviour_std]
             values += list(behaviour)
         if self.behaviour_probs is not None and behaviour is not None:
@@ -110,7 +112,7 @@ class SharedReplayBuffer:
             dst[:, rows] = staged[:, col:col + c.shape[1]].reshape((g, n) + tuple(dst.shape[2:]))
             col += c.shape[1]
         self.writer[:, rows] = self.member_id.view(g, n)
-        if self.behaviour_mean is not None and behaviour is None:
+        if self.behaviour_mean is not None and self.behaviour_std is not None and behaviour is None:
             # uniform random actions: stand in a broad N(0, 1) in pre-tanh space
             self.behaviour_mean[:, rows] = 0.0
             self.behaviour_std[:, rows] = 1.0
@@ -138,7 +140,7 @@ class SharedReplayBuffer:
             return batch
         idx = rng.randint(self.filled, batch_size)  # [M, B]
         reading_own_group = groups is None
-        g = (self.member_group if reading_own_group else groups).view(-1, 1)
+        g = (self.member_group if groups is None else groups).view(-1, 1)
         own = self.writer[g, idx] == self.member_id.view(-1, 1)
         if not reading_own_group:
             own = own & (g == self.member_group.view(-1, 1))
@@ -146,6 +148,8 @@ class SharedReplayBuffer:
 
     def beta(self, step: torch.Tensor | None) -> torch.Tensor:
         """Prioritized replay's importance exponent at ``step`` (a device tensor): beta0 -> 1 linearly."""
+        if self.per is None:
+            raise RuntimeError("beta: the buffer has no prioritized replay")
         b0, steps = float(self.per["beta"]), max(1, int(self.per["beta_steps"]))
         if step is None:
             return torch.tensor(b0, device=self.device)
@@ -153,6 +157,8 @@ class SharedReplayBuffer:
 
     def update_priorities(self, batch: Batch, td_error: torch.Tensor) -> None:
         """Prioritized replay: the sampled rows' priorities from their |TD errors|."""
+        if self.priorities is None or batch.index is None:
+            raise RuntimeError("update_priorities: the buffer has no prioritized replay, or the batch no rows")
         self.priorities.update(batch.index, td_error.squeeze(-1))
 
     def sample_writers(self, batch_size: int, rng: AgentRNG, choices: torch.Tensor,
@@ -172,15 +178,15 @@ class SharedReplayBuffer:
 
     def _gather(self, g: torch.Tensor, idx: torch.Tensor, own: torch.Tensor) -> Batch:
         """The rows ``idx`` [M, B] of groups ``g`` [M, 1] as a batch."""
-        beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
-            else (None, None)
+        mean = self.behaviour_mean[g, idx] if self.behaviour_mean is not None else None  # Gaussian SAC: both
+        std = self.behaviour_std[g, idx] if self.behaviour_std is not None else None
         probs = self.behaviour_probs[g, idx] if self.behaviour_probs is not None else None
         if self.n_step > 1:
             reward, next_obs, not_done, discount, sequence = n_step_returns(self, g, idx)
-            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, *beh,
-                         behaviour_probs=probs, discount=discount, sequence=sequence)
+            return Batch(self.obs[g, idx], self.action[g, idx], reward, next_obs, not_done, own, behaviour_mean=mean,
+                         behaviour_std=std, behaviour_probs=probs, discount=discount, sequence=sequence)
         return Batch(self.obs[g, idx], self.action[g, idx], self.reward[g, idx], self.next_obs[g, idx],
-                     self.not_done[g, idx], own, *beh, behaviour_probs=probs)
+                     self.not_done[g, idx], own, behaviour_mean=mean, behaviour_std=std, behaviour_probs=probs)
 
     def state_dict(self, groups: slice = slice(None)) -> dict:
         """Some groups' stored rows (only the filled part, [G, size, ...]) and the write pointer, on the CPU."""
@@ -268,6 +274,6 @@ def n_step_returns(buffer: SharedReplayBuffer, g: torch.Tensor, idx: torch.Tenso
         sequence = {"obs": buffer.obs[g3, rows], "action": buffer.action[g3, rows],
                     "reward": buffer.reward[g3, rows].squeeze(-1), "next_obs": buffer.next_obs[g3, rows],
                     "not_done": buffer.not_done[g3, rows].squeeze(-1), "used": used}
-        if buffer.behaviour_mean is not None:
+        if buffer.behaviour_mean is not None and buffer.behaviour_std is not None:
             sequence.update(behaviour_mean=buffer.behaviour_mean[g3, rows], behaviour_std=buffer.behaviour_std[g3, rows])
     return reward, buffer.next_obs[g, end], buffer.not_done[g, end], buffer.powers[last + 1].unsqueeze(-1), sequence

@@ -89,9 +89,10 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.steps = 0  # steps added so far
         self.next_age = np.zeros(g * writers, dtype=np.int64)  # each member's next observation's age
         # starts (see the module's docstring): made at the first one (``make_heads``); until then since == age
-        self.since: torch.Tensor | None = None  # [g, c] steps since the row's start or reset
-        self.head_slot: torch.Tensor | None = None  # [g, c] a start row's slot in the heads' ring
-        self.head_step: np.ndarray | None = None  # [g, slots] the step whose start a slot holds
+        self.heads_made = False  # ``make_heads`` sets the three below (empty until then)
+        self.since = torch.zeros((0, 0), dtype=torch.int32, device=self.device)  # [g, c] steps since start or reset
+        self.head_slot = torch.zeros((0, 0), dtype=torch.int64, device=self.device)  # [g, c] a start's slot
+        self.head_step = np.zeros((0, 0), dtype=np.int64)  # [g, slots] the step whose start a slot holds
         self.head_next = np.zeros(g, dtype=np.int64)
         self.next_since = self.next_age
         self.first_heads = int(heads)  # the heads' ring's first size
@@ -122,10 +123,10 @@ class ImageReplayBuffer(SharedReplayBuffer):
         for key, f in self.frames.items():
             if f.depth > 1:
                 self.check_stacks(key, images[key], next_images[key], (age == 0) & ~start_b)
-        if start_b.any() and self.since is None:
+        if start_b.any() and not self.heads_made:
             self.make_heads()
         since = None
-        if self.since is not None:  # a start's units back to depth - 1 are all known: its own and its head's
+        if self.heads_made:  # a start's units back to depth - 1 are all known: its own and its head's
             age = np.where(start_b, np.maximum(age, self.depth - 1), age)
             since = np.where(start_b, 0, self.next_since)
         rows = (self.ptr + torch.arange(n, device=self.device)) % c
@@ -181,6 +182,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
     def make_heads(self, slots: int | None = None) -> None:
         """The heads' ring and the rows' steps since their start, at the first start (until then since == age)."""
         g, c, slots = self.groups, self.capacity, self.first_heads if slots is None else slots
+        self.heads_made = True
         self.since = self.age.clone()
         self.next_since = self.next_age.copy()
         self.head_slot = torch.zeros((g, c), dtype=torch.int64, device=self.device)
@@ -264,19 +266,19 @@ class ImageReplayBuffer(SharedReplayBuffer):
                 obs[key], next_obs[key] = units.squeeze(2), newest
             else:
                 obs[key], next_obs[key] = units, torch.cat([units[:, :, 1:], newest.unsqueeze(2)], dim=2)
-        at = 0
+        col = 0
         for p in self.vectors:
-            obs[p.key], next_obs[p.key] = self.obs[g, idx, at:at + p.size], self.next_obs[g, idx, at:at + p.size]
-            at += p.size
+            obs[p.key], next_obs[p.key] = self.obs[g, idx, col:col + p.size], self.next_obs[g, idx, col:col + p.size]
+            col += p.size
         return obs, next_obs
 
     def _gather(self, g: torch.Tensor, idx: torch.Tensor, own: torch.Tensor) -> Batch:
         obs, next_obs = self.observations(g, idx)
-        beh = (self.behaviour_mean[g, idx], self.behaviour_std[g, idx]) if self.behaviour_mean is not None \
-            else (None, None)
+        mean = self.behaviour_mean[g, idx] if self.behaviour_mean is not None else None  # Gaussian SAC: both
+        std = self.behaviour_std[g, idx] if self.behaviour_std is not None else None
         probs = self.behaviour_probs[g, idx] if self.behaviour_probs is not None else None
-        return Batch(obs, self.action[g, idx], self.reward[g, idx], next_obs, self.not_done[g, idx], own, *beh,
-                     behaviour_probs=probs)
+        return Batch(obs, self.action[g, idx], self.reward[g, idx], next_obs, self.not_done[g, idx], own,
+                     behaviour_mean=mean, behaviour_std=std, behaviour_probs=probs)
 
     # ---- checkpoints ----------------------------------------------------------------------------------------
     def state_dict(self, groups: slice = slice(None)) -> dict:
@@ -289,7 +291,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
             "final_step": torch.from_numpy(self.final_step[groups].copy()),
             "final_next": torch.from_numpy(self.final_next[groups].copy()), "steps": self.steps,
             "next_age": torch.from_numpy(self.next_age[self._members(groups)].copy())}
-        if self.since is not None:  # starts were stored
+        if self.heads_made:  # starts were stored
             state["images"]["heads"] = {
                 "units": {k: f.heads[groups].cpu().clone() for k, f in self.frames.items() if f.heads is not None},
                 "since": self.since[groups, :rows].cpu().clone(), "slot": self.head_slot[groups, :rows].cpu().clone(),
@@ -313,18 +315,20 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.final_next[groups] = im["final_next"].numpy()
         self.steps = int(im["steps"])
         self.next_age[self._members(groups)] = im["next_age"].numpy()
-        if self.since is not None and "heads" not in im:
+        if self.heads_made and "heads" not in im:
             self.since[groups] = self.age[groups]
             self.next_since[self._members(groups)] = self.next_age[self._members(groups)]
         if "heads" in im:
             h = im["heads"]
             size = h["step"].shape[1]
-            if self.since is None:
+            if not self.heads_made:
                 self.make_heads(size)
             while self.head_step.shape[1] < size:
                 self.grow_heads()
             for k, units in h["units"].items():
-                self.frames[k].heads[groups, :size] = units.to(self.device)
+                heads = self.frames[k].heads
+                if heads is not None:  # made by make_heads for every stacked image
+                    heads[groups, :size] = units.to(self.device)
             self.since[groups, :h["since"].shape[1]] = h["since"].to(self.device)
             self.head_slot[groups, :h["slot"].shape[1]] = h["slot"].to(self.device)
             self.head_step[groups] = -1
@@ -334,7 +338,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
         self.set_range()
 
     @staticmethod
-    def bytes_for(unit_bytes: int, vector_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False,
+    def image_bytes_for(unit_bytes: int, vector_dim: int, act_dim: int, capacity: int, gaussian_behaviour: bool = False,
                   behaviour_width: int = 0) -> int:
         """Memory one group holds: a unit of every image a row, its age and final slot, and the rows' other
         fields, vectors included (the finals' ring, a unit per stored episode, comes on top)."""
@@ -342,7 +346,7 @@ class ImageReplayBuffer(SharedReplayBuffer):
                                                                            gaussian_behaviour, behaviour_width)
 
     def nbytes(self) -> int:
-        heads = 0 if self.since is None else self.since.numel() * 4 + self.head_slot.numel() * 8 + sum(
+        heads = 0 if not self.heads_made else self.since.numel() * 4 + self.head_slot.numel() * 8 + sum(
             f.heads.numel() for f in self.frames.values() if f.heads is not None)
         return super().nbytes() + sum(f.units.numel() + f.finals.numel() for f in self.frames.values()) \
             + self.final_slot.numel() * 8 + heads
@@ -352,6 +356,8 @@ class ImageLearner(Learner):
     """``Learner`` for agents with image encoders: image replay (each frame once), actions from the encoders'
     features, evaluation with a copy of the encoders and actors. ``parts``: the observations' parts
     (``utils.envs.pixels.Part``; a pixel task's one frame stack, or a Dict task's images and vectors)."""
+
+    buffer: ImageReplayBuffer
 
     def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, parts, *args, **kwargs):
         super().__init__(algorithm, algo, member_seeds, num_agents, tuple(parts), *args, **kwargs)
@@ -368,13 +374,13 @@ class ImageLearner(Learner):
         capacity = buffer_size - buffer_size % w
         unit = sum(p.size // (p.shape[0] if p.stacked else 1) for p in parts if p.image)
         vector = sum(p.size for p in parts if not p.image)
-        self.check_memory(ImageReplayBuffer.bytes_for(unit, vector, act_dim, 1, self.agents.gaussian_behaviour,
+        self.check_memory(ImageReplayBuffer.image_bytes_for(unit, vector, act_dim, 1, self.agents.gaussian_behaviour,
                                                       self.agents.behaviour_width), capacity)
         return ImageReplayBuffer(parts, act_dim, capacity, w, self.device, groups=self.scheme.groups,
                                  gaussian_behaviour=self.agents.gaussian_behaviour,
                                  behaviour_width=self.agents.behaviour_width)
 
-    def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None, start=None) -> None:
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour=None, ended=None, start=None) -> None:
         """``Learner.store``; ``start``: members whose observation's earlier frames are not their rows before
         (``ImageReplayBuffer.add``)."""
         self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended, start=start)

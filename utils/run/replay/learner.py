@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,7 +31,7 @@ STATS = ("weight_sum", "external", "critic_loss", "actor_loss", "updates", "acto
 class Learner:
     """Agents of ``num_seeds`` x ``num_agents`` members, their buffers, their sharing, and the update schedule."""
 
-    def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: int,
+    def __init__(self, algorithm: str, algo: dict, member_seeds: list[int], num_agents: int, obs_dim: Any,
                  act_dim: int, low, high, buffer_size: int, batch_size: int, updates_per_step: int,
                  device: torch.device, sharing: SharingSettings | None = None, cuda_graphs: bool = False,
                  n_step: int = 1, prioritized: dict | None = None, common_init: bool = False,
@@ -103,9 +104,9 @@ class Learner:
     def add_intrinsic(self, batch) -> None:
         """The bonus of every sampled transition added to its reward (the models as they are), then one step of the
         models on the batch; the period's sums of mean bonus and loss per member."""
-        bonus, loss = 0, 0
-        for model in self.intrinsic:
-            b, part = model.bonus_and_loss(batch.obs, batch.action, batch.next_obs)
+        (bonus, loss), *others = [model.bonus_and_loss(batch.obs, batch.action, batch.next_obs)
+                                  for model in self.intrinsic]
+        for b, part in others:
             bonus, loss = bonus + b, loss + part
         minimise(self.agents.intrinsic_opt, loss.sum())
         batch.reward = batch.reward + bonus
@@ -154,13 +155,13 @@ class Learner:
         the greedy actions, int64 [M, E])."""
         torch._foreach_copy_(list(self.eval_actor.parameters()), list(self.agents.actor.parameters()))
         actor, device, norm = self.eval_actor, self.device, self.eval_normalizer
-        if norm is not None:
+        if norm is not None and self.normalizer is not None:
             torch._foreach_copy_(list(norm.parameters()), list(self.normalizer.parameters()))
 
         @torch.no_grad()
         def policy(obs: np.ndarray) -> np.ndarray:
-            obs = torch.as_tensor(obs, dtype=torch.float32, device=device)
-            return actor(obs if norm is None else norm(obs)).cpu().numpy()
+            x = torch.as_tensor(obs, dtype=torch.float32, device=device)
+            return actor(x if norm is None else norm(x)).cpu().numpy()
         return policy
 
     @torch.no_grad()
@@ -174,18 +175,19 @@ class Learner:
     def act(self, obs: np.ndarray, warmup: bool) -> tuple[np.ndarray | None, tuple | None]:
         """Exploration actions (and the behaviour: Gaussian SAC's Gaussian, discrete SAC's probabilities); None in
         the warm-up: random actions."""
+        x = obs
         if self.normalizer is not None:  # every observation acted on, warm-up included, joins the statistics
-            obs = self.agents._obs(obs)
-            self.normalizer.observe(obs)
-            obs = self.normalizer(obs)
+            x = self.agents._obs(obs)
+            self.normalizer.observe(x)
+            x = self.normalizer(x)
         if not warmup and self.rnd_n_sample > 1:
-            return self.novel_explore(self.agents._obs(obs))
-        return (None, None) if warmup else self.agents.explore(obs)
+            return self.novel_explore(self.agents._obs(x))
+        return (None, None) if warmup else self.agents.explore(x)
 
     def explore(self, obs: np.ndarray) -> tuple[np.ndarray, tuple | None]:
         return self.agents.explore(obs if self.normalizer is None else self.normalizer(self.agents._obs(obs)))
 
-    def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour=None, ended=None) -> None:
         """One transition per member into the buffers (``ended``: terminated or truncated, where N-step returns
         stop; only a termination stops bootstrapping)."""
         self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended)
@@ -224,6 +226,8 @@ class Learner:
     def normalize(self, batch) -> None:
         """The batch's states (and V-trace's steps) as the networks read them, with the statistics of now."""
         norm = self.normalizer
+        if norm is None:  # called only with --normalize_obs
+            return
         batch.obs, batch.next_obs = norm(batch.obs), norm(batch.next_obs)
         if batch.sequence is not None:
             for key in ("obs", "next_obs"):

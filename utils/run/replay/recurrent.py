@@ -44,6 +44,8 @@ class PrevAction:
 class RecurrentLearner(Learner):
     """``Learner`` for agents with a sequence encoder (see the module's docstring)."""
 
+    buffer: SequenceReplayBuffer
+
     def make_agents(self, algorithm: str, algo: dict, discrete: bool, *args):
         spec = ALGORITHM[algorithm]  # the registry (utils/naming.py)
         if not spec.has("recurrent", discrete) or (discrete and "discrete" not in spec.actions):
@@ -102,12 +104,14 @@ class RecurrentLearner(Learner):
     def explore(self, obs: np.ndarray):
         return self.act(obs, False)
 
-    def store(self, obs, actions, rewards, next_obs, terminated, behaviour, ended=None) -> None:
+    def store(self, obs, actions, rewards, next_obs, terminated, behaviour=None, ended=None) -> None:
         ended = np.asarray(terminated if ended is None else ended, dtype=bool).reshape(-1)
         if self.agents.prev_width:
             taken = self.coding.encode(actions)
             obs, next_obs = self.coding.with_prev(obs, self.prev), self.coding.with_prev(next_obs, taken)
             self.prev = taken * (1.0 - ended.astype(np.float32))[:, None]
+        if self.stored is None:  # act() keeps the states it acted from
+            raise RuntimeError("store before act: no acting state to store")
         self.buffer.add(obs, actions, rewards, next_obs, terminated, behaviour, ended, state=self.stored,
                         first=self.first)
         self.first = ended.astype(np.float32)
@@ -140,7 +144,7 @@ class RecurrentLearner(Learner):
                 prevs[part] = torch.nn.functional.one_hot(action.long(), width).to(x.dtype) if discrete \
                     else (action - mid) / half
             return action.cpu().numpy()
-        policy.stateful = True
+        policy.stateful = True  # type: ignore[attr-defined]  # Evaluation reads it: one state per task block
         return policy
 
     def state_dict(self, seed_index: int) -> dict:

@@ -49,9 +49,11 @@ class SequenceReplayBuffer(SharedReplayBuffer):
         self.state = torch.zeros((self.groups, self.capacity, state_size), dtype=torch.float32, device=self.device)
 
     def add(self, obs, action, reward, next_obs, terminated, behaviour: tuple | None = None, ended=None, *,
-            state: torch.Tensor, first) -> None:
+            state: torch.Tensor | None = None, first=None) -> None:
         """One step per member (see ``SharedReplayBuffer.add``), with each member's state before it acted [M, S]
-        and whether its episode started at this step [M]."""
+        and whether its episode started at this step [M] (both required)."""
+        if state is None or first is None:
+            raise TypeError("SequenceReplayBuffer.add needs each member's state and episode starts (state=, first=)")
         g, n = self.groups, self.writers
         rows = (self.ptr + torch.arange(n, device=self.device)) % self.capacity
         self.state[:, rows] = state.to(self.device, torch.float32).reshape(g, n, -1)
@@ -92,20 +94,22 @@ class SequenceReplayBuffer(SharedReplayBuffer):
             rows = ((index // w).unsqueeze(-1) + k) % (self.capacity // w) * w + (index % w).unsqueeze(-1)
         g = self.member_group.view(-1, 1, 1)
         own = self.writer[g, rows] == self.member_id.view(-1, 1, 1)
-        beh = (self.behaviour_mean[g, rows], self.behaviour_std[g, rows]) if self.behaviour_mean is not None \
-            else (None, None)
+        mean = self.behaviour_mean[g, rows] if self.behaviour_mean is not None else None  # Gaussian SAC: both
+        std = self.behaviour_std[g, rows] if self.behaviour_std is not None else None
         probs = self.behaviour_probs[g, rows] if self.behaviour_probs is not None else None
         sequence = {"first": self.first[g, rows].squeeze(-1), "state": self.state[g.squeeze(-1), rows[..., 0]],
                     "ended": self.ended[g, rows].squeeze(-1)}
         if self.restart_from_stored:
             sequence["restart"] = self.state[g, rows]
         return Batch(self.obs[g, rows], self.action[g, rows], self.reward[g, rows], self.next_obs[g, rows],
-                     self.not_done[g, rows], own, *beh, behaviour_probs=probs, sequence=sequence, index=index,
-                     importance=importance)
+                     self.not_done[g, rows], own, behaviour_mean=mean, behaviour_std=std, behaviour_probs=probs,
+                     sequence=sequence, index=index, importance=importance)
 
     def update_priorities(self, batch: Batch, td_error: torch.Tensor) -> None:
         """R2D2's priority of a window from the |TD errors| of its trained steps (td_error [M, B * T, 1], window by
         window): eta * max + (1 - eta) * mean."""
+        if self.priorities is None or batch.index is None:
+            raise RuntimeError("update_priorities: the buffer has no prioritized replay, or the batch no rows")
         m, b = batch.index.shape
         td = td_error.reshape(m, b, -1)
         self.priorities.update(batch.index, self.eta * td.amax(-1) + (1.0 - self.eta) * td.mean(-1))

@@ -264,7 +264,7 @@ class ImageSettings(Settings):
             raise UsageError("--siamese_use_q applies with --siamese; add it or drop --siamese_use_q")
 
     def record(self) -> dict:
-        out = {"image_features": self.image_features}
+        out: dict[str, object] = {"image_features": self.image_features}
         if self.siamese:
             out.update(siamese=self.siamese, siamese_use_q=self.siamese_use_q)
         return out
