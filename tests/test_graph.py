@@ -18,9 +18,9 @@ from algorithms.sharing.graph import (
 )
 from utils.cli import main_guard
 from utils.errors import UsageError
-from utils.naming import CURVE_NAME, variant_of
 from utils.run import RunConfig, Trainer, train
 from utils.run.files import OWNER_KEY
+from utils.run.names import CURVE_NAME, variant_of
 from utils.run.replay.learner import Learner
 from utils.run.sharing import SharingSettings
 

@@ -8,8 +8,9 @@ import torch
 import ac_main
 from utils.cli import main_guard
 from utils.errors import UsageError
-from utils.naming import ALGORITHM, CURVE_NAME
+from utils.naming import ALGORITHM
 from utils.run import RunConfig, Trainer, train
+from utils.run.names import CURVE_NAME
 
 
 def build(kind: str, name: str, member_seeds: list[int]):

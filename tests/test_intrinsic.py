@@ -165,7 +165,7 @@ def test_bad_intrinsic_input_is_one_line_exit_2(tmp_path, capsys, script, args, 
 def test_the_new_variant_tokens_name_files_that_parse_back(settings, variant):
     """A stem with these variants (numbers as f"{x:g}" writes them, exponents included) parses back into its
     algorithm, variant and environment, so the plotting and comparison tools find its curves."""
-    from utils.naming import CURVE_NAME, variant_of
+    from utils.run.names import CURVE_NAME, variant_of
 
     assert variant_of(settings, "DASE_TD3") == variant
     m = CURVE_NAME.match(f"DASE_TD3_{variant}_Hopper-v5_0_Agent_1")

@@ -8,7 +8,7 @@ import DASE_main
 from algorithms.sharing import weights as sharing
 from utils.cli import main_guard
 from utils.errors import UsageError
-from utils.naming import CURVE_NAME
+from utils.run.names import CURVE_NAME
 
 RUN = ["--env", "Pendulum-v1", "--policy", "DASE_TD3", "--max_time_steps", "400", "--start_time_steps", "200",
        "--eval_freq", "200", "--eval_episodes", "1", "--quiet", "--threads", "1"]

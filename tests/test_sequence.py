@@ -572,7 +572,7 @@ def test_recurrent_n_step_run_cut_and_resumed_equals_uninterrupted(tmp_path, see
     ("SAC_gru_prev_VelocityMaskedCartPole-v1_0", "gru_prev", "VelocityMaskedCartPole-v1"),
 ])
 def test_plots_read_the_encoder_from_a_curve_name(stem, variant, env):
-    from utils.naming import CURVE_NAME
+    from utils.run.names import CURVE_NAME
 
     m = CURVE_NAME.match(stem)
     assert m.group("variant") == variant and m.group("env") == env

@@ -1,28 +1,20 @@
 """The one registry of methods, algorithms and variants, and how a run is named from them.
 
 A policy is ``{METHOD_}{ALGORITHM}``: the algorithm (DDPG, TD3, SAC; A2C, A3C, ACER) says how one agent learns,
-the method how agents share (nothing, experience, distillation, parameters). Command lines, file stems, the
-curve-name pattern, sweep and plot are all read from the tables below: a new algorithm is one entry in
-``ALGORITHM_SPECS`` (plus its module), a new way of sharing one entry in ``METHODS`` (plus its scheme).
+the method how agents share (nothing, experience, distillation, parameters). Command lines, file stems, sweep
+and plot are all read from the tables below: a new algorithm is one entry in ``ALGORITHM_SPECS`` (plus its module), a
+new way of sharing one entry in ``METHODS`` (plus its scheme).
 
 A run of POLICY on ENV with seed S writes ``{stem}.json`` and one curve per agent: ``{stem}.npy`` for a single
 agent, ``{stem}_Agent_{i}.npy`` for multi-agent methods, where ``stem = {POLICY}[_{variant}]_{ENV}_{S}``. The
 variant names settings that change what a method is rather than how it is tuned, so runs of both never share
-files: ``matched`` (``--kl_div_var matched``), ``float32`` (``--kl_precision float32``), the graph when it is not complete (``ring``, ``star``, ``none``,
-or ``adj`` + a hash of an ``--adjacency`` matrix), ``metropolis`` diffusion weights, ``drop{p}`` link drops,
-``sync{K}`` (and ``delay{d}``) lazy gossip, ``lambda{x}`` for SEAC's ``--seac_lambda`` other than 1 and
-``snac`` for its shared network (``--shared_network``), and
-``commoninit``/``separateinit`` when ``--init`` is not the policy's default, ``tasks{N}`` for ``--task_per_env N``,
-``lstm`` for a recurrent network (``--recurrent``), ``gru``/``lstm``/``attn`` for a replay learner's sequence encoder
-(``--seq_encoder``), ``prev`` when it also reads the previous action (``--prev_action``) and ``pred`` for its
-prediction model (``--use_prediction``), ``atc``/``byol`` (+ ``q``) for an image learner's siamese loss (``--siamese``,
-``--siamese_use_q``).
+files (``matched``, ``float32``, ``ring``, ``q5m3``, ``gru``, ...): each such setting declares its token on its field,
+and utils/run/names.py joins them (``variant_of``) and reads file names back (``CURVE_NAME``).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 
 
@@ -162,16 +154,6 @@ def settings_owners(script: str) -> dict[str, type]:
     return out
 
 
-# the variant tokens, in the order a stem lists them; the adjacency hash and the drop rate are patterns
-_NUM = r"[0-9.]+(?:e[+-]?\d+)?"  # a number as f"{x:g}" writes it (1e-05 included)
-_VARIANT_TOKEN = rf"(?:matched|float32|ring|star|none|adj[0-9a-f]{{8}}|metropolis|drop[0-9.]+|commoninit|separateinit|tasks\d+|sync\d+|delay[0-9.]+|lambda[0-9.e-]+|q\d+(?:m\d+)?|noisy(?:{_NUM})?|norm|noise{_NUM}-{_NUM}|icm(?:forward|inverse)(?:{_NUM})?|rnd(?:{_NUM})?(?:k\d+)?|snac|lstm|gru|attn|prev|pred|atcq?|byolq?)"
-_METHOD_PREFIX = "|".join(sorted((m.prefix for m in METHODS if m.prefix), key=len, reverse=True))
-# {method_}{alg}{_variant}_{env}_{seed}{_Agent_i}: the variant is tried before the (lazy) environment id
-CURVE_NAME = re.compile(rf"^(?:(?P<method>{_METHOD_PREFIX})_)?(?P<alg>{'|'.join(ALGORITHMS)})"
-                        rf"(?:_(?P<variant>{_VARIANT_TOKEN}(?:_{_VARIANT_TOKEN})*))?"
-                        r"_(?P<env>.+?)_(?P<seed>\d+)(?:_Agent_(?P<agent>\d+))?$")
-
-
 def parse_policy(policy: str) -> tuple[Method, str] | None:
     """(method, algorithm) of a policy name, or None for an unknown one."""
     for m in sorted(METHODS, key=lambda m: len(m.prefix), reverse=True):
@@ -245,64 +227,6 @@ def default_init(policy: str) -> str:
     """--init's default: agents of a seed start equal ("common") under diffusion, as Diff-DAC's reference starts
     its learners; otherwise each from its own seed ("separate")."""
     return "common" if method_of(policy).diffuses else "separate"
-
-
-def variant_of(settings: dict, policy: str | None = None) -> str:
-    """The variant a run's sharing settings (or its command line's flags) ask for ('' for the method as published
-    on a complete graph); with ``policy``, an ``init`` other than the policy's default adds {init}init."""
-    tokens = []
-    if str(settings.get("kl_div_var", "")).lower() == "matched":
-        tokens.append("matched")
-    if settings.get("kl_precision", "float64") != "float64":
-        tokens.append(str(settings["kl_precision"]))
-    if settings.get("adjacency") is not None:
-        tokens.append(adjacency_token(settings["adjacency"]))
-    elif settings.get("topology") not in (None, "complete"):
-        tokens.append(str(settings["topology"]))
-    if settings.get("diffusion_weights") == "metropolis":
-        tokens.append("metropolis")
-    if float(settings.get("link_drop") or 0.0) > 0.0:
-        tokens.append(f"drop{float(settings['link_drop']):g}")
-    if int(settings.get("sync_freq") or 0) > 0:
-        tokens.append(f"sync{int(settings['sync_freq'])}")
-        if float(settings.get("message_delay", 1.0)) != 1.0:
-            tokens.append(f"delay{float(settings['message_delay']):g}")
-    if int(settings.get("task_per_env") or 0) > 0:
-        tokens.append(f"tasks{int(settings['task_per_env'])}")
-    n, m = int(settings.get("ensemble_q") or 2), int(settings.get("ensemble_q_sample") or 2)
-    if (n, m) != (2, 2):
-        tokens.append(f"q{n}" + (f"m{m}" if m < n else ""))
-    if settings.get("noisy"):
-        sigma0 = float(settings.get("noisy_sigma0") or 0.5)
-        tokens.append("noisy" + (f"{sigma0:g}" if sigma0 != 0.5 else ""))
-    if settings.get("normalize_obs"):
-        tokens.append("norm")
-    if settings.get("action_noise"):
-        low, high = map(float, settings["action_noise"])
-        tokens.append(f"noise{low:g}-{high:g}")
-    if settings.get("curiosity"):
-        strength = float(settings.get("curiosity_strength") or 1.0)
-        tokens.append(f"icm{settings['curiosity']}" + (f"{strength:g}" if strength != 1.0 else ""))
-    if settings.get("rnd"):
-        strength, k = float(settings.get("rnd_strength") or 1.0), int(settings.get("rnd_n_sample") or 1)
-        tokens.append("rnd" + (f"{strength:g}" if strength != 1.0 else "") + (f"k{k}" if k > 1 else ""))
-    if settings.get("seac_lambda") is not None and float(settings["seac_lambda"]) != 1.0:
-        tokens.append(f"lambda{float(settings['seac_lambda']):g}")
-    if settings.get("shared_network"):
-        tokens.append("snac")
-    if settings.get("recurrent"):
-        tokens.append("lstm")
-    if settings.get("seq_encoder"):
-        tokens.append(str(settings["seq_encoder"]))
-    if settings.get("prev_action"):
-        tokens.append("prev")
-    if settings.get("use_prediction"):
-        tokens.append("pred")
-    if settings.get("siamese"):
-        tokens.append(str(settings["siamese"]) + ("q" if settings.get("siamese_use_q") else ""))
-    if policy is not None and settings.get("init") not in (None, default_init(policy)):
-        tokens.append(f"{settings['init']}init")
-    return "_".join(tokens)
 
 
 def run_stem(policy: str, env: str, seed: int | str, variant: str = "") -> str:

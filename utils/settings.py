@@ -14,11 +14,25 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from .errors import UsageError
+
+NUMBER = r"[0-9.]+(?:e[+-]?\d+)?"  # a number as f"{x:g}" writes it (1e-05 included), in a token's pattern
+
+
+@dataclass(frozen=True)
+class Token:
+    """How a setting names a run's files ({policy}_{variant}_{env}_{seed}: the variant is its settings' tokens joined
+    by _): its place among the tokens (``rank``, ascending), the token it gives from its own value, the run's other
+    settings by name (a companion setting: --ensemble_q_sample beside --ensemble_q) and the policy (None: no token),
+    and the regular expression of every token it can give (file names are read back with it)."""
+
+    rank: int
+    make: Callable[[Any, Mapping[str, Any], str | None], str | None]
+    pattern: str
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class Spec:
     nargs: str | None = None  # a list of values ("+"), each parsed, checked against the range
     metavar: str | None = None
     internal: bool = False  # known from elsewhere (the policy's method, its agents): no flag, not recorded
+    token: Token | None = None  # a setting that names files: its token (utils/run/names.py joins them)
 
 
 def count(text: str) -> int:

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..io import input_problem
 from ..naming import CONSENSUS_SUFFIX as CONSENSUS
-from ..naming import CURVE_NAME as NAME
 from ..naming import EPISODE_EVAL_SUFFIX, GOSSIP_SUFFIX, INTRINSIC_SUFFIX, SIAMESE_SUFFIX, TASKS_SUFFIX
 from ..naming import WEIGHTS_SUFFIX as WEIGHTS
+from ..run.names import CURVE_NAME as NAME
 
 VERSION = re.compile(r"-v\d+$")
 # a folder holding this file holds reference curves (the paper's), not runs: a walk from a folder above skips it

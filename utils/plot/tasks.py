@@ -19,7 +19,8 @@ import numpy as np
 from ..cli import EXIT_DISK_FULL, Parser, tool_disk_full_message
 from ..errors import DiskFull
 from ..io import atomic_write, input_problem
-from ..naming import CURVE_NAME, TASKS_SUFFIX
+from ..naming import TASKS_SUFFIX
+from ..run.names import CURVE_NAME
 from .cli import check_out
 from .curves import PlotError
 from .stats import bootstrap_ci

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from ..io import input_problem
-from ..naming import CURVE_NAME, EPISODES_SUFFIX
+from ..naming import EPISODES_SUFFIX
+from ..run.names import CURVE_NAME
 from .curves import PlotError, warn
 from .stats import bootstrap_ci, mean_band
 

@@ -20,7 +20,6 @@ from ..naming import (
     method_of,
     parse_policy,
     run_stem,
-    variant_of,
 )
 from .cores import available_cores
 from .footprint import check_footprint
@@ -116,19 +115,11 @@ class RunConfig:
 
     @property
     def variant(self) -> str:
-        return variant_of({**self.sharing, "init": self.init, "task_per_env": self.task_per_env,
-                           "recurrent": self.algo.get("recurrent"), "seac_lambda": self.algo.get("seac_lambda"),
-                           "shared_network": self.algo.get("shared_network"),
-                           "seq_encoder": self.algo.get("seq_encoder"), "use_prediction": self.algo.get("use_prediction"),
-                           "prev_action": self.algo.get("prev_action"), "ensemble_q": self.algo.get("ensemble_q"),
-                           "ensemble_q_sample": self.algo.get("ensemble_q_sample"), "noisy": self.algo.get("noisy"),
-                           "noisy_sigma0": self.algo.get("noisy_sigma0"),
-                           "normalize_obs": self.algo.get("normalize_obs"),
-                           "action_noise": self.algo.get("action_noise"), "curiosity": self.algo.get("curiosity"),
-                           "curiosity_strength": self.algo.get("curiosity_strength"), "rnd": self.algo.get("rnd"),
-                           "rnd_strength": self.algo.get("rnd_strength"),
-                           "rnd_n_sample": self.algo.get("rnd_n_sample"), "siamese": self.algo.get("siamese"),
-                           "siamese_use_q": self.algo.get("siamese_use_q")}, self.policy)
+        """The file-name tokens of this run's settings (utils/run/names.py: each from its field's declaration)."""
+        from .names import variant_of
+
+        return variant_of({**self.algo, **self.sharing, "init": self.init, "task_per_env": self.task_per_env},
+                          self.policy)
 
     def sharing_settings(self):
         """The typed sharing settings of this run."""

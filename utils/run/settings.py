@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, make_dataclass
 
 from ..errors import UsageError
-from ..settings import Settings, again, count, real, setting
+from ..naming import default_init
+from ..settings import Settings, Token, again, count, real, setting
 
 
 @dataclass
@@ -36,7 +37,8 @@ class RunSettings(Settings):
         None, "initial parameters of a seed's agents: common = all start equal to agent 0's (drawn from the seed's "
         "own stream, as Diff-DAC's reference starts its learners), separate = each from its own seed", parse=str,
         choices=("common", "separate"), default_text="common for diffusion, DIFF_ policies and --diffusion; "
-        "separate otherwise")
+        "separate otherwise", token=Token(210, lambda v, s, p: None if p is None or v in (None, default_init(p))
+                                          else f"{v}init", "commoninit|separateinit"))
     eval_freq: int = setting(1000, "evaluate every this many steps", parse=count)
     eval_episodes: int = setting(10, "episodes per evaluation", parse=count)
     eval_seed_offset: int = setting(
@@ -178,4 +180,5 @@ class OnPolicyStepSettings(Settings):
     task_per_env: int = setting(
         0, "the centralised multi-task baseline: one agent whose environment k plays the task agent k mod N of the "
         "same seed would get (task variants; needs --envs_per_agent >= N); files named {policy}_tasks{N}_...; "
-        "--eval_tasks all evaluates it on the N tasks (0: off)", parse=int, metavar="N")
+        "--eval_tasks all evaluates it on the N tasks (0: off)", parse=int, metavar="N",
+        token=Token(70, lambda v, s, p: f"tasks{int(v)}" if int(v or 0) > 0 else None, r"tasks\d+"))

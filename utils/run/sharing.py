@@ -24,8 +24,8 @@ from algorithms.sharing.graph import Diffusion, LazyGossip, adjacency, check_adj
 from algorithms.sharing.weights import PRECISIONS, SIMILARITIES, Weighting, dase_weighting
 
 from ..errors import UsageError
-from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, is_multi_agent, method_of
-from ..settings import Settings, count, defaults, internal, real, setting
+from ..naming import DIFFUSION_WEIGHTS, METHOD, TOPOLOGIES, Method, adjacency_token, is_multi_agent, method_of
+from ..settings import Settings, Token, count, defaults, internal, real, setting
 
 if TYPE_CHECKING:  # an annotation only: the on-policy runs import this module without the replay family
     from algorithms.replay.base import Batch
@@ -60,21 +60,29 @@ class GraphSettings(Settings):
         None, "the agents' communication graph: DASE_ learners sample only their own and their neighbours' "
         "transitions, DPD_ learners distil only from neighbours, DIFF_ learners average parameters with neighbours; "
         "star: agent 0 is the hub; files carry it unless complete", parse=str, choices=TOPOLOGIES,
-        default_text="complete; ring for DIFF_")
+        default_text="complete; ring for DIFF_",
+        token=Token(30, lambda v, s, p: adjacency_token(s["adjacency"]) if s.get("adjacency") is not None
+                    else None if v in (None, "complete") else str(v),
+                    "|".join([t for t in TOPOLOGIES if t != "complete"] + ["adj[0-9a-f]{8}"])))
     adjacency: list | None = setting(
         None, "an explicit graph instead of --topology: a 0/1 symmetric matrix with a zero diagonal, as JSON "
         "(e.g. '[[0,1],[1,0]]') or a .npy or .txt file; files carry adj + a hash of it", parse=str,
         metavar="MATRIX", default_text="none")
     diffusion_weights: str = setting(
         "uniform", "diffusion: uniform = 1 / (neighbours + 1) each, Diff-DAC's; metropolis = Metropolis-Hastings, "
-        "doubly stochastic", parse=str, choices=DIFFUSION_WEIGHTS)
+        "doubly stochastic", parse=str, choices=DIFFUSION_WEIGHTS,
+        token=Token(40, lambda v, s, p: "metropolis" if v == "metropolis" else None, "metropolis"))
     link_drop: float = setting(
         0.0, "diffusion: probability that a parameter message between neighbours is lost at an update, drawn from "
-        "each agent's own random stream", parse=real, low=0, high=1, high_open=True)
+        "each agent's own random stream", parse=real, low=0, high=1, high_open=True,
+        token=Token(50, lambda v, s, p: f"drop{float(v):g}" if float(v or 0.0) > 0.0 else None, "drop[0-9.]+"))
     sync_freq: int = setting(
         0, "diffusion: Diff-DAC's reference gossip with bounded asynchrony, simulated: a learner combines only when "
         "every neighbour's unread message has arrived, skips at most K combines in a row, then waits; 0: every "
-        "combine waits (synchronous); files named sync{K}", parse=int, low=0, metavar="K")
+        "combine waits (synchronous); files named sync{K}", parse=int, low=0, metavar="K",
+        token=Token(60, lambda v, s, p: None if int(v or 0) <= 0 else f"sync{int(v)}" + (
+            f"_delay{float(s['message_delay']):g}" if float(s.get("message_delay", 1.0)) != 1.0 else ""),
+            r"sync\d+|delay[0-9.]+"))
     message_delay: float = setting(
         1.0, "with --sync_freq K > 0: mean delay of a message in updates (geometric on 0, 1, ...; drawn per message "
         "and link from each agent's own stream); files named delay{d} unless 1", parse=real, low=0)
@@ -153,11 +161,14 @@ class SharingSettings(GraphSettings):
     similarity: str = setting("js", "divergence for the sharing weights: js (paper), kl, or none = no correction",
                               parse=str, choices=SIMILARITIES)
     kl_div_var: float | str = setting(0.1, KL_VAR_HELP + " (0.1 is the paper's)", parse=kl_variance, low=0,
-                                      low_open=True)
+                                      low_open=True, token=Token(10, lambda v, s, p: "matched"
+                                                                 if str(v).lower() == "matched" else None, "matched"))
     kl_precision: str = setting(
         "float64", "arithmetic of the sharing weights' Gaussian fit and divergence: float64 (ours), or float32 as the "
         "paper's code (torch.distributions; weight 0 where float32 rejects the covariance); files named "
-        "{policy}_float32_...", parse=str, choices=PRECISIONS)
+        "{policy}_float32_...", parse=str, choices=PRECISIONS,
+        token=Token(20, lambda v, s, p: None if v in (None, "float64") else str(v),
+                    "|".join(x for x in PRECISIONS if x != "float64")))
     dpd_alpha: float = setting(1.0, "DPD_ policies: alpha of the distillation weights clip(exp(alpha * (Q_peer - "
                                "Q_self)), 0.01, 100)", parse=real)
     dpd_batch_size: int = setting(256, "DPD_ policies: states per distillation step, from the peer's buffer",

@@ -21,7 +21,6 @@ from ..naming import (
     method_of,
     run_stem,
     script_of,
-    variant_of,
     with_diffusion,
 )
 from .execute import files_complete
@@ -140,6 +139,7 @@ def sweep_variant(policy: str, flags: dict) -> str:
     """The variant the command line will give a run of ``policy`` with ``flags`` (a DIFF_ method's default graph
     included), so the sweep knows its files."""
     from ..cli import read_adjacency
+    from ..run.names import variant_of
 
     settings = dict(flags)
     settings["adjacency"] = read_adjacency(str(flags["adjacency"])) if flags.get("adjacency") is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import UsageError
-from ...settings import Settings, again, count, real, setting
+from ...settings import Settings, Token, again, count, real, setting
 
 
 @dataclass
@@ -50,7 +50,8 @@ class AdvantageSettings(ValueSettings):
     recurrent: bool = setting(False, "an LSTM between the encoder and the policy and value heads (flat observations: "
                                      "linear --hidden_size + tanh, LSTM of --hidden_size; Atari: Nature CNN, LSTM of "
                                      "256), its state carried across the n steps and zeroed at episode ends, as the "
-                                     "A3C references; files named {policy}_lstm_...")
+                                     "A3C references; files named {policy}_lstm_...",
+                          token=Token(160, lambda v, s, p: "lstm" if v else None, "lstm"))
 
 
 @dataclass
@@ -141,10 +142,13 @@ class SEACSettings(LockstepSettings, ValueSettings):
     adam_eps: float = setting(1e-3, "SEAC: Adam's epsilon", parse=real, low=0, low_open=True)
     seac_lambda: float = setting(1.0, "SEAC: lambda, the weight of the loss on the peers' rollouts (importance-weighted "
                                       "policy gradient and value loss; 0: independent A2C learners with SEAC's "
-                                      "settings)", parse=real, low=0)
+                                      "settings)", parse=real, low=0,
+                                  token=Token(140, lambda v, s, p: None if v is None or float(v) == 1.0
+                                              else f"lambda{float(v):g}", "lambda[0-9.e-]+"))
     shared_network: bool = setting(False, "SEAC: the SNAC baseline, every agent of a seed the same network, trained "
                                           "on all of their rollouts (the mean of their A2C gradients); needs "
-                                          "--seac_lambda 0")
+                                          "--seac_lambda 0",
+                                  token=Token(150, lambda v, s, p: "snac" if v else None, "snac"))
 
     def check_together(self) -> None:
         if self.shared_network and self.seac_lambda != 0:

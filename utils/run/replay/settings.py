@@ -13,7 +13,27 @@ from dataclasses import dataclass
 from algorithms.replay.sequence import ENCODERS
 
 from ...errors import UsageError
-from ...settings import Settings, again, count, real, setting
+from ...settings import NUMBER, Settings, Token, again, count, real, setting
+
+
+def strength(value) -> str:
+    """A bonus's factor in a file name: nothing at 1."""
+    factor = float(value or 1.0)
+    return f"{factor:g}" if factor != 1.0 else ""
+
+
+def ensemble_token(n: int, m: int) -> str | None:
+    """q{N}[m{M}]: N critics, the target the minimum of M (REDQ when M < N); none for the twin critics."""
+    return None if (n, m) == (2, 2) else f"q{n}" + (f"m{m}" if m < n else "")
+
+
+def noisy_token(sigma0: float) -> str:
+    return "noisy" + (f"{sigma0:g}" if sigma0 != 0.5 else "")
+
+
+def rnd_token(settings) -> str:
+    k = int(settings.get("rnd_n_sample") or 1)
+    return "rnd" + strength(settings.get("rnd_strength")) + (f"k{k}" if k > 1 else "")
 
 
 @dataclass
@@ -33,7 +53,9 @@ class EnsembleSettings(Settings):
     """A Q ensemble in place of the twin critics (TD3, SAC; Advanced-Soft-Actor-Critic's ensemble_q_num and
     ensemble_q_sample)."""
     ensemble_q: int = setting(2, "critics per agent, N; 2 with --ensemble_q_sample 2 are the twin critics; files "
-                              "named {policy}_q{N}[m{M}]_...", parse=count, low=2, recorded="given")
+                              "named {policy}_q{N}[m{M}]_...", parse=count, low=2, recorded="given",
+                              token=Token(80, lambda v, s, p: ensemble_token(int(v or 2), int(s.get("ensemble_q_sample")
+                                                                                              or 2)), r"q\d+(?:m\d+)?"))
     ensemble_q_sample: int = setting(2, "M: the target is the minimum over M of the N critics, drawn per update and "
                                      "agent from its own stream (REDQ when M < N: SAC's policy then maximises the "
                                      "mean of all N)", parse=count, low=1, recorded="given")
@@ -50,7 +72,9 @@ class NoisySettings(Settings):
     noisy: bool = setting(False, "factorised-Gaussian noisy linear layers in the actor (discrete SAC: also in its Q "
                           "networks), noise drawn from each agent's streams before every exploration step and every "
                           "update, off at evaluation; the algorithm's own exploration stays (TD3/DDPG: --expl_noise 0 "
-                          "leaves only the layers'); files named {policy}_noisy[S]_...", recorded="given")
+                          "leaves only the layers'); files named {policy}_noisy[S]_...", recorded="given",
+                          token=Token(90, lambda v, s, p: noisy_token(float(s.get("noisy_sigma0") or 0.5)) if v
+                                      else None, f"noisy(?:{NUMBER})?"))
     noisy_sigma0: float = setting(0.5, "--noisy: sigma_0, the noise scale's start (sigma0 / sqrt(fan_in), the "
                                   "paper's 0.5)", parse=real, low=0, low_open=True, recorded="given")
 
@@ -65,14 +89,17 @@ class NormalizationSettings(Settings):
     normalize_obs: bool = setting(False, "normalise each agent's observations by its running mean and variance "
                                   "(of every observation it acted on, warm-up included), clipped to [-5, 5]; the "
                                   "statistics are kept in checkpoints and model files and frozen at evaluation; files "
-                                  "named {policy}_norm_...", recorded="given")
+                                  "named {policy}_norm_...", recorded="given",
+                                  token=Token(100, lambda v, s, p: "norm" if v else None, "norm"))
     action_noise: tuple | None = setting(
         None, "ASAC's action-noise range: agent k of a seed's N explores at level MIN + (MAX - MIN) k / (N - 1) (MIN "
         "alone when N = 1): TD3/DDPG's Gaussian action noise std (times max action, in place of --expl_noise); SAC: "
         "Gaussian noise of that std added before the tanh (the Gaussian policy's stored behaviour widens to match); "
         "discrete SAC: a uniform random action with that probability (the stored probabilities are the mixture); "
         "files named {policy}_noise{MIN}-{MAX}_...", parse=real, low=0, nargs=2, metavar="LEVEL",
-        default_text="off", recorded="given")
+        default_text="off", recorded="given",
+        token=Token(110, lambda v, s, p: "noise{:g}-{:g}".format(*map(float, v)) if v else None,
+                    f"noise{NUMBER}-{NUMBER}"))
 
     def check_together(self) -> None:
         if self.action_noise is not None and self.action_noise[0] > self.action_noise[1]:
@@ -92,12 +119,15 @@ class IntrinsicSettings(Settings):
         "inverse model's error (ASAC's INVERSE); times --curiosity_strength, added to the reward of every sampled "
         "transition (before SAC's --reward_scale); per evaluation the mean bonus and model loss in "
         "{curve}_intrinsic.npy; files named {policy}_icm{mode}[S]_...",
-        parse=str, choices=("forward", "inverse"), metavar="{forward,inverse}", default_text="off", recorded="given")
+        parse=str, choices=("forward", "inverse"), metavar="{forward,inverse}", default_text="off", recorded="given",
+        token=Token(120, lambda v, s, p: f"icm{v}" + strength(s.get("curiosity_strength")) if v else None,
+                    f"icm(?:forward|inverse)(?:{NUMBER})?"))
     curiosity_strength: float = setting(1.0, "--curiosity: the bonus's factor", parse=real, low=0, low_open=True,
                                         recorded="given")
     rnd: bool = setting(False, "random network distillation on state-action pairs (ASAC's): the bonus "
                         "--rnd_strength * |predictor(s, a) - fixed random target(s, a)|^2 / width, added to the "
-                        "reward (before SAC's --reward_scale); files named {policy}_rnd[S][kK]_...", recorded="given")
+                        "reward (before SAC's --reward_scale); files named {policy}_rnd[S][kK]_...", recorded="given",
+                        token=Token(130, lambda v, s, p: rnd_token(s) if v else None, rf"rnd(?:{NUMBER})?(?:k\d+)?"))
     rnd_strength: float = setting(1.0, "--rnd: the bonus's factor", parse=real, low=0, low_open=True,
                                   recorded="given")
     rnd_n_sample: int = setting(1, "--rnd: ASAC's rnd_n_sample, K candidate exploration actions per step of which "
@@ -205,7 +235,8 @@ class SequenceSettings(Settings):
         "observations) encoder shared by actor and critics, trained on replayed windows of --seq_len steps with "
         "stored states and --burn_in (R2D2); for partially observed tasks such as VelocityMaskedPendulum-v1. "
         "--batch_size then counts windows; files named {policy}_{encoder}_...", parse=str, choices=ENCODERS,
-        metavar="{gru,lstm,attn}", default_text="none, feed-forward")
+        metavar="{gru,lstm,attn}", default_text="none, feed-forward",
+        token=Token(170, lambda v, s, p: str(v) if v else None, "|".join(ENCODERS)))
     seq_len: int = setting(16, "--seq_encoder: steps per replayed window, burn-in included", parse=int, low=1)
     burn_in: int = setting(0, "--seq_encoder: leading steps of a window that only refresh the stored state",
                            parse=int, low=0)
@@ -214,10 +245,12 @@ class SequenceSettings(Settings):
                               high=MAX_SEQ_HIDDEN)
     use_prediction: bool = setting(
         False, "--seq_encoder: train ASAC's prediction model beside the agent (a Gaussian over the next memory and "
-        "the reward from the features and the action; its loss added to the critic's, so it shapes the encoder)")
+        "the reward from the features and the action; its loss added to the critic's, so it shapes the encoder)",
+        token=Token(190, lambda v, s, p: "pred" if v else None, "pred"))
     prev_action: bool = setting(
         False, "--seq_encoder: the encoder also reads the previous action (one-hot, or scaled to [-1, 1]; zeros at "
-        "an episode's start), as recurrent baselines for POMDPs do; files named {policy}_{encoder}_prev_...")
+        "an episode's start), as recurrent baselines for POMDPs do; files named {policy}_{encoder}_prev_...",
+        token=Token(180, lambda v, s, p: "prev" if v else None, "prev"))
     transition_kl: float = setting(0.8, "--use_prediction: weight of the KL of the predicted transition to N(0, I) "
                                    "(ASAC's)", parse=real, low=0)
 
@@ -255,7 +288,9 @@ class ImageSettings(Settings):
         None, "on image observations: ASAC's self-supervised auxiliary loss on the encoder, atc (augmented temporal "
         "contrast with a momentum encoder) or byol (two augmented views, online prediction vs target projection); "
         "its loss is added to the critic's; per evaluation its mean in {curve}_siamese.npy; files named "
-        "{policy}_{atc|byol}[q]_...", parse=str, choices=("atc", "byol"), metavar="{atc,byol}", default_text="off")
+        "{policy}_{atc|byol}[q]_...", parse=str, choices=("atc", "byol"), metavar="{atc,byol}", default_text="off",
+        token=Token(200, lambda v, s, p: str(v) + ("q" if s.get("siamese_use_q") else "") if v else None,
+                    "atcq?|byolq?"))
     siamese_use_q: bool = setting(False, "--siamese: the critics' Q-values of the stored action must also agree "
                                   "between two augmented views (ASAC's contrastive Q, our reading)")
 
