@@ -143,8 +143,9 @@ def test_the_loops_seams_are_declared_types_a_type_checker_holds():
     import tomllib
 
     from utils.run import resume, seed_files
-    from utils.run.protocol import EnvsProtocol, LearnerProtocol, RunState
+    from utils.run.protocol import EnvsProtocol, LearnerProtocol
     from utils.run.setup import Setup
+    from utils.run.state import RunState
 
     hints = typing.get_type_hints(Setup)
     assert hints["learner"] is LearnerProtocol and hints["envs"] is EnvsProtocol

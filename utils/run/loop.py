@@ -30,7 +30,7 @@ from .setup import Setup, set_threads, set_up
 
 class Trainer:
     """One process training S seeds x N agents in lockstep; each seed writes exactly the files of its own run. It is
-    a ``protocol.RunState``: what resume.py and seed_files.py read of it is declared there."""
+    a ``state.RunState``: what resume.py and seed_files.py read of it is declared there."""
 
     setup: Setup  # the seeds' environments, learner, files and episode records (setup.py), rebuilt by ``build``
     outputs: Outputs

@@ -1,6 +1,6 @@
 """The loop's seams as declared types: what the loop (loop.py) asks of a learner, whichever family it is
-(``LearnerProtocol``, the type of ``Setup.learner``), and what the resume plan and the per-seed files (resume.py,
-seed_files.py) read of and call on the trainer (``RunState``). ``mypy`` checks them (pyproject.toml, .ci/run): a
+(``LearnerProtocol``, the type of ``Setup.learner``), and of the environments (``EnvsProtocol``); what the resume plan
+and the per-seed files read of the trainer is state.py's ``RunState``. ``mypy`` checks them (pyproject.toml, .ci/run): a
 learner that lacks a method the loop calls, or a seam that reads what the trainer does not declare, fails there.
 
 Two learners speak it: ``Learner`` (replay/learner.py; off-policy: DDPG, TD3, SAC and their sharing methods, one
@@ -18,11 +18,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     import torch
-
-    from .config import RunConfig
-    from .progress import Progress
-    from .series import Outputs
-    from .setup import Setup
 
 
 class EnvsProtocol(Protocol):
@@ -117,34 +112,6 @@ class LearnerProtocol(Protocol):
 
     def load_state_dicts(self, states: list[dict]) -> None:
         """Restore from one ``state_dict`` per seed, in seed order."""
-
-
-class RunState(Protocol):
-    """What resume.py and seed_files.py read of and call on the trainer (``Trainer`` is one): its explicit inputs."""
-
-    cfg: RunConfig
-    device: torch.device
-    setup: Setup  # the seeds, their files and configs, the environments, the learner, the episode records
-    outputs: Outputs  # the curves and the series beside them
-    progress: Progress
-    t: int  # the step every member has reached
-    stopped: set[int]  # the seeds (indices) whose files are final
-    newly_done: list[int]  # members done at the last step
-    done_curves: dict[int, list[list[float]]]  # seeds that had already finished: their curves
-    last_checkpoint: int | None
-    clock: float  # perf_counter() when the loop started (or resumed)
-    eval_seconds: float  # seconds spent in evaluations training waited for
-
-    @property
-    def curves(self) -> list[list[float]]: ...
-
-    def rows(self, k: int) -> slice: ...
-
-    def build(self, seeds: list[int]) -> None: ...
-
-    def finish_evaluation(self) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def members_broken(first_bad, parameters) -> list[tuple[int, str]]:

@@ -1,7 +1,7 @@
 """Starting, resuming and checkpointing a ``Trainer``'s seeds: the resume plan carried out, each seed's checkpoint
 (what a process of that seed alone would write: the learner's, the environments' and the series' state), the
 periodic checkpoints and where they go. Each function takes the trainer as ``tr``, typed by what it reads
-(``protocol.RunState``).
+(``state.RunState``).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from .checkpoint import FORMAT as CHECKPOINT_FORMAT
 from .files import cpu_capability
 from .plan import plan_resume
 from .progress import non_finite_message
-from .protocol import RunState
 from .seed_files import save_curves
+from .state import RunState
 
 
 def prepare(tr: RunState) -> bool:

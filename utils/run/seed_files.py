@@ -1,7 +1,7 @@
 """Each seed's files around a ``Trainer``'s loop: every seed's lock, its JSON record opened and finished, its curves
 and the files beside them saved after each evaluation, and a seed stopped on its own when its agents are all done
 (the TD3 tutorial's solved / out of episodes) while the others go on. Each function takes the trainer as
-``tr``, typed by what it reads: ``protocol.RunState``.
+``tr``, typed by what it reads: ``state.RunState``.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import ExitStack, contextmanager
 import numpy as np
 
 from .episodes import EpisodeEvals
-from .protocol import RunState
+from .state import RunState
 
 
 def note_done(tr: RunState) -> None:
