@@ -159,6 +159,21 @@ def test_the_loops_seams_are_declared_types_a_type_checker_holds():
     assert "mypy" in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_what_a_resume_must_agree_on_is_declared_on_the_run_configs_fields():
+    """checkpoint.COMPATIBLE and DEFAULTS are read from RunConfig's fields (agreed(), agreed(older=...)): a field
+    a resume must match is declared where the field is, and every field with an older meaning is one of them."""
+    from dataclasses import fields
+
+    from utils.run.checkpoint import COMPATIBLE, DEFAULTS
+    from utils.run.config import RunConfig
+
+    agreed = [f.name for f in fields(RunConfig) if f.metadata.get("agree")]
+    assert list(COMPATIBLE) == agreed and {"policy", "env", "seed", "algo", "sharing", "init"} <= set(agreed)
+    assert set(DEFAULTS) <= set(COMPATIBLE) and DEFAULTS["init"] == "separate" and DEFAULTS["per"] == {}
+    text = (ROOT / "utils" / "run" / "checkpoint.py").read_text()
+    assert '"start_time_steps"' not in text and '"eval_tasks": ' not in text  # no hand-kept list left
+
+
 def test_one_statistics_module():
     """The interquartile mean and the bootstrap live in utils/plot/stats.py alone (the comparison, the plots and the
     table scripts import them): no other file of the project trims a mean or draws bootstrap percentiles."""

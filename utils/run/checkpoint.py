@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -13,18 +14,13 @@ import torch
 from ..errors import DISK_FULL, DiskFull, UsageError
 from ..io import missing_folders, remove_if_empty
 from ..settings import filled
+from .config import RunConfig
 
 FORMAT = 3  # 2: buffers stored per group [G, size, ...] (several seeds, DPD); 3: counter-based random streams
-# RunConfig fields that must agree between a checkpoint and the run that resumes it
-COMPATIBLE = ("policy", "env", "seed", "num_agents", "start_time_steps", "eval_freq", "eval_episodes",
-              "batch_size", "buffer_size", "updates_per_step", "algo", "sharing", "eval_tasks", "n_step", "per",
-              "episode_eval", "solved_at", "solved_window", "max_episodes", "timelimit_as_terminal", "warmup_actions", "init",
-              "task_per_env", "eval_seed_offset", "eval_policy", "env_backend")
-# fields newer than some checkpoints and records: what those meant
-DEFAULTS = {"eval_tasks": "own", "n_step": 1, "per": {}, "episode_eval": False, "solved_at": None, "solved_window": 100,
-            "max_episodes": None, "timelimit_as_terminal": False, "warmup_actions": "random",
-            "init": "separate", "task_per_env": 0, "eval_seed_offset": 100, "eval_policy": "greedy",
-            "env_backend": "gymnasium"}
+# RunConfig fields that must agree between a checkpoint and the run that resumes it (declared on the fields: agreed())
+COMPATIBLE = tuple(f.name for f in fields(RunConfig) if f.metadata.get("agree"))
+# fields newer than some checkpoints and records: what those meant (declared on the fields: agreed(older=...))
+DEFAULTS = {f.name: f.metadata["older"] for f in fields(RunConfig) if "older" in f.metadata}
 
 
 def read_checkpoint(path: Path, hint: str = "delete it, or start over with --overwrite") -> dict:

@@ -5,8 +5,9 @@ Imports nothing else of ``utils.run``: the command lines, the loop and the files
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..io import bad_name, file_in_the_way, unwritable
@@ -29,24 +30,34 @@ WARMUP_ACTIONS = ("random", "policy")  # --warmup_actions
 INITS = ("common", "separate")  # --init
 
 
+def agreed(default: Any = MISSING, *, factory: Any = MISSING, older: Any = MISSING) -> Any:
+    """A RunConfig field a checkpoint and the run that resumes it must agree on (the resume's check,
+    ``checkpoint.COMPATIBLE``, is read from these); ``older``: what a checkpoint or record from before the field
+    existed meant (``checkpoint.DEFAULTS``)."""
+    meta = {"agree": True, **({"older": older} if older is not MISSING else {})}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(metadata=meta) if default is MISSING else field(default=default, metadata=meta)
+
+
 @dataclass
 class RunConfig:
     """Everything a run needs; the command lines fill it from their flags."""
 
-    policy: str  # a registered policy (utils.naming): TD3, DDPG, SAC, or DASE_ / DPD_ / DIFF_ / DIFF_DASE_ + one of them
-    env: str  # a resolved Gymnasium id
-    seed: int = 0
+    policy: str = agreed()  # a registered policy (utils.naming): TD3, DDPG, SAC, or DASE_ / DPD_ / DIFF_ / DIFF_DASE_ + one of them
+    env: str = agreed()  # a resolved Gymnasium id
+    seed: int = agreed(0)
     seeds: list[int] | None = None  # several seeds in one process (seed is then seeds[0])
-    num_agents: int = 1
+    num_agents: int = agreed(1)
     max_time_steps: int = 1_000_000
-    start_time_steps: int = 25_000
-    eval_freq: int = 1000
-    eval_episodes: int = 10
-    eval_seed_offset: int = 100  # the evaluation episodes' seeds: episode_seeds(run seed + this)
-    eval_policy: str = "greedy"  # the actor-critic family: "sample" draws evaluation actions from the policy
-    batch_size: int = 256
-    buffer_size: int = 1_000_000
-    updates_per_step: int = 1
+    start_time_steps: int = agreed(25_000)
+    eval_freq: int = agreed(1000)
+    eval_episodes: int = agreed(10)
+    eval_seed_offset: int = agreed(100, older=100)  # the evaluation episodes' seeds: episode_seeds(run seed + this)
+    eval_policy: str = agreed("greedy", older="greedy")  # the actor-critic family: "sample" draws evaluation actions from the policy
+    batch_size: int = agreed(256)
+    buffer_size: int = agreed(1_000_000)
+    updates_per_step: int = agreed(1)
     device: str = "cpu"
     results_dir: str = "Learning Curves"
     save_model: bool = False
@@ -64,32 +75,32 @@ class RunConfig:
     tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
     cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
-    env_backend: str = "gymnasium"  # what steps the environments: "gymnasium", or "envpool" (Atari, ac_main.py)
-    eval_tasks: str = "own"  # task variants: "all" also evaluates each agent on every agent's task of its seed
+    env_backend: str = agreed("gymnasium", older="gymnasium")  # what steps the environments: "gymnasium", or "envpool" (Atari, ac_main.py)
+    eval_tasks: str = agreed("own", older="own")  # task variants: "all" also evaluates each agent on every agent's task of its seed
     overwrite: bool = False
-    n_step: int = 1  # N-step returns of the replay learners (1: one-step targets)
-    per: dict = field(default_factory=dict)  # prioritized replay: alpha, beta, beta_steps, eps ({}: uniform replay)
+    n_step: int = agreed(1, older=1)  # N-step returns of the replay learners (1: one-step targets)
+    per: dict = agreed(factory=dict, older={})  # prioritized replay: alpha, beta, beta_steps, eps ({}: uniform replay)
     # the TD3 tutorial's protocol (utils/run/episodes.py): one evaluation episode after every training episode,
     # "solved" when the mean of the last solved_window of them exceeds solved_at, at most max_episodes episodes
-    episode_eval: bool = False
-    solved_at: float | None = None
-    solved_window: int = 100
-    max_episodes: int | None = None
-    timelimit_as_terminal: bool = False  # old Gym: a time-limit cut stops bootstrapping as a termination does
-    warmup_actions: str = "random"  # during start_time_steps: uniform random actions, or "policy" (policy + noise)
+    episode_eval: bool = agreed(False, older=False)
+    solved_at: float | None = agreed(None, older=None)
+    solved_window: int = agreed(100, older=100)
+    max_episodes: int | None = agreed(None, older=None)
+    timelimit_as_terminal: bool = agreed(False, older=False)  # old Gym: a time-limit cut stops bootstrapping as a termination does
+    warmup_actions: str = agreed("random", older="random")  # during start_time_steps: uniform random actions, or "policy" (policy + noise)
     # initial parameters of a seed's agents: "common" (all equal to agent 0's, drawn from the seed's own stream, as
     # Diff-DAC's reference code starts its learners) or "separate" (each from its own seed); None: common for
     # diffusion (DIFF_) policies, separate otherwise
-    init: str | None = None
+    init: str | None = agreed(None, older="separate")
     # the centralised multi-task baseline (ac_main.py --task_per_env N): one agent whose environment k plays the
     # task of agent k mod N of the seed; 0: off
-    task_per_env: int = 0
+    task_per_env: int = agreed(0, older=0)
 
     def __post_init__(self):
         if self.init is None:
             self.init = default_init(self.policy)
-    algo: dict = field(default_factory=dict)  # keyword arguments of the algorithm class
-    sharing: dict = field(default_factory=dict)  # the sharing scheme's settings (utils.run.sharing.SharingSettings.record)
+    algo: dict = agreed(factory=dict)  # keyword arguments of the algorithm class
+    sharing: dict = agreed(factory=dict)  # the sharing scheme's settings (utils.run.sharing.SharingSettings.record)
     flags: dict = field(default_factory=dict)  # the command line as parsed, for the record
 
     @property
