@@ -22,12 +22,16 @@ from ..naming import (
     parse_policy,
     run_stem,
 )
+from ..settings import spec_of
 from .cores import available_cores
 from .footprint import check_footprint
+from .settings import ReplayStepSettings, RunSettings
 
-EVAL_TASKS = ("own", "all")  # --eval_tasks
-WARMUP_ACTIONS = ("random", "policy")  # --warmup_actions
-INITS = ("common", "separate")  # --init
+# the choices of --eval_tasks, --warmup_actions and --init: their fields' (utils/run/settings.py)
+EVAL_TASKS = spec_of(RunSettings, "eval_tasks").choices or ()
+WARMUP_ACTIONS = spec_of(ReplayStepSettings, "warmup_actions").choices or ()
+INITS = spec_of(RunSettings, "init").choices or ()
+SOLVED_WINDOW = ReplayStepSettings.__dataclass_fields__["solved_window"].default  # --solved_window's default
 
 
 def agreed(default: Any = MISSING, *, factory: Any = MISSING, older: Any = MISSING) -> Any:
@@ -84,7 +88,7 @@ class RunConfig:
     # "solved" when the mean of the last solved_window of them exceeds solved_at, at most max_episodes episodes
     episode_eval: bool = agreed(False, older=False)
     solved_at: float | None = agreed(None, older=None)
-    solved_window: int = agreed(100, older=100)
+    solved_window: int = agreed(SOLVED_WINDOW, older=SOLVED_WINDOW)
     max_episodes: int | None = agreed(None, older=None)
     timelimit_as_terminal: bool = agreed(False, older=False)  # old Gym: a time-limit cut stops bootstrapping as a termination does
     warmup_actions: str = agreed("random", older="random")  # during start_time_steps: uniform random actions, or "policy" (policy + noise)
@@ -337,7 +341,7 @@ def _check_episodes(cfg: RunConfig) -> None:
         raise UsageError(f"--solved_at must be a finite number, got {cfg.solved_at}")
     if cfg.solved_at is not None and not cfg.episode_eval:
         raise UsageError("--solved_at judges the episodes of --episode_eval: add --episode_eval")
-    if cfg.solved_window != 100 and cfg.solved_at is None:
+    if cfg.solved_window != RunConfig.__dataclass_fields__["solved_window"].default and cfg.solved_at is None:
         raise UsageError(f"--solved_window {cfg.solved_window} applies with --solved_at: add it or drop --solved_window")
 
 
