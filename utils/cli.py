@@ -78,12 +78,23 @@ def add_common_flags(p: argparse.ArgumentParser, replay: bool = True) -> None:
     add_flags(p, {"sharing": SharingSettings if replay else GraphSettings}, parsed_defaults=True)
 
 
+# RunConfig fields of the run's settings classes that are worked out here or by the scripts, not copied from a flag
+COMPUTED = ("env", "num_agents", "seed", "seeds", "device", "cuda_graphs", "env_backend")
+
+
 def run_flags(args) -> dict:
-    """RunConfig fields that both command lines take straight from their flags (checked by their classes first)."""
-    from .run.settings import ReplaySettings, RunSettings
+    """RunConfig fields that both command lines take straight from their flags (checked by their classes first):
+    every field of the run's settings classes that RunConfig also has, by its name, but those worked out (COMPUTED):
+    the seeds, the device, CUDA graphs, prioritized replay's settings."""
+    from dataclasses import fields
+
+    from .run.config import RunConfig
+    from .run.settings import OnPolicyRunSettings, ReplaySettings, RunSettings
+    from .settings import flagged
 
     from_flags(args, RunSettings, {"run": RunSettings}, "run").check()
-    if hasattr(args, "batch_size"):
+    replay = hasattr(args, "batch_size")  # the replay scripts (ACER's own --buffer_size is an algorithm setting)
+    if replay:
         from_flags(args, ReplaySettings, {"replay": ReplaySettings}, "replay").check()
     seeds = seed_list(args.seeds) if args.seeds else None
     if seeds and args.seed is not None:
@@ -93,22 +104,16 @@ def run_flags(args) -> dict:
     device = resolve_device(args.device, args.gpu)
     graphs = getattr(args, "cuda_graphs", False)
     graphs = graphs if graphs is not None else (device.startswith("cuda") and not args.compile)
-    replay = dict(batch_size=args.batch_size, buffer_size=args.buffer_size) if hasattr(args, "batch_size") else {}
-    if hasattr(args, "n_step"):
-        replay["n_step"] = args.n_step
+    config = {f.name for f in fields(RunConfig)}
+    classes = (RunSettings, OnPolicyRunSettings, *((ReplaySettings,) if replay else ()))
+    copied = {f.name: getattr(args, f.name) for cls in classes for f in flagged(cls)
+              if f.name in config and f.name not in COMPUTED and hasattr(args, f.name)}
     if getattr(args, "prioritized", False):
         steps = args.per_beta_steps if args.per_beta_steps is not None else \
             getattr(args, "max_time_steps", getattr(args, "num_steps", 1))
-        replay["per"] = dict(alpha=args.per_alpha, beta=args.per_beta, beta_steps=steps, eps=args.per_eps)
-    return dict(seed=seeds[0] if seeds else args.seed, seeds=seeds, eval_freq=args.eval_freq, eval_episodes=args.eval_episodes,
-                eval_seed_offset=args.eval_seed_offset, eval_policy=getattr(args, "eval_policy", "greedy"),
-                **replay, results_dir=args.results_dir,
-                save_model=args.save_model, load_model=args.load_model, models_dir=args.models_dir, quiet=args.quiet,
-                checkpoint_freq=args.checkpoint_freq, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
-                stop_at=args.stop_at,
-                overwrite=args.overwrite, threads=args.threads, compile=args.compile,
-                tensorboard=args.tensorboard, env_workers=args.env_workers, eval_tasks=args.eval_tasks,
-                cuda_graphs=graphs, device=device, init=args.init, flags=vars(args))
+        copied["per"] = dict(alpha=args.per_alpha, beta=args.per_beta, beta_steps=steps, eps=args.per_eps)
+    return dict(copied, seed=seeds[0] if seeds else args.seed, seeds=seeds, cuda_graphs=graphs, device=device,
+                flags=vars(args))
 
 
 def resolve_policy(args) -> str:

@@ -22,16 +22,26 @@ from ..naming import (
     parse_policy,
     run_stem,
 )
-from ..settings import spec_of
+from ..settings import defaults, spec_of
 from .cores import available_cores
 from .footprint import check_footprint
-from .settings import ReplayStepSettings, RunSettings
+from .settings import (
+    OnPolicyRunSettings,
+    OnPolicyStepSettings,
+    ReplaySettings,
+    ReplayStepSettings,
+    RunSettings,
+    SacStepSettings,
+)
 
 # the choices of --eval_tasks, --warmup_actions and --init: their fields' (utils/run/settings.py)
 EVAL_TASKS = spec_of(RunSettings, "eval_tasks").choices or ()
 WARMUP_ACTIONS = spec_of(ReplayStepSettings, "warmup_actions").choices or ()
 INITS = spec_of(RunSettings, "init").choices or ()
-SOLVED_WINDOW = ReplayStepSettings.__dataclass_fields__["solved_window"].default  # --solved_window's default
+# the defaults RunConfig shares with the flags: each read from its field (utils/run/settings.py)
+RUN, ON_POLICY_RUN = defaults(RunSettings), defaults(OnPolicyRunSettings)
+REPLAY, STEPS = defaults(ReplaySettings), defaults(ReplayStepSettings)
+SAC_STEPS, ON_POLICY_STEPS = defaults(SacStepSettings), defaults(OnPolicyStepSettings)
 
 
 def agreed(default: Any = MISSING, *, factory: Any = MISSING, older: Any = MISSING) -> Any:
@@ -48,57 +58,64 @@ def agreed(default: Any = MISSING, *, factory: Any = MISSING, older: Any = MISSI
 class RunConfig:
     """Everything a run needs; the command lines fill it from their flags."""
 
-    policy: str = agreed()  # a registered policy (utils.naming): TD3, DDPG, SAC, or DASE_ / DPD_ / DIFF_ / DIFF_DASE_ + one of them
+    # a registered policy (utils.naming): TD3, DDPG, SAC, or DASE_ / DPD_ / DIFF_ / DIFF_DASE_ + one of them
+    policy: str = agreed()
     env: str = agreed()  # a resolved Gymnasium id
     seed: int = agreed(0)
-    seeds: list[int] | None = None  # several seeds in one process (seed is then seeds[0])
+    seeds: list[int] | None = RUN["seeds"]  # several seeds in one process (seed is then seeds[0])
     num_agents: int = agreed(1)
-    max_time_steps: int = 1_000_000
-    start_time_steps: int = agreed(25_000)
-    eval_freq: int = agreed(1000)
-    eval_episodes: int = agreed(10)
-    eval_seed_offset: int = agreed(100, older=100)  # the evaluation episodes' seeds: episode_seeds(run seed + this)
-    eval_policy: str = agreed("greedy", older="greedy")  # the actor-critic family: "sample" draws evaluation actions from the policy
-    batch_size: int = agreed(256)
-    buffer_size: int = agreed(1_000_000)
-    updates_per_step: int = agreed(1)
+    max_time_steps: int = STEPS["max_time_steps"]
+    start_time_steps: int = agreed(STEPS["start_time_steps"])
+    eval_freq: int = agreed(RUN["eval_freq"])
+    eval_episodes: int = agreed(RUN["eval_episodes"])
+    # the evaluation episodes' seeds: episode_seeds(run seed + this)
+    eval_seed_offset: int = agreed(RUN["eval_seed_offset"], older=100)
+    # the actor-critic family: "sample" draws evaluation actions from the policy
+    eval_policy: str = agreed(ON_POLICY_RUN["eval_policy"], older="greedy")
+    batch_size: int = agreed(REPLAY["batch_size"])
+    buffer_size: int = agreed(REPLAY["buffer_size"])
+    updates_per_step: int = agreed(SAC_STEPS["updates_per_step"])
     device: str = "cpu"
-    results_dir: str = "Learning Curves"
-    save_model: bool = False
-    load_model: str = ""
-    models_dir: str = "models"
-    quiet: bool = False
-    checkpoint_freq: int = 50_000  # 0: no checkpoints
-    checkpoint_dir: str | None = None  # default: {results_dir}/checkpoints
-    resume: bool = False
+    results_dir: str = RUN["results_dir"]
+    save_model: bool = RUN["save_model"]
+    load_model: str = RUN["load_model"]
+    models_dir: str = RUN["models_dir"]
+    quiet: bool = RUN["quiet"]
+    checkpoint_freq: int = RUN["checkpoint_freq"]  # 0: no checkpoints
+    checkpoint_dir: str | None = RUN["checkpoint_dir"]  # default: {results_dir}/checkpoints
+    resume: bool = RUN["resume"]
     # pause at this step (the budget's count) with a checkpoint, exit 0; --resume continues (not part of the
     # experiment: a checkpoint resumes whatever stop_at the next command gives)
-    stop_at: int | None = None
-    threads: int | None = None  # torch CPU threads; None: all cores on the CPU, 1 beside a GPU
-    compile: bool = False  # torch.compile the networks
-    tensorboard: bool = False  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
+    stop_at: int | None = RUN["stop_at"]
+    threads: int | None = RUN["threads"]  # torch CPU threads; None: all cores on the CPU, 1 beside a GPU
+    compile: bool = RUN["compile"]  # torch.compile the networks
+    tensorboard: bool = RUN["tensorboard"]  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
     cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)
-    env_backend: str = agreed("gymnasium", older="gymnasium")  # what steps the environments: "gymnasium", or "envpool" (Atari, ac_main.py)
-    eval_tasks: str = agreed("own", older="own")  # task variants: "all" also evaluates each agent on every agent's task of its seed
-    overwrite: bool = False
-    n_step: int = agreed(1, older=1)  # N-step returns of the replay learners (1: one-step targets)
+    # what steps the environments: "gymnasium", or "envpool" (Atari, ac_main.py)
+    env_backend: str = agreed("gymnasium", older="gymnasium")
+    # task variants: "all" also evaluates each agent on every agent's task of its seed
+    eval_tasks: str = agreed(RUN["eval_tasks"], older="own")
+    overwrite: bool = RUN["overwrite"]
+    n_step: int = agreed(REPLAY["n_step"], older=1)  # N-step returns of the replay learners (1: one-step targets)
     per: dict = agreed(factory=dict, older={})  # prioritized replay: alpha, beta, beta_steps, eps ({}: uniform replay)
     # the TD3 tutorial's protocol (utils/run/episodes.py): one evaluation episode after every training episode,
     # "solved" when the mean of the last solved_window of them exceeds solved_at, at most max_episodes episodes
-    episode_eval: bool = agreed(False, older=False)
-    solved_at: float | None = agreed(None, older=None)
-    solved_window: int = agreed(SOLVED_WINDOW, older=SOLVED_WINDOW)
-    max_episodes: int | None = agreed(None, older=None)
-    timelimit_as_terminal: bool = agreed(False, older=False)  # old Gym: a time-limit cut stops bootstrapping as a termination does
-    warmup_actions: str = agreed("random", older="random")  # during start_time_steps: uniform random actions, or "policy" (policy + noise)
+    episode_eval: bool = agreed(STEPS["episode_eval"], older=False)
+    solved_at: float | None = agreed(STEPS["solved_at"], older=None)
+    solved_window: int = agreed(STEPS["solved_window"], older=100)
+    max_episodes: int | None = agreed(STEPS["max_episodes"], older=None)
+    # old Gym: a time-limit cut stops bootstrapping as a termination does
+    timelimit_as_terminal: bool = agreed(STEPS["timelimit_as_terminal"], older=False)
+    # during start_time_steps: uniform random actions, or "policy" (policy + noise)
+    warmup_actions: str = agreed(STEPS["warmup_actions"], older="random")
     # initial parameters of a seed's agents: "common" (all equal to agent 0's, drawn from the seed's own stream, as
     # Diff-DAC's reference code starts its learners) or "separate" (each from its own seed); None: common for
     # diffusion (DIFF_) policies, separate otherwise
-    init: str | None = agreed(None, older="separate")
+    init: str | None = agreed(RUN["init"], older="separate")
     # the centralised multi-task baseline (ac_main.py --task_per_env N): one agent whose environment k plays the
     # task of agent k mod N of the seed; 0: off
-    task_per_env: int = agreed(0, older=0)
+    task_per_env: int = agreed(ON_POLICY_STEPS["task_per_env"], older=ON_POLICY_STEPS["task_per_env"])
 
     def __post_init__(self):
         if self.init is None:
