@@ -25,10 +25,10 @@ def files(folder) -> dict[str, bytes]:
 @pytest.mark.parametrize("env", ["Pendulum-v1", "Hopper-v5"])
 def test_worker_pool_and_background_evaluation_give_the_files_of_one_process(env, tmp_path):
     serial = Trainer(config(tmp_path / "serial", 0, env))
-    assert isinstance(serial.envs, LocalEnvs) and serial.eval_pace is None  # blocking evaluation
+    assert isinstance(serial.envs, LocalEnvs) and serial.setup.eval_pace is None  # blocking evaluation
     serial.run()
     pool = Trainer(config(tmp_path / "pool", 3, env))
-    assert isinstance(pool.envs, EnvWorkers) and len(pool.envs.procs) == 3 and pool.eval_pace >= 2
+    assert isinstance(pool.envs, EnvWorkers) and len(pool.envs.procs) == 3 and pool.setup.eval_pace >= 2
     pool.run()
     a, b = files(tmp_path / "serial"), files(tmp_path / "pool")
     assert len(a) == 8 and a.keys() == b.keys()  # 2 seeds x 2 agents, curves and weights
