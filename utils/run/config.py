@@ -397,9 +397,10 @@ def _check_sizes(cfg: RunConfig) -> None:
     if cfg.buffer_size < cfg.batch_size:
         raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one batch (--batch_size {cfg.batch_size}): "
                          "raise --buffer_size or lower --batch_size")
-    if cfg.is_dpd and cfg.buffer_size < cfg.sharing.get("dpd_batch_size", 0):
+    distil = cfg.sharing_settings().dpd_batch_size if cfg.is_dpd else 0
+    if cfg.buffer_size < distil:
         raise UsageError(f"--buffer_size {cfg.buffer_size} is smaller than one distillation batch (--dpd_batch_size "
-                         f"{cfg.sharing['dpd_batch_size']}): raise --buffer_size or lower --dpd_batch_size")
+                         f"{distil}): raise --buffer_size or lower --dpd_batch_size")
     for seed in cfg.seed_list():
         if not 0 <= seed or seed + 100 * cfg.num_agents >= 2**32:
             raise UsageError(f"--seed {seed}: seeds must be in [0, 2**32 - {100 * cfg.num_agents})")

@@ -85,7 +85,7 @@ class RunFiles:
         self.task_curves = [self.results / f"{name}{TASKS_SUFFIX}.npy" for name in cfg.agent_names()]
         # --sync_freq: per agent and evaluation period, [fraction of combines skipped, mean age of combined messages]
         self.gossip = [self.results / f"{name}{GOSSIP_SUFFIX}.npy" for name in cfg.agent_names()] \
-            if cfg.sharing.get("sync_freq") else []
+            if cfg.sharing_settings().sync_freq else []
         # --curiosity / --rnd: per agent and evaluation period, [mean intrinsic bonus, mean loss of its models]
         self.intrinsic = [self.results / f"{name}{INTRINSIC_SUFFIX}.npy" for name in cfg.agent_names()] \
             if cfg.algo.get("curiosity") or cfg.algo.get("rnd") else []

@@ -88,7 +88,7 @@ def replay_parts(cfg, members: int) -> list[Part]:
     image = 2 * 3 * IMAGE_BYTES if "image_features" in algo else ROW_BYTES
     parts.append(Part("one update's batch", batch, device=rows * (FLOAT * per_row + image)))
     if cfg.is_dpd:  # each agent's actor and its peer's on the distillation batch
-        size = int(cfg.sharing.get("dpd_batch_size", 256))
+        size = int(cfg.sharing_settings().dpd_batch_size)
         parts.append(Part("one distillation batch", [("--dpd_batch_size", size)],
                           device=members * size * (2 * FLOAT * sum(widths) + ROW_BYTES)))
     if algo.get("rnd"):  # K candidate actions per step, each scored by the RND predictor and target

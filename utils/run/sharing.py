@@ -178,15 +178,19 @@ class SharingSettings(GraphSettings):
         m, name = self.method, self.policy or "this policy"
         if self.kl_div_var == "matched" and not m.experience:
             raise UsageError(f"--kl_div_var matched: {name} gives no sharing weights; use it with a DASE_ policy")
-        if not m.experience and (self.similarity != "js" or self.kl_div_var != 0.1):
+        given = {k: v for k, v in vars(self).items() if k in DEFAULTS and v != DEFAULTS[k]}  # flags not at default
+        if not m.experience and {"similarity", "kl_div_var"} & set(given):
             raise UsageError(f"--similarity/--kl_div_var: {name} weighs no shared samples; drop these flags (they "
                              "apply to DASE_ policies)")
-        if self.kl_precision != "float64" and (not m.experience or self.similarity == "none"):
+        if "kl_precision" in given and (not m.experience or self.similarity == "none"):
             raise UsageError(f"--kl_precision {self.kl_precision}: {name} with --similarity {self.similarity} "
                              "computes no sharing weights; use it with a DASE_ policy and --similarity js or kl")
-        if not m.distils and (self.dpd_alpha, self.dpd_batch_size) != (1.0, 256):
+        if not m.distils and {"dpd_alpha", "dpd_batch_size"} & set(given):
             raise UsageError(f"--dpd_alpha/--dpd_batch_size: {name} distils nothing; drop them (they apply to DPD_ "
                              "policies)")
+
+
+DEFAULTS = defaults(SharingSettings)  # each sharing flag's default, from its field
 
 
 def _slots_are_permutations(nbrs: list[list[int]]) -> bool:
