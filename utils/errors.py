@@ -1,6 +1,7 @@
 """Why a run stops early: the command lines print one line and exit with a code of their own."""
 import contextlib
 import errno
+import signal
 import sys
 
 
@@ -54,11 +55,31 @@ def disk_full_cause(exc: BaseException | None) -> OSError | None:
 def interrupt_while_starting(script: str, main: bool):
     """Around an entry script's imports (torch takes a second or more to load): Ctrl-C there is one line and exit
     130, as it is later. ``main``: the script runs as ``__main__``; imported (by a tool, a test), the interrupt goes
-    on to the importer, whose own handling says it."""
+    on to the importer, whose own handling says it. While the imports run, SIGINT is only noted and acted on once
+    they end: raised inside a C extension's import, a KeyboardInterrupt can come out as that module's ImportError
+    (numpy: "PyCapsule_Import could not import module datetime") and a traceback."""
+    if not main:
+        yield
+        return
+
+    def stop() -> None:
+        sys.stderr.write(f"{script}: interrupted while starting: nothing written\n")
+        raise SystemExit(130) from None
+
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except KeyboardInterrupt:
+        stop()
     try:
         yield
     except KeyboardInterrupt:
-        if not main:
-            raise
-        sys.stderr.write(f"{script}: interrupted while starting: nothing written\n")
-        raise SystemExit(130) from None
+        stop()
+    except Exception:
+        if caught:  # what the interrupt broke on its way
+            stop()
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        stop()
