@@ -530,7 +530,7 @@ def test_ctrl_c_while_ray_starts_leaves_no_process_behind(tmp_path):
     but left ray::DashboardAgent and ray::RuntimeEnvAgent alive under init, deaf to SIGTERM. Now: one line, exit 130,
     and no process of the command's session is left (the command runs in a session of its own, so its processes are
     the only ones in it)."""
-    proc = subprocess.Popen([sys.executable, "-m", "utils.distributed", "--actors", "1", *FLAGS, "--num_steps", "2000",
+    proc = subprocess.Popen([sys.executable, "-m", "utils.distributed", "--actors", "1", *FLAGS, "--num_steps", "200000",
                              "--results_dir", str(tmp_path / "r")], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
