@@ -1,7 +1,6 @@
 """Why a run stops early: the command lines print one line and exit with a code of their own."""
-import contextlib
+import _signal
 import errno
-import signal
 import sys
 
 
@@ -51,35 +50,38 @@ def disk_full_cause(exc: BaseException | None) -> OSError | None:
     return None
 
 
-@contextlib.contextmanager
-def interrupt_while_starting(script: str, main: bool):
+class interrupt_while_starting:  # noqa: N801  (a context manager named as the statement reads: with interrupt_while_starting)
     """Around an entry script's imports (torch takes a second or more to load): Ctrl-C there is one line and exit
     130, as it is later. ``main``: the script runs as ``__main__``; imported (by a tool, a test), the interrupt goes
     on to the importer, whose own handling says it. While the imports run, SIGINT is only noted and acted on once
     they end: raised inside a C extension's import, a KeyboardInterrupt can come out as that module's ImportError
-    (numpy: "PyCapsule_Import could not import module datetime") and a traceback."""
-    if not main:
-        yield
-        return
+    (numpy: "PyCapsule_Import could not import module datetime") and a traceback.
 
-    def stop() -> None:
-        sys.stderr.write(f"{script}: interrupted while starting: nothing written\n")
+    This module is the first the scripts import, so it imports only what the interpreter has loaded before any script
+    runs (``_signal``, the C half of ``signal``, instead of ``signal``, ``enum`` and ``contextlib``, which took
+    ~25 ms to load and, under load, far longer: a Ctrl-C in that window came out as a traceback)."""
+
+    def __init__(self, script: str, main: bool):
+        self.script, self.main, self.caught, self.previous = script, main, [], None
+
+    def stop(self):
+        sys.stderr.write(f"{self.script}: interrupted while starting: nothing written\n")
         raise SystemExit(130) from None
 
-    caught: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    except KeyboardInterrupt:
-        stop()
-    try:
-        yield
-    except KeyboardInterrupt:
-        stop()
-    except Exception:
-        if caught:  # what the interrupt broke on its way
-            stop()
-        raise
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        stop()
+    def __enter__(self):
+        if self.main:
+            try:
+                self.previous = _signal.signal(_signal.SIGINT, lambda signum, frame: self.caught.append(signum))
+            except KeyboardInterrupt:
+                self.stop()
+        return self
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        if not self.main:
+            return False
+        _signal.signal(_signal.SIGINT, self.previous)
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            self.stop()
+        if self.caught and (kind is None or issubclass(kind, Exception)):  # what the interrupt broke on its way
+            self.stop()
+        return False
