@@ -315,3 +315,67 @@ def test_sac_s_vtrace_flags_are_one_class_recorded_as_before():
                        (["--vtrace", "--vtrace_lambda", "1.5"], "--vtrace_lambda 1.5 must be in (0, 1]")):
         with pytest.raises(UsageError, match=re_escape(words)):
             sac_main.build_config(sac_main.parse([*args, *bad]))
+
+
+@pytest.mark.parametrize("script,argv,own,parts", [
+    ("DASE_main", ["--policy", "DASE_TD3", "--env", "Pendulum-v1", "--discount", "0.9", "--normalize_obs"],
+     {"discount": 0.9, "normalize_obs": True, "ensemble_q": 2}, {"sequence": None, "images": None, "vtrace": None}),
+    ("DASE_main", ["--policy", "DDPG", "--env", "Pendulum-v1", "--seq_encoder", "gru", "--seq_len", "8"],
+     {"tau": 0.001, "hidden": (400, 300)}, {"sequence": ("gru", 8, 64), "images": None, "vtrace": None}),
+    ("sac_main", ["--policy", "SAC", "--env", "Pendulum-v1", "--policy_type", "Gaussian", "--n_step", "3",
+                  "--vtrace", "--vtrace_c", "0.9", "--rnd"],
+     {"policy_type": "Gaussian", "rnd": True, "rnd_n_sample": 1}, {"sequence": None, "images": None,
+                                                                    "vtrace": (1.0, 0.9, 1.0)}),
+    ("sac_main", ["--policy", "SAC", "--env", "CartPole-v1"],
+     {"target_entropy_scale": 0.89, "automatic_entropy_tuning": True, "reward_scale": 1.0},
+     {"sequence": None, "images": None, "vtrace": None}),
+    ("ac_main", ["--policy", "ACER", "--env", "Pendulum-v1", "--sdn_samples", "3"],
+     {"sdn_samples": 3, "n_steps": 20, "envs_per_agent": 8}, {}),
+])
+def test_a_runs_algo_record_reads_typed_as_the_classes_it_was_recorded_from(script, argv, own, parts):
+    """RunConfig.algo stays the record (the algorithm's keyword arguments); ``algo_settings()`` reads it typed: the
+    algorithm's own class (SAC's by action space: the discrete form's on CartPole), the sequence, image and V-trace
+    settings apart, each field the record or, where the record leaves it out, its declared default."""
+    import importlib
+
+    from utils.naming import ALGORITHM
+    from utils.run.replay.settings import DiscreteSACSettings
+
+    module = importlib.import_module(script)
+    cfg = module.build_config(module.parse([*argv, "--quiet"]))
+    typed = cfg.algo_settings()
+    spec = ALGORITHM[cfg.algorithm]
+    discrete = "CartPole" in cfg.env
+    assert type(typed.own) is spec.form("settings", discrete=discrete)
+    assert (type(typed.own) is DiscreteSACSettings) == (cfg.algorithm == "SAC" and discrete)
+    for name, value in own.items():
+        assert getattr(typed.own, name) == value, name
+    declared = {f.name for f in fields(type(typed.own))}
+    for name in declared:  # every field: the record's value, else the class's default
+        expected = cfg.algo.get(name, defaults(type(typed.own))[name])
+        assert getattr(typed.own, name) == expected, name
+    if "sequence" in parts:
+        seq = parts["sequence"]
+        assert (typed.sequence.seq_encoder, typed.sequence.seq_len, typed.sequence.seq_hidden)[:len(seq or ())] == \
+            tuple(seq or ()) and (seq is not None) == bool(typed.sequence.seq_encoder)
+        assert typed.images is parts["images"] and typed.vtrace == parts["vtrace"]
+    assert typed.intrinsic == bool(own.get("rnd"))
+
+
+def test_a_partial_algo_record_is_the_run_at_the_declared_defaults():
+    """What reads ``algo`` through its typed view sees no difference between a record that names every setting and
+    one that names only some (a test's, an older record's): the memory estimate, the buffer's discount, the curves'
+    side files are those of the defaults, read from the fields, not from literals at each use."""
+    from utils.run import RunConfig
+    from utils.run.footprint import footprint
+    from utils.run.replay.settings import SACSettings, TD3Settings
+
+    for policy, cls in (("DASE_TD3", TD3Settings), ("DASE_SAC", SACSettings)):
+        full = RunConfig(policy=policy, env="Pendulum-v1", num_agents=2, algo=cls().record())
+        empty = RunConfig(policy=policy, env="Pendulum-v1", num_agents=2, algo={})
+        assert [(p.what, p.flags, p.device, p.host) for p in footprint(full)] == \
+            [(p.what, p.flags, p.device, p.host) for p in footprint(empty)]
+        assert full.algo_settings() == empty.algo_settings()
+        assert empty.algo_settings().discount == 0.99 and not empty.algo_settings().intrinsic
+    raised = RunConfig(policy="TD3", env="Pendulum-v1", algo={"ensemble_q": 5, "ensemble_q_sample": 2})
+    assert ("--ensemble_q", 5) in footprint(raised)[0].flags  # the raised count, as the user spelled it

@@ -51,7 +51,8 @@ class EnvActor:
         learner_only = ("action_noise", "normalize_obs", "curiosity", "curiosity_strength", "rnd", "rnd_strength",
                         "rnd_n_sample")
         algo = {k: v for k, v in cfg.algo.items() if k not in learner_only}
-        self.recurrent = bool(cfg.algo.get("seq_encoder"))
+        typed = cfg.algo_settings()
+        self.recurrent = bool(typed.sequence.seq_encoder)
         parts = sensor_layout(cfg.env)  # pixel and sensor tasks: the image agents' encoders act
         obs_dim = int(probe.observation_space.shape[0])
         if self.recurrent:  # --seq_encoder: the agents' recurrent form, acting as RecurrentLearner acts
@@ -71,17 +72,17 @@ class EnvActor:
             self.prev = np.zeros((n, self.agents.prev_width), dtype=np.float32)  # --prev_action
             self.coding = PrevAction(self.agents, n)
         self.normalizer = None  # --normalize_obs: the learner's statistics, fetched with its parameters
-        if cfg.algo.get("normalize_obs"):
+        if typed.own.normalize_obs:
             from algorithms.common.normalizer import ObsNormalizer
 
             self.normalizer = ObsNormalizer(len(member_seeds), obs_dim, "cpu")
         level = actor_level(index, actors, noise)
         if cfg.algorithm in ("TD3", "DDPG"):
-            level += float(cfg.algo.get("expl_noise", 0.1))
+            level += typed.own.expl_noise
         if level > 0 or cfg.algorithm in ("TD3", "DDPG"):
             self.agents.set_action_noise([level] * len(member_seeds))
         self.prioritized, self.n_step = bool(cfg.per), int(cfg.n_step)
-        self.gamma = float(cfg.algo.get("discount", cfg.algo.get("gamma", 0.99)))
+        self.gamma = typed.discount
         self.rng = np.random.default_rng([int(seed), self.index])
         for env in self.envs:
             env.action_space.seed(int(self.rng.integers(2 ** 31)))

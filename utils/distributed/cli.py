@@ -101,7 +101,7 @@ def build(argv=None):
         (len(cfg.seed_list()) > 1, "--seeds: learner m trains --seed + m; give --seed and --learners"),
         (cfg.method.distils or cfg.method.diffuses, f"{cfg.policy}: DPD_ and DIFF_ learners are not distributed; "
          "independent and DASE_ ones are"),
-        ((cfg.algo.get("rnd_n_sample") or 1) > 1, "--rnd_n_sample: the actors hold no RND model to pick novel "
+        (getattr(cfg.algo_settings().own, "rnd_n_sample", 1) > 1, "--rnd_n_sample: the actors hold no RND model to pick novel "
          "actions with; the bonus itself (--rnd) is distributed"),
         (cfg.device != "cpu" and cfg.cuda_graphs, "--cuda_graphs: the distributed learner takes no CUDA graphs"),
         (cfg.episode_eval or cfg.max_episodes is not None or cfg.solved_at is not None,

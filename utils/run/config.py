@@ -5,7 +5,7 @@ Imports nothing else of ``utils.run``: the command lines, the loop and the files
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,60 @@ def agreed(default: Any = MISSING, *, factory: Any = MISSING, older: Any = MISSI
     if factory is not MISSING:
         return field(default_factory=factory, metadata=meta)
     return field(metadata=meta) if default is MISSING else field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class AlgoSettings:
+    """A run's ``algo`` record typed: the settings objects it is made of, each with what the record leaves out at its
+    field's default (an older record, a test's partial one, the ``recorded="given"`` settings). The dict stays the
+    record (the algorithm's keyword arguments, what a checkpoint compares and a record keeps); reads go through this.
+    Keys no settings class declares are left to the algorithm's constructor, which refuses what it does not take."""
+
+    own: Any  # the algorithm's settings (the registry's class; the discrete-action form's when only it takes the keys)
+    sequence: Any = None  # replay family: SequenceSettings (seq_encoder None: feed-forward)
+    images: Any = None  # replay family on an image task: ImageSettings
+    vtrace: tuple[float, float, float] | None = None  # SAC --vtrace: (rho_bar, c_bar, lambda)
+
+    @classmethod
+    def of(cls, algorithm: str, record: dict) -> AlgoSettings:
+        spec, rest = ALGORITHM[algorithm], dict(record)
+        sequence = images = vtrace = None
+        if spec.family == "replay":
+            from .replay.settings import ImageSettings, SequenceSettings
+
+            sequence = SequenceSettings(**_take(rest, SequenceSettings))
+            image_keys = _take(rest, ImageSettings)
+            images = ImageSettings(**image_keys) if image_keys else None
+            rho_c_lambda = rest.pop("vtrace", None)
+            vtrace = (float(rho_c_lambda[0]), float(rho_c_lambda[1]), float(rho_c_lambda[2])) if rho_c_lambda else None
+        own = spec.form("settings")
+        if spec.has("settings", discrete=True) and not set(rest) <= _names(own):
+            own = spec.form("settings", discrete=True)
+        return cls(own(**_take(rest, own)), sequence, images, vtrace)
+
+    @property
+    def intrinsic(self) -> bool:
+        """An intrinsic reward (--curiosity or --rnd) is added to the environment's."""
+        return bool(getattr(self.own, "curiosity", None) or getattr(self.own, "rnd", False))
+
+    @property
+    def siamese(self) -> str | None:
+        """ASAC's auxiliary loss on the image encoder (--siamese), on an image task."""
+        return self.images.siamese if self.images is not None else None
+
+    @property
+    def discount(self) -> float:
+        """The discount factor: TD3's and DDPG's ``discount``, the others' ``gamma``."""
+        return float(self.own.discount if hasattr(self.own, "discount") else self.own.gamma)
+
+
+def _names(cls: type) -> set[str]:
+    return {f.name for f in fields(cls)}
+
+
+def _take(record: dict, cls: type) -> dict:
+    """The keys of ``record`` that ``cls`` declares, removed from it."""
+    return {name: record.pop(name) for name in _names(cls) & set(record)}
 
 
 @dataclass
@@ -131,7 +185,11 @@ class RunConfig:
     @property
     def envs_per_agent(self) -> int:
         """Training environments per agent: ``--envs_per_agent`` of the on-policy learners, 1 otherwise."""
-        return int(self.algo.get("envs_per_agent", 1))
+        return int(getattr(self.algo_settings().own, "envs_per_agent", 1))
+
+    def algo_settings(self) -> AlgoSettings:
+        """``algo`` typed (``AlgoSettings``): the settings objects its record is made of."""
+        return AlgoSettings.of(self.algorithm, self.algo)
 
     @property
     def method(self) -> Method:
@@ -273,10 +331,11 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     if cfg.n_step > 1 and cfg.n_step * cfg.num_agents > cfg.buffer_size:
         raise UsageError(f"--n_step {cfg.n_step}: the buffer (--buffer_size {cfg.buffer_size}) cannot hold {cfg.n_step} "
                          f"steps of {cfg.num_agents} agent(s); lower --n_step")
-    if cfg.algo.get("normalize_obs") and (cfg.is_dpd or cfg.method.diffuses):
+    algo = cfg.algo_settings()
+    if getattr(algo.own, "normalize_obs", False) and (cfg.is_dpd or cfg.method.diffuses):
         raise UsageError(f"--normalize_obs: {cfg.policy}'s agents read each other's networks (distillation or "
                          "parameter averaging), which each agent's own statistics would not fit; not implemented")
-    if (cfg.algo.get("curiosity") or cfg.algo.get("rnd")) and cfg.n_step > 1:
+    if algo.intrinsic and cfg.n_step > 1:
         raise UsageError(f"--n_step {cfg.n_step}: intrinsic rewards (--curiosity, --rnd) are computed for one-step "
                          "transitions here; drop one")
     if cfg.per:
@@ -293,8 +352,8 @@ def _check_numbers(cfg: RunConfig, flag) -> None:
     k = cfg.envs_per_agent
     if k <= 0:
         raise UsageError(f"--envs_per_agent must be a positive integer, got {k}")
-    if "n_steps" in cfg.algo and cfg.algo["n_steps"] <= 0:
-        raise UsageError(f"--n_steps must be a positive integer, got {cfg.algo['n_steps']}")
+    if getattr(algo.own, "n_steps", 1) <= 0:
+        raise UsageError(f"--n_steps must be a positive integer, got {algo.own.n_steps}")
     for name, value in {"eval_freq": cfg.eval_freq, "max_time_steps": cfg.max_time_steps}.items():
         if k > 1 and value % k:
             raise UsageError(f"{flag(name)} {value}: each step of an agent is one step of its {k} environments "

@@ -88,10 +88,10 @@ class RunFiles:
             if cfg.sharing_settings().sync_freq else []
         # --curiosity / --rnd: per agent and evaluation period, [mean intrinsic bonus, mean loss of its models]
         self.intrinsic = [self.results / f"{name}{INTRINSIC_SUFFIX}.npy" for name in cfg.agent_names()] \
-            if cfg.algo.get("curiosity") or cfg.algo.get("rnd") else []
+            if cfg.algo_settings().intrinsic else []
         # --siamese: per agent, the mean auxiliary loss of each evaluation period
         self.siamese = [self.results / f"{name}{SIAMESE_SUFFIX}.npy" for name in cfg.agent_names()] \
-            if cfg.algo.get("siamese") else []
+            if cfg.algo_settings().siamese else []
         # --episode_eval: per agent, [episode, step, return] of the evaluation episode after each training episode
         self.episode_evals = [self.results / f"{name}{EPISODE_EVAL_SUFFIX}.npy" for name in cfg.agent_names()]
         # the actor-critic family: per agent, a row per finished training episode (onpolicy/episode_log.py)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..naming import ALGORITHM
+from ..settings import defaults
 from .memory import check_fits, human
 
 FLOAT = 4
@@ -56,64 +57,65 @@ def mlp_parameters(widths, inputs: int = 1, outputs: int = 1) -> int:
 
 
 def replay_parts(cfg, members: int) -> list[Part]:
-    a, algo = cfg.algorithm, cfg.algo
-    sac = "hidden" not in algo
-    widths = [max(int(w), 0) for w in (algo.get("hidden") or [algo.get("hidden_size") or 256] * 2)]
+    a, algo = cfg.algorithm, cfg.algo_settings()
+    own, seq, images = algo.own, algo.sequence, algo.images
+    sac = not hasattr(own, "hidden")  # SAC's one --hidden_size, TD3's and DDPG's --hidden_sizes
+    widths = [max(int(w), 0) for w in ([own.hidden_size] * 2 if sac else own.hidden)]
     hidden: list[tuple[str, str | int]] = [("--hidden_sizes", " ".join(map(str, widths)))] if not sac else \
         [("--hidden_size", widths[0])]
-    critics = 1 if a == "DDPG" else int(algo.get("ensemble_q", 2))
+    critics = int(getattr(own, "ensemble_q", 1 if a == "DDPG" else 2))  # DDPG: one critic; discrete SAC: twin Qs
     nets = 1 + critics
     flags: list[tuple[str, str | int]] = [("--ensemble_q", critics)] if critics > 2 else []  # what was raised first, then the widths
     inputs, encoder, per_row = 1, 0, nets * sum(widths)
     window = 1
     state = 0  # what a replay row stores of the encoder's state (algorithms/replay/sequence.py: state_size)
-    if algo.get("seq_encoder"):  # one encoder per member: GRU 3 gates, LSTM 4; attention query, key and value
-        h, kind = int(algo.get("seq_hidden", 64)), algo["seq_encoder"]
+    if seq.seq_encoder:  # one encoder per member: GRU 3 gates, LSTM 4; attention query, key and value
+        h, kind = seq.seq_hidden, seq.seq_encoder
         encoder = (4 if kind == "lstm" else 3) * h * (h + 1)
-        state = {"gru": h, "lstm": 2 * h}.get(kind, 2 * int(algo.get("seq_len", 16)))  # attn: its window's steps
-        inputs, window, per_row = h, int(algo.get("seq_len", 16)), per_row + h
-        if h != 64:
+        state = {"gru": h, "lstm": 2 * h}.get(kind, 2 * seq.seq_len)  # attn: its window's steps
+        inputs, window, per_row = h, seq.seq_len, per_row + h
+        if h != defaults(type(seq))["seq_hidden"]:
             flags.append(("--seq_hidden", h))
-    if "image_features" in algo:  # one Nature CNN per member (and its target); the heads read its features
-        features = int(algo["image_features"])
+    if images is not None:  # one Nature CNN per member (and its target); the heads read its features
+        features = images.image_features
         encoder = IMAGE_FLAT * features + features
         inputs, per_row = features, per_row + features + 2 * IMAGE_ACTIVATIONS
-        if features != 50:
+        if features != defaults(type(images))["image_features"]:
             flags.append(("--image_features", features))
     flags += hidden
     per_member = FLOAT * COPIES * (nets * mlp_parameters(widths, inputs) + encoder)
     parts = [Part("the networks", flags, device=members * per_member, host=nets * NETWORK_OBJECT)]
     batch = [("--batch_size", cfg.batch_size)] + ([("--seq_len", window)] if window > 1 else [])
     rows = members * max(cfg.batch_size, 0) * window
-    image = 2 * 3 * IMAGE_BYTES if "image_features" in algo else ROW_BYTES
+    image = 2 * 3 * IMAGE_BYTES if images is not None else ROW_BYTES
     parts.append(Part("one update's batch", batch, device=rows * (FLOAT * per_row + image)))
     if cfg.is_dpd:  # each agent's actor and its peer's on the distillation batch
         size = int(cfg.sharing_settings().dpd_batch_size)
         parts.append(Part("one distillation batch", [("--dpd_batch_size", size)],
                           device=members * size * (2 * FLOAT * sum(widths) + ROW_BYTES)))
-    if algo.get("rnd"):  # K candidate actions per step, each scored by the RND predictor and target
-        k = int(algo.get("rnd_n_sample", 1))
+    if own.rnd:  # K candidate actions per step, each scored by the RND predictor and target
+        k = own.rnd_n_sample
         parts.append(Part("the candidate actions of a step", [("--rnd_n_sample", k)],
                           device=members * k * 2 * 2 * RND_WIDTH * FLOAT, host=k * CANDIDATE_BYTES))
     # the rows the run will write (every agent's steps, at most the capacity per seed); on a GPU all of it at once
     steps = cfg.max_time_steps * cfg.num_agents
     capacity = max(cfg.buffer_size, 0)
     written = capacity if str(cfg.device).startswith("cuda") else min(capacity, max(steps, 0))
-    row = ROW_BYTES + FLOAT * state + (IMAGE_BYTES if "image_features" in algo else 0)
+    row = ROW_BYTES + FLOAT * state + (IMAGE_BYTES if images is not None else 0)
     parts.append(Part("the replay buffers", [("--buffer_size", cfg.buffer_size)],
                       device=len(cfg.seed_list()) * written * row))
     return parts
 
 
 def rollout_parts(cfg, members: int) -> list[Part]:
-    algo = cfg.algo
-    h = int(algo.get("hidden_size", 64))
+    own = cfg.algo_settings().own
+    h = own.hidden_size
     nets = 3 if cfg.algorithm == "ACER" else 2  # policy and value (ACER: Q, and the average policy)
-    params = nets * mlp_parameters([h, h]) + (8 * h * h if algo.get("recurrent") else 0)
+    params = nets * mlp_parameters([h, h]) + (8 * h * h if getattr(own, "recurrent", False) else 0)  # A2C, SEAC: --recurrent
     parts = [Part("the networks", [("--hidden_size", h)], device=members * FLOAT * 3 * params)]
-    if "sdn_samples" in algo:  # continuous ACER: the advantage network on n sampled actions of every rollout step
-        n = int(algo["sdn_samples"])
-        rows = members * int(algo.get("n_steps", 1)) * cfg.envs_per_agent * n
+    if "sdn_samples" in cfg.algo:  # continuous ACER: the advantage network on n sampled actions of every rollout step
+        n = own.sdn_samples
+        rows = members * own.n_steps * cfg.envs_per_agent * n
         parts.append(Part("the stochastic dueling network's samples", [("--sdn_samples", n)],
                           device=rows * 2 * h * FLOAT))
     return parts

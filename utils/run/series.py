@@ -49,9 +49,9 @@ SERIES = (
     Series("gossip_curves", False, "save_gossip", lambda cfg, scheme: scheme.writes_gossip, _rows("gossip")),
     # --curiosity / --rnd: per member, [mean intrinsic bonus, mean model loss] since the last evaluation
     Series("intrinsic_curves", False, "save_intrinsic",
-           lambda cfg, scheme: bool(cfg.algo.get("curiosity") or cfg.algo.get("rnd")), _rows("intrinsic")),
+           lambda cfg, scheme: cfg.algo_settings().intrinsic, _rows("intrinsic")),
     # --siamese: per member, the mean auxiliary loss since the last evaluation
-    Series("siamese_curves", False, "save_siamese", lambda cfg, scheme: bool(cfg.algo.get("siamese")),
+    Series("siamese_curves", False, "save_siamese", lambda cfg, scheme: bool(cfg.algo_settings().siamese),
            lambda ev, scores, cfg: ([float(x) for x in ev.period["siamese_loss"]] if "siamese_loss" in ev.period
                                     else None)),
 )

@@ -79,18 +79,19 @@ def rollout_memory(cfg: RunConfig, members: int, envs) -> tuple[str, float, str]
     """(what, bytes, hint) of an on-policy run's rollout storage, members x n steps x K environments of
     (observation, next observation, action, reward, flags, behaviour), and of ACER's replay of whole rollouts
     (``--buffer_size`` transitions per member, as algorithms.onpolicy.acer stores them)."""
-    n_steps, k = int(cfg.algo["n_steps"]), int(cfg.algo["envs_per_agent"])
+    own = cfg.algo_settings().own
+    n_steps, k = own.n_steps, own.envs_per_agent
     obs = int(np.prod(envs.obs_shape)) * (1 if len(envs.obs_shape) > 1 else 4)
     rest = (8 if envs.discrete else 4 * envs.act_dim) + 12 + 4 * envs.act_dim
     need = members * n_steps * k * (2 * obs + rest)
-    if "buffer_size" in cfg.algo:  # ACER
-        slots = max(1, int(cfg.algo["buffer_size"]) // (n_steps * k))
+    if hasattr(own, "buffer_size"):  # ACER
+        slots = max(1, own.buffer_size // (n_steps * k))
         stored = 2 * obs
         if len(envs.obs_shape) == 3:  # frame stacks, each frame once (algorithms/onpolicy/frame_store.py): a frame a step,
             # the first stack of each rollout, and room for an episode's first and last stacks in every rollout
             stored = obs // envs.obs_shape[0] + 3 * -(-obs // n_steps)
         need += members * slots * n_steps * k * (stored + rest)
-        return (f"--n_steps {n_steps} x --envs_per_agent {k} x --buffer_size {cfg.algo['buffer_size']}: the rollouts "
+        return (f"--n_steps {n_steps} x --envs_per_agent {k} x --buffer_size {own.buffer_size}: the rollouts "
                 f"and replay of {members} learner(s)", need, "lower --buffer_size, --n_steps or --envs_per_agent")
     return (f"--n_steps {n_steps} x --envs_per_agent {k}: the rollouts of {members} learner(s)", need,
             "lower --n_steps or --envs_per_agent")
@@ -138,7 +139,7 @@ def make_learner(cfg: RunConfig, device: torch.device, seeds: list[int], member_
         check_fits(what, need, device, hint)
         return RolloutLearner(cfg.algorithm, cfg.algo, member_seeds, n, c, device, cfg.sharing_settings(),
                               common_init=cfg.init == "common", eval_sample=cfg.eval_policy == "sample")
-    kind = ImageLearner if images else RecurrentLearner if cfg.algo.get("seq_encoder") else Learner
+    kind = ImageLearner if images else RecurrentLearner if cfg.algo_settings().sequence.seq_encoder else Learner
     return kind(cfg.algorithm, cfg.algo, member_seeds, n, sensor_layout(cfg.env) if images else c.obs_dim, c.act_dim, c.low, c.high, cfg.buffer_size,
                 cfg.batch_size, cfg.updates_per_step, device, cfg.sharing_settings(), cfg.cuda_graphs, cfg.n_step,
                 cfg.per or None, common_init=cfg.init == "common",

@@ -622,19 +622,19 @@ def a3c_spec(cfg: RunConfig) -> dict:
     spaces of every task of a variant are those of the id)."""
     probe = check_env(cfg.env, ACTIONS, "A3C")
     shape, space = probe.observation_space.shape, probe.action_space
-    discrete = not hasattr(space, "low")
+    discrete, s = not hasattr(space, "low"), a3c_settings(cfg.algo)
     spec = {"obs_dim": shape[0], "act_dim": int(space.n) if discrete else space.shape[0],
-            "hidden_size": a3c_settings(cfg.algo)["hidden_size"]}
+            "hidden_size": s["hidden_size"]}
     if not discrete:
         spec.update(low=space.low.tolist(), high=space.high.tolist())
-    if cfg.algo.get("recurrent"):
+    if s["recurrent"]:
         spec["recurrent"] = True
     if len(shape) == 3:
         spec["frames"] = list(shape)
-    if cfg.algo.get("encoder", "nature") != "nature":
+    if s["encoder"] != defaults(A3CSettings)["encoder"]:
         if len(shape) != 3:
-            raise UsageError(f"--encoder {cfg.algo['encoder']} is an Atari trunk; {cfg.env} has flat observations")
-        spec["encoder"] = cfg.algo["encoder"]
+            raise UsageError(f"--encoder {s['encoder']} is an Atari trunk; {cfg.env} has flat observations")
+        spec["encoder"] = s["encoder"]
     return spec
 
 

@@ -19,6 +19,7 @@ from algorithms.onpolicy.seac import SEAC
 
 from ...errors import UsageError
 from ...naming import ALGORITHM
+from ..config import AlgoSettings
 from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
 
@@ -26,11 +27,12 @@ from ..sharing import Scheme, SharingSettings, independent
 def check_action_flags(algorithm: str, algo: dict, discrete: bool) -> None:
     """A UsageError for a setting that does not apply to the action space (``discrete``): continuous ACER's on a
     discrete one or with another algorithm, discrete ACER's on a Box."""
+    own = AlgoSettings.of(algorithm, algo).own
     if algorithm == "ACER" and not discrete:
-        if algo.get("trust_region_entropy"):
+        if own.trust_region_entropy:
             raise UsageError("--trust_region_entropy applies to discrete ACER (the fixed-covariance Gaussian's "
                              "entropy does not depend on its mean); drop it")
-        if algo.get("prob_eps", 0.0) != 0.0:
+        if own.prob_eps:
             raise UsageError("--prob_eps applies to discrete ACER (the Gaussian's importance weights are ratios "
                              "of densities, not of probabilities); drop it")
     elif any(key in algo for key in CONTINUOUS_DEFAULTS):

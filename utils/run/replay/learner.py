@@ -20,6 +20,7 @@ from algorithms.common.normalizer import ObsNormalizer
 from algorithms.replay.intrinsic import RND, ActionCoding, Curiosity
 
 from ...naming import ALGORITHM
+from ..config import AlgoSettings
 from ..protocol import members_broken
 from ..sharing import Scheme, SharingSettings, independent
 from .buffer import SharedReplayBuffer
@@ -43,6 +44,7 @@ class Learner:
         self.batch_size, self.updates_per_step, self.device = batch_size, updates_per_step, device
         # a discrete action space (act_dim actions, no bounds: low and high None) takes the algorithm's discrete form
         discrete = low is None
+        typed = AlgoSettings.of(algorithm, algo)
         algo = dict(algo)
         normalize = bool(algo.pop("normalize_obs", False))
         action_noise = algo.pop("action_noise", None)
@@ -62,9 +64,8 @@ class Learner:
             self.agents.start_equal(num_agents)
         self.scheme = Scheme(sharing or independent(num_agents), self.agents, member_seeds, device)
         self.groups_per_seed = self.scheme.groups // self.scheme.seeds
-        gamma = algo.get("discount", algo.get("gamma", 0.99))
-        self.buffer = self.make_buffer(obs_dim, 1 if discrete else act_dim, buffer_size, n_step, gamma,
-                                       bool(algo.get("vtrace")), prioritized)
+        self.buffer = self.make_buffer(obs_dim, 1 if discrete else act_dim, buffer_size, n_step, typed.discount,
+                                       typed.vtrace is not None, prioritized)
         self.sampler = AgentRNG([stream_seed(s, "sample") for s in member_seeds], device)
         # evaluation plays a copy of the actors, so training can go on while it runs
         self.make_intrinsic(obs_dim, act_dim, low, high, member_seeds, **intrinsic)
