@@ -34,9 +34,10 @@ def read_checkpoint(path: Path, hint: str = "delete it, or start over with --ove
     return state
 
 
-def algo_settings(policy, algo):
+def filled_algo(policy, algo):
     """A run's algorithm settings with those its record does not name at their defaults, for the algorithms whose
-    settings are typed (utils/run/onpolicy/settings.py, utils/run/replay/settings.py); others as recorded."""
+    settings are one class (utils/run/onpolicy/settings.py, utils/run/replay/settings.py); others as recorded. Resume
+    compares these as JSON (a record's lists are a run's tuples); ``RunConfig.algo_settings()`` is the typed read."""
     from ..naming import ALGORITHM, algorithm_of
 
     # a policy this program does not know names no typed algorithm, and an algorithm whose settings depend on the
@@ -52,7 +53,7 @@ def check_compatible(saved: dict, current: dict, path: Path) -> None:
     for key in COMPATIBLE:
         before, now = saved.get(key, DEFAULTS.get(key)), current.get(key, DEFAULTS.get(key))
         if key == "algo":  # typed settings: what a record does not name is the setting's default
-            before, now = algo_settings(saved.get("policy"), before), algo_settings(current.get("policy"), now)
+            before, now = filled_algo(saved.get("policy"), before), filled_algo(current.get("policy"), now)
         if key == "sharing" and isinstance(before, dict) and isinstance(now, dict):  # likewise
             from .sharing import SharingSettings
 
