@@ -521,7 +521,16 @@ def is_suite(path: Path) -> bool:
 def test_every_committed_experiment_file_builds_runs_its_scripts_accept(path):
     """Each experiments/*.yaml loads, expands into runs, and every run's flags pass its script's own parser and
     checks (what the sweep does before starting anything): a renamed or removed flag breaks this, not a user's
-    sweep hours later."""
+    sweep hours later. An Atari file run on EnvPool, where EnvPool is not installed (a user without
+    requirements-atari.txt), is refused before anything starts, in one line naming the install."""
+    from utils.envs.pool import installed
+    from utils.sweep.experiment import ExperimentError
+
     runs = sweep.expand(sweep.load_experiment(path), threads=1)
     assert runs
+    if not installed() and any("envpool" in run.args for run in runs):
+        with pytest.raises(ExperimentError, match=r"--env_backend envpool: EnvPool is not installed \(pip install -r "
+                                                  r"requirements-atari.txt\)"):
+            sweep.check_flags(runs)
+        return
     sweep.check_flags(runs)
