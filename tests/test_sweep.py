@@ -420,9 +420,9 @@ def test_interrupted_sweep_passes_the_signal_on_and_reports_it(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 130, out  # 128 + SIGINT; the run itself got SIGTERM (exit 143)
-    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the same command to continue" in out
+    assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the same command to continue" in out, out
     assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
-    assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
+    assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3, out  # it stopped before the end
 
 
 @pytest.fixture(scope="module")
