@@ -191,6 +191,10 @@ def train(args, learners) -> list[list[list[float]]]:
     from .learner import LearnerActor
 
     k, m = args.actors, args.learners
+    # Ctrl-C while a local Ray starts is held (blocked, pending) until the stop handlers are in place, then delivered
+    # to them: let through, it was lost at times somewhere in Ray's start (CI, twice under load: no exit 300 s after
+    # it, the learners training on). A cluster joined with --address is not held: reaching it may take long.
+    held = hold(signal.SIGINT) if args.address is None else None
     try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the command (utils/distributed/ray_local.py)
         start_ray(ray, args.address, cpus=max(os.cpu_count() or 1, k + m))
         # a block in flight per actor: a full queue holds the actors back (a longer one only adds policy lag)
@@ -211,6 +215,7 @@ def train(args, learners) -> list[list[list[float]]]:
             print_said(ray, handles)
 
         with StopSignals() as stop:
+            held = release(held)  # a Ctrl-C held so far reaches the handlers now: every learner stops at step 1
             try:
                 args.selections = evolve(ray, handles, runs, args, stop, watch=watch) if args.evolve else 0
                 while not stop.signum and len(ray.wait(runs, num_returns=len(runs), timeout=1.0)[0]) < len(runs):
@@ -238,6 +243,19 @@ def train(args, learners) -> list[list[list[float]]]:
         return [r.get("curves") for r in results]
     finally:
         shutdown(ray)
+        release(held)  # stopped before the handlers: a Ctrl-C held is a KeyboardInterrupt now, once Ray is shut down
+
+
+def hold(signum: int):
+    """Block ``signum`` in this thread (it stays pending, not lost); the mask to restore, or None where there are no
+    signal masks (Windows)."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signum}) if hasattr(signal, "pthread_sigmask") else None
+
+
+def release(mask) -> None:
+    """Restore the mask ``hold`` returned (a signal held meanwhile is delivered now); nothing for None."""
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def learner_results(ray, runs: list) -> list:
