@@ -404,3 +404,44 @@ def test_a_resume_on_another_cpu_instruction_set_is_noticed_and_recorded(tmp_pat
     record = json.loads((tmp_path / f"{STEM}.json").read_text())
     assert [(r["step"], r["cpu"]) for r in record["resumes"]] == [(300, "AVX512"), (600, "AVX512")]
     assert record["device_name"].endswith("AVX512")
+
+
+def test_a_resume_on_another_processor_with_the_same_instruction_set_is_noticed_and_recorded(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """An Intel Xeon and an AMD EPYC, both AVX-512, wrote other curves from one command (docs/reproducibility.md):
+    a checkpoint made on one processor and resumed on another says so on one line, naming both, and the record
+    names the run's processor and each resume's."""
+    import utils.run.files as files
+    import utils.run.resume as resume
+
+    args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
+    piece = lambda stop, *more: Trainer(DASE_main.build_config(  # noqa: E731
+        DASE_main.parse(args + list(more)))).run(stop_at=stop)
+    for module in (files, resume):
+        monkeypatch.setattr(module, "cpu_capability", lambda: "AVX512")
+        monkeypatch.setattr(module, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum")
+    piece(300)
+    capsys.readouterr()
+    for module in (files, resume):
+        monkeypatch.setattr(module, "cpu_model", lambda: "AMD EPYC")
+    piece(600, "--resume")
+    notes = [line for line in capsys.readouterr().err.splitlines() if "checkpointed on" in line]
+    assert len(notes) == 1 and "checkpointed on Intel(R) Xeon(R) Platinum and resumes on AMD EPYC" in notes[0], notes
+    piece(None, "--resume")  # the same processor: nothing to say
+    assert "checkpointed on" not in capsys.readouterr().err
+    record = json.loads((tmp_path / f"{STEM}.json").read_text())
+    assert [(r["step"], r["cpu_model"]) for r in record["resumes"]] == [(300, "AMD EPYC"), (600, "AMD EPYC")]
+    assert record["cpu_model"] == "AMD EPYC"
+
+
+def test_the_processor_is_named_as_the_system_names_it():
+    """On Linux the record's processor is /proc/cpuinfo's first model name, read independently here."""
+    from utils.run.files import cpu_model
+
+    info = Path("/proc/cpuinfo")
+    if not info.exists():
+        pytest.skip("no /proc/cpuinfo (not Linux)")
+    names = [line.split(":", 1)[1].strip() for line in info.read_text().splitlines() if line.startswith("model name")]
+    if not names or not names[0]:
+        pytest.skip("this /proc/cpuinfo names no model (some ARM kernels)")
+    assert cpu_model() == names[0]

@@ -46,6 +46,21 @@ def cpu_capability() -> str:
         return "unknown"
 
 
+def cpu_model() -> str:
+    """The processor's name as the system gives it (Linux: /proc/cpuinfo's first "model name"; elsewhere
+    ``platform.processor()``), or "unknown". Two CPUs with the same instruction set may still round otherwise
+    (oneDNN picks its kernels by the processor): an Intel Xeon and an AMD EPYC, both AVX-512, gave other curves
+    from the same command (docs/reproducibility.md)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def software_versions() -> dict:
     import gymnasium
 
@@ -129,10 +144,10 @@ class RunFiles:
         self.run_id = (self.recorded("run_id", str) if t else None) or uuid.uuid4().hex
         if t:
             resumes.append({"step": t, "threads": torch.get_num_threads(), "cpu": cpu_capability(),
-                            "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                            "cpu_model": cpu_model(), "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
         record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
                   "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else
-                  f"{platform.machine()} {cpu_capability()}",
+                  f"{platform.machine()} {cpu_capability()}", "cpu_model": cpu_model(),
                   "git_commit": git_commit(), "command": sys.argv, "curves": [p.name for p in self.curves],
                   "torch_threads": torch.get_num_threads(), "seeds_in_process": seeds_in_process,
                   "env_workers_used": env_workers, "tasks": tasks if tasks is not None else [None] * len(self.curves),

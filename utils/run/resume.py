@@ -12,7 +12,7 @@ import torch
 
 from ..errors import NonFinite
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT
-from .files import cpu_capability
+from .files import cpu_capability, cpu_model
 from .plan import plan_resume
 from .progress import non_finite_message
 from .seed_files import save_curves
@@ -50,8 +50,9 @@ def prepare(tr: RunState) -> bool:
 
 def note_thread_change(tr: RunState, states: list[dict]) -> None:
     """One line on stderr when a CPU run resumes with another torch thread count, or on a CPU with another
-    instruction set (AVX2 / AVX-512: float32 rounds otherwise), than its checkpoint's: the rest of the run is then
-    not bit for bit the run that would not have stopped (matrix products' last bits)."""
+    instruction set (AVX2 / AVX-512: float32 rounds otherwise) or, with the same one, another processor (an Intel
+    Xeon and an AMD EPYC, both AVX-512, rounded otherwise), than its checkpoint's: the rest of the run is then not
+    bit for bit the run that would not have stopped (matrix products' last bits)."""
     if tr.device.type != "cpu" or tr.cfg.quiet:
         return
     before = sorted({s["torch_threads"] for s in states if s.get("torch_threads")})  # older checkpoints: unknown
@@ -61,10 +62,16 @@ def note_thread_change(tr: RunState, states: list[dict]) -> None:
               f"resumes with {now} (--threads): the curves from step {tr.t} on may differ in the last bits from "
               f"an uninterrupted run; the record's 'resumes' lists each resume's threads", file=sys.stderr)
     cpus = sorted({s["cpu_capability"] for s in states if s.get("cpu_capability")})
+    models = sorted({s["cpu_model"] for s in states if s.get("cpu_model")})  # checkpoints before 2026-12-05: none
     if cpus and cpus != [cpu_capability()]:
         print(f"note: {tr.cfg.name} was checkpointed on a CPU with {' / '.join(cpus)} kernels and resumes on "
               f"one with {cpu_capability()}: the curves from step {tr.t} on may differ in the last bits from an "
               f"uninterrupted run; the record's 'resumes' lists each resume's CPU", file=sys.stderr)
+    elif models and models != [cpu_model()]:
+        print(f"note: {tr.cfg.name} was checkpointed on {' / '.join(models)} and resumes on {cpu_model()} (the same "
+              f"{cpu_capability()} kernels, but other processors may round otherwise): the curves from step {tr.t} on "
+              f"may differ in the last bits from an uninterrupted run; the record's 'resumes' lists each resume's "
+              f"CPU", file=sys.stderr)
 
 
 def checkpoint_due(tr: RunState) -> bool:
@@ -85,7 +92,7 @@ def seed_state(tr: RunState, k: int) -> dict:
     """The k-th seed's checkpoint: what a process of that seed alone would write."""
     rows = tr.rows(k)
     return {"format": CHECKPOINT_FORMAT, "config": asdict(tr.setup.seed_cfgs[k]), "t": tr.t,
-            "torch_threads": torch.get_num_threads(), "cpu_capability": cpu_capability(),
+            "torch_threads": torch.get_num_threads(), "cpu_capability": cpu_capability(), "cpu_model": cpu_model(),
             **tr.outputs.state(k),
             **({"episode_evals": tr.setup.episode_evals.state_dict(rows)} if tr.setup.episode_evals is not None else {}),
             **({"episode_log": tr.setup.episode_log.state_dict(rows)} if tr.setup.episode_log is not None else {}),
