@@ -297,6 +297,8 @@ def test_steps_table_with_seeds_of_its_own_references_and_paired_differences(tmp
     assert text.endswith("<!-- /hand_table -->\n\nafter\n") and "old" not in text
     assert "| Pendulum-v1 paper | 27.0 [" in text and "(4) |" in text  # 25.5 + 1.5 on average over seeds 0-3
     assert "| Pendulum-v1 shared − solo, paired by seed | +26.0 [+26.0, +26.0] (p 0.25; 3 of 3 above) |" in text
+    # the report's opening names the seeds of a method that has its own (the suite's 0-2, solo's 0-4)
+    assert "2 task(s), 2 methods, seeds 0-2; solo: 0-4. " in (tmp_path / "out" / "report.md").read_text()
     # --seeds: a report on some seeds only
     code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out2"), "--seeds", "1-4"])
     assert code == 0, err
@@ -788,3 +790,12 @@ def test_seed_curves_average_a_seeds_agents_over_their_common_length_and_read_on
     assert list(seed_curves(folder, "TD3", finished_only=True)) == [2]
     assert list(seed_curves(tmp_path, "TD3", env="Env-v1")) == []  # not in that folder
     assert window_mean(np.arange(11.0), 10_000, 1000, 5) == 8.0 and window_mean(np.arange(11.0), 11_000, 1000, 5) is None
+
+
+def test_a_small_p_keeps_its_digits_in_the_tables():
+    """9 of 9 seeds above gives the exact p 2 / 2^9: the tables printed it "p 0.00"; now two significant digits
+    below 0.01, two decimals above."""
+    from utils.compare.report import p_text
+
+    assert p_text(2 / 2**9) == "0.0039" and p_text(2 / 2**14) == "0.00012"
+    assert p_text(2 / 2**5) == "0.06" and p_text(0.25) == "0.25" and p_text(1.0) == "1.00"

@@ -223,7 +223,32 @@ def _pair_cell(d: dict | None, digits: int) -> str:
 def _p(d: dict) -> str:
     """A pair's sign-flip p, marked when it was sampled rather than exact."""
     sampled = d.get("sign_flip", "exact") != "exact"
-    return f"{d['sign_flip_p']:.2f}" + (f", {d['sign_flip']}" if sampled else "")
+    return p_text(d["sign_flip_p"]) + (f", {d['sign_flip']}" if sampled else "")
+
+
+def p_text(p: float) -> str:
+    """A p for a table: two decimals, or two significant digits below 0.01 (never "0.00")."""
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
+
+
+def seeds_text(suite_seeds: list[int], methods: dict) -> str:
+    """The suite's seeds, then those of each method with seeds of its own (methods with the same seeds together)."""
+    own: dict[str, list[str]] = {}
+    for name, m in methods.items():
+        if m.get("seeds") and list(m["seeds"]) != list(suite_seeds):
+            own.setdefault(seed_ranges(m["seeds"]), []).append(name)
+    return seed_ranges(suite_seeds) + "".join(f"; {', '.join(names)}: {text}" for text, names in own.items())
+
+
+def seed_ranges(seeds: list[int]) -> str:
+    """0, 1, 2, 3, 7 -> "0-3, 7"."""
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive seeds
+    for s in sorted(seeds):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _ci(v: dict, digits: int) -> str:
@@ -368,7 +393,7 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     if suite.description:
         lines += [suite.description, ""]
     lines += [f"Written by `utils.compare` from [{suite.path.name}](#the-suite). {len(suite.tasks)} task(s), "
-              f"{len(methods)} methods, seeds {', '.join(map(str, s['seeds']))}. A run's **final score** is the mean "
+              f"{len(methods)} methods, seeds {seeds_text(s['seeds'], r['methods'])}. A run's **final score** is the mean "
               f"of its last {k} evaluations (every {s['eval_freq']} steps per agent), {untrained_words(r)}, a seed's "
               "agents averaged first; scores are normalised per task as (score - random) / (target - random). "
               "Intervals are 95 % "
