@@ -214,6 +214,30 @@ def test_a_td3_record_from_before_the_typed_settings_is_the_same_experiment():
                          {"policy": "TD3", "algo": {**TD3Settings().record(), "actor_lr": 1e-3}}, Path("x.pt"))
 
 
+def test_a_sac_record_without_a_later_setting_is_the_same_experiment_on_either_action_space():
+    """SAC's settings are two classes (Box actions, discrete actions): a record that names fewer settings (one
+    written before a setting existed) reads the rest as the defaults of the class its keys belong to, so a
+    checkpoint of issue 88's SAC runs resumes after a setting is added; a setting of another value is still
+    refused by name, and a Box record is never read with the discrete defaults (reward_scale 5, not 1)."""
+    import sac_main
+
+    build = lambda *a: sac_main.build_config(sac_main.parse([*a, "--quiet"])).algo  # noqa: E731
+    for env in ("Pendulum-v1", "CartPole-v1"):
+        full = build("--policy", "SAC", "--env", env)
+        older = {k: v for k, v in full.items() if k not in ("hidden_size", "target_update_interval")}
+        check_compatible({"policy": "SAC", "algo": older}, {"policy": "SAC", "algo": full}, Path("x.pt"))
+        check_compatible({"policy": "SAC", "algo": full}, {"policy": "SAC", "algo": older}, Path("x.pt"))
+        with pytest.raises(UsageError, match="--hidden_size"):
+            check_compatible({"policy": "SAC", "algo": older},
+                             {"policy": "SAC", "algo": {**full, "hidden_size": 64}}, Path("x.pt"))
+    box = build("--policy", "DASE_SAC", "--env", "Pendulum-v1")
+    without_scale = {k: v for k, v in box.items() if k != "reward_scale"}
+    check_compatible({"policy": "DASE_SAC", "algo": without_scale}, {"policy": "DASE_SAC", "algo": box}, Path("x.pt"))
+    with pytest.raises(UsageError, match="--reward_scale"):
+        check_compatible({"policy": "DASE_SAC", "algo": without_scale},
+                         {"policy": "DASE_SAC", "algo": {**box, "reward_scale": 1.0}}, Path("x.pt"))
+
+
 def test_sac_settings_follow_the_action_space_and_keep_the_records_they_always_had():
     """sac_main.py: SAC on a Box action space (policy_type, alpha fixed by default, reward_scale 5, 20 for Humanoid)
     and discrete SAC (no policy_type, alpha tuned by default towards 0.89 log|A|, reward_scale 1); the records list

@@ -35,16 +35,25 @@ def read_checkpoint(path: Path, hint: str = "delete it, or start over with --ove
 
 
 def filled_algo(policy, algo):
-    """A run's algorithm settings with those its record does not name at their defaults, for the algorithms whose
-    settings are one class (utils/run/onpolicy/settings.py, utils/run/replay/settings.py); others as recorded. Resume
-    compares these as JSON (a record's lists are a run's tuples); ``RunConfig.algo_settings()`` is the typed read."""
+    """A run's algorithm settings with those its record does not name at their defaults (the settings classes of
+    utils/run/onpolicy/settings.py and utils/run/replay/settings.py); a policy this program does not know as
+    recorded. SAC's class is the one ``RunConfig.algo_settings()`` reads the record with (the discrete-action form
+    where only it takes the record's keys), so two equal records stay equal. Resume compares these as JSON (a
+    record's lists are a run's tuples)."""
     from ..naming import ALGORITHM, algorithm_of
 
-    # a policy this program does not know names no typed algorithm, and an algorithm whose settings depend on the
-    # action space (SAC: the record does not say which) none of one class: compared as recorded
     spec = ALGORITHM.get(algorithm_of(policy)) if isinstance(policy, str) else None
-    cls = spec.form("settings") if spec is not None and spec.settings and not spec.settings_discrete else None
-    return filled(cls, algo) if cls is not None and isinstance(algo, dict) else algo
+    if spec is None or not spec.settings or not isinstance(algo, dict):
+        return algo
+    cls = spec.form("settings")
+    if spec.settings_discrete:
+        from .config import AlgoSettings
+
+        try:
+            cls = type(AlgoSettings.of(algorithm_of(policy), algo).own)
+        except (TypeError, ValueError):  # a record these settings cannot read: compared as recorded
+            return algo
+    return filled(cls, algo)
 
 
 def check_compatible(saved: dict, current: dict, path: Path) -> None:
