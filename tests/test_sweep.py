@@ -493,6 +493,7 @@ def test_sigterm_to_the_process_group_of_a_ray_sweep_stops_its_runs_with_a_check
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 143, out
     assert "interrupted (exit 143" in out.splitlines()[-2] and "rerun the same command to continue" in out, out
+    assert "Started a local Ray instance" not in out and "WARNING" not in out, out  # Ray's notices left out
     assert list((folder / "checkpoints").glob("*.pt")), "the run did not checkpoint; its log:\n" + logs_under(tmp_path)
     assert len(np.load(folder / "TD3_Pendulum-v1_0.npy")) < 3  # it stopped before the end
     assert not running_with(str(tmp_path)), "a run is still going"

@@ -19,13 +19,17 @@ from .runs import Run
 def ray_session(address: str | None):
     """Ray, started here (a new local instance, or joined at ``address``) unless already running; shut down on
     leaving only if started here."""
+    import logging
+
     import ray
 
     started_here = not ray.is_initialized()
     try:  # Ctrl-C while Ray starts too: nothing Ray started here outlives the sweep (utils/distributed/ray_local.py)
         if started_here:
-            # a local instance: a SIGTERM to the whole process group reaches the sweep alone, which stops its runs
-            init_local(ray, include_dashboard=False) if address is None else ray.init(address=address)
+            # a local instance: a SIGTERM to the whole process group reaches the sweep alone, which stops its runs;
+            # Ray's own notices (its start, token authentication) left out, as utils.distributed does: errors only
+            quiet = {"logging_level": logging.ERROR}
+            init_local(ray, include_dashboard=False, **quiet) if address is None else ray.init(address=address, **quiet)
         yield ray
     finally:
         if started_here:
