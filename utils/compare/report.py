@@ -11,7 +11,7 @@ import numpy as np
 from ..io import written_together
 from ..plot.stats import METRICS, bootstrap_ci, efficiency, mean_band, paired_difference, sign_flip_test, statistics
 from ..plot.tables import markdown, write_between_markers
-from ..sweep.experiment import flag_args
+from ..sweep.experiment import flag_args, seed_tokens
 from . import figures
 from .claims import judged
 from .entry import Entry
@@ -236,19 +236,8 @@ def seeds_text(suite_seeds: list[int], methods: dict) -> str:
     own: dict[str, list[str]] = {}
     for name, m in methods.items():
         if m.get("seeds") and list(m["seeds"]) != list(suite_seeds):
-            own.setdefault(seed_ranges(m["seeds"]), []).append(name)
-    return seed_ranges(suite_seeds) + "".join(f"; {', '.join(names)}: {text}" for text, names in own.items())
-
-
-def seed_ranges(seeds: list[int]) -> str:
-    """0, 1, 2, 3, 7 -> "0-3, 7"."""
-    runs: list[list[int]] = []  # [first, last] of each run of consecutive seeds
-    for s in sorted(seeds):
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+            own.setdefault(", ".join(seed_tokens(m["seeds"])), []).append(name)
+    return ", ".join(seed_tokens(suite_seeds)) + "".join(f"; {', '.join(names)}: {text}" for text, names in own.items())
 
 
 def _ci(v: dict, digits: int) -> str:
