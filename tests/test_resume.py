@@ -381,21 +381,30 @@ def test_every_resume_is_recorded_and_a_new_thread_count_is_noticed(tmp_path, ca
     assert record["finished_at_step"] == 900
 
 
-def test_a_resume_on_another_cpu_instruction_set_is_noticed_and_recorded(tmp_path, capsys, monkeypatch):
-    """float32 rounds differently under AVX2 and AVX-512 kernels: a checkpoint made on one and resumed on the other
-    continues, says so on one line, and the record names each resume's CPU and the run's."""
+def run_in_pieces(tmp_path):
+    """piece(stop, *flags): ARGS (not quiet) for 900 steps into tmp_path, run up to step ``stop`` (None: to the end)."""
+    args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
+    return lambda stop, *more: Trainer(DASE_main.build_config(DASE_main.parse(args + list(more)))).run(stop_at=stop)
+
+
+def on_cpu(monkeypatch, **answers: str) -> None:
+    """Make the records and the resume check see this CPU: cpu_capability="AVX2", cpu_model="AMD EPYC", ..."""
     import utils.run.files as files
     import utils.run.resume as resume
 
-    args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
-    piece = lambda stop, *more: Trainer(DASE_main.build_config(  # noqa: E731
-        DASE_main.parse(args + list(more)))).run(stop_at=stop)
     for module in (files, resume):
-        monkeypatch.setattr(module, "cpu_capability", lambda: "AVX2")
+        for name, answer in answers.items():
+            monkeypatch.setattr(module, name, lambda answer=answer: answer)
+
+
+def test_a_resume_on_another_cpu_instruction_set_is_noticed_and_recorded(tmp_path, capsys, monkeypatch):
+    """float32 rounds differently under AVX2 and AVX-512 kernels: a checkpoint made on one and resumed on the other
+    continues, says so on one line, and the record names each resume's CPU and the run's."""
+    piece = run_in_pieces(tmp_path)
+    on_cpu(monkeypatch, cpu_capability="AVX2")
     piece(300)
     capsys.readouterr()
-    for module in (files, resume):
-        monkeypatch.setattr(module, "cpu_capability", lambda: "AVX512")
+    on_cpu(monkeypatch, cpu_capability="AVX512")
     piece(600, "--resume")
     notes = [line for line in capsys.readouterr().err.splitlines() if "CPU" in line]
     assert len(notes) == 1 and "checkpointed on a CPU with AVX2 kernels and resumes on one with AVX512" in notes[0], notes
@@ -411,19 +420,11 @@ def test_a_resume_on_another_processor_with_the_same_instruction_set_is_noticed_
     """An Intel Xeon and an AMD EPYC, both AVX-512, wrote other curves from one command (docs/reproducibility.md):
     a checkpoint made on one processor and resumed on another says so on one line, naming both, and the record
     names the run's processor and each resume's."""
-    import utils.run.files as files
-    import utils.run.resume as resume
-
-    args = [a for a in ARGS if a != "--quiet"] + ["--max_time_steps", "900", "--results_dir", str(tmp_path)]
-    piece = lambda stop, *more: Trainer(DASE_main.build_config(  # noqa: E731
-        DASE_main.parse(args + list(more)))).run(stop_at=stop)
-    for module in (files, resume):
-        monkeypatch.setattr(module, "cpu_capability", lambda: "AVX512")
-        monkeypatch.setattr(module, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum")
+    piece = run_in_pieces(tmp_path)
+    on_cpu(monkeypatch, cpu_capability="AVX512", cpu_model="Intel(R) Xeon(R) Platinum")
     piece(300)
     capsys.readouterr()
-    for module in (files, resume):
-        monkeypatch.setattr(module, "cpu_model", lambda: "AMD EPYC")
+    on_cpu(monkeypatch, cpu_model="AMD EPYC")
     piece(600, "--resume")
     notes = [line for line in capsys.readouterr().err.splitlines() if "checkpointed on" in line]
     assert len(notes) == 1 and "checkpointed on Intel(R) Xeon(R) Platinum and resumes on AMD EPYC" in notes[0], notes
