@@ -258,6 +258,50 @@ def test_readme_s_table_of_claims_is_written_from_the_reports():
     assert "holds" not in lowered and "matches" not in lowered
 
 
+def report_with_references(**claim_change) -> tuple[dict, dict]:
+    """A report of one task whose references are a paper's "TD3" and "DASE_TD3" files (their final scores 6.0 and
+    205.0; 100.0 at 100k), and a claim of it."""
+    ref = lambda prefix, final, early: {"prefix": prefix, "at_steps": {"100k": {"mean": early},  # noqa: E731
+                                                                       "300k": {"mean": final}}}
+    r = {"methods": {"solo": {"policy": "TD3"}, "shared": {"policy": "DASE_TD3"}},
+         "tasks": {"LunarLanderContinuous-v3": {"references": {"paper_TD3": ref("TD3", 6.0, -50.0),
+                                                                "paper_DASE_TD3": ref("DASE_TD3", 205.0, 100.0)}}}}
+    c = {"a": "shared", "b": "solo", "tasks": ["LunarLanderContinuous-v3"], "unit": "returns", "metric": "final",
+         "value": None, "published": 199.0, **claim_change}
+    return r, c
+
+
+def test_readme_s_published_column_names_the_published_a_and_b_from_the_references():
+    from utils.compare.readme import published_means
+
+    r, c = report_with_references()
+    assert published_means(c, r) == (205.0, 6.0)
+    assert published_means({**c, "metric": "at_step", "value": 100_000}, r) == (100.0, -50.0)
+    assert published_means({**c, "metric": "at_step", "value": 200_000}, r) is None  # no such column
+    assert published_means({**c, "a": "solo", "b": "shared"}, r) == (6.0, 205.0)
+    for change in ({"published": None}, {"unit": "normalised scores"}, {"metric": "auc"},
+                   {"tasks": ["LunarLanderContinuous-v3", "HalfCheetah-v5"]}):
+        assert published_means({**c, **change}, r) is None, change
+    del r["tasks"]["LunarLanderContinuous-v3"]["references"]["paper_TD3"]
+    assert published_means(c, r) is None
+
+
+def test_every_published_effect_is_the_published_curves_difference():
+    """A claim's declared published A - B (typed into its suite) equals the difference of the published curves' A and
+    B as its report read them, to the last decimal it is written with (both terms were rounded to it)."""
+    from utils.compare.readme import published_means
+
+    checked = 0
+    for folder, r in committed_reports():
+        for c in r["claims"]:
+            if (pair := published_means(c, r)) is None:
+                continue
+            decimals = len(repr(float(c["published"])).split(".")[1])
+            assert abs(c["published"] - (pair[0] - pair[1])) <= 10.0 ** -decimals, (folder, c["name"], pair)
+            checked += 1
+    assert checked >= 3
+
+
 def test_every_shown_claim_has_its_interval_off_zero_and_p_below_0_05():
     for folder, r in committed_reports():
         for c in r["claims"]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..plot.tables import between_markers, markdown, write_between_markers
 from ..sweep.experiment import ROOT
-from .words import claim_digits, plan_words, verdict_words
+from .words import claim_digits, plan_words, steps_label, verdict_words
 
 MARKER = "claims_table"
 # the rows' order: the DASE paper's own claims first, then the other seed systems'; a suite not named here follows,
@@ -39,6 +39,28 @@ def reports(root: Path = ROOT) -> list[tuple[str, dict]]:
     return sorted(found, key=lambda item: (rank.get(item[0], len(ORDER)), item[0]))
 
 
+def published_means(c: dict, r: dict) -> tuple[float, float] | None:
+    """The published curves' own A and B, as the report read them: on the claim's one task, the references whose
+    prefix is A's and B's policy, each the mean over its files of the window the claim reads (the final score at the
+    budget, or the claim's step where the report has that column); None where the claim spans tasks, is not in
+    returns, has no published effect, or either reference is missing."""
+    if c["published"] is None or len(c["tasks"]) != 1 or c["unit"] != "returns" or \
+            c["metric"] not in ("final", "at_step"):
+        return None
+    refs = r["tasks"][c["tasks"][0]]["references"].values()
+    means = []
+    for m in (c["a"], c["b"]):
+        ref = next((x for x in refs if x["prefix"] == r["methods"][m]["policy"]), None)
+        if ref is None:
+            return None
+        cell = list(ref["at_steps"].values())[-1] if c["metric"] == "final" else \
+            ref["at_steps"].get(steps_label(c["value"]))
+        if cell is None:
+            return None
+        means.append(cell["mean"])
+    return means[0], means[1]
+
+
 def row(folder: str, r: dict, c: dict) -> list[str]:
     d, diff = claim_digits(c, r), c["difference"]
     statement = f"{c['statement']} ({c['source']}; {c['metric_words']}, {c['unit']})"
@@ -47,7 +69,10 @@ def row(folder: str, r: dict, c: dict) -> list[str]:
     if c["note"]:
         statement += f". {c['note']}"
     p = f"{c['p']:.3g} {c['p_words']} ({c['p_holm']:.3g})"
-    return [statement, "—" if c["published"] is None else f"{c['published']:+.{d}f}",
+    published = "—" if c["published"] is None else f"{c['published']:+.{d}f}"
+    if (pair := published_means(c, r)) is not None:
+        published += f" ({c['a']} {pair[0]:.{d}f} vs {c['b']} {pair[1]:.{d}f})"
+    return [statement, published,
             f"{c['a']} {c['a_mean']:.{d}f} vs {c['b']} {c['b_mean']:.{d}f}", f"**{verdict_words(c)}**",
             f"{diff['estimate']:+.{d}f} [{diff['ci'][0]:+.{d}f}, {diff['ci'][1]:+.{d}f}] "
             f"({diff['better']} of {diff['pairs']} above)", p, str(len(c["seeds"])),

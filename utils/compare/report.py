@@ -17,7 +17,7 @@ from .claims import judged
 from .entry import Entry
 from .scores import Curves, final_k, load_curves, load_reference, score_arrays, trained_fractions
 from .suite import Suite
-from .words import claim_digits, digits_for, p_words, plan_words, verdict_words
+from .words import claim_digits, digits_for, p_words, plan_words, steps_label, verdict_words
 
 PACKAGES = ("numpy", "torch", "rliable", "scipy", "matplotlib", "gymnasium")
 
@@ -58,13 +58,8 @@ def columns(suite: Suite) -> list[tuple[str, int | None]]:
     the budget (the final score; its step None where tasks' budgets differ) unless at_steps ends there."""
     budgets = {t.budget for t in suite.tasks}
     budget = next(iter(budgets)) if len(budgets) == 1 else None
-    out = [(_steps_label(x), x) for x in suite.at_steps if x != budget]
-    return out + [(_steps_label(budget) if budget else "final", budget)]
-
-
-def _steps_label(step: int) -> str:
-    return f"{step / 1e6:g}M" if step >= 1_000_000 and step % 100_000 == 0 else \
-        f"{step / 1000:g}k" if step >= 1000 else str(step)
+    out = [(steps_label(x), x) for x in suite.at_steps if x != budget]
+    return out + [(steps_label(budget) if budget else "final", budget)]
 
 
 def _cell(values: np.ndarray | None, evaluations: int, seeds: tuple[int, ...], reps: int, seed: int) -> dict | None:

@@ -13,6 +13,12 @@ def digits_for(task) -> int:
     return max(1, 2 - math.floor(math.log10(scale))) if scale > 0 else 1
 
 
+def steps_label(step: int) -> str:
+    """A step as the report's columns name it: 300k, 1M, 1.5M, 500."""
+    return f"{step / 1e6:g}M" if step >= 1_000_000 and step % 100_000 == 0 else \
+        f"{step / 1000:g}k" if step >= 1000 else str(step)
+
+
 def claim_digits(c: dict, r: dict) -> int:
     """Decimals of a claim's numbers: its task's for returns, 3 for normalised scores and fractions, 0 for steps."""
     if c["unit"] == "steps":
