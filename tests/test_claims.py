@@ -302,6 +302,26 @@ def test_every_published_effect_is_the_published_curves_difference():
     assert checked >= 3
 
 
+def test_every_run_a_committed_claim_reads_is_finished_at_its_budget():
+    """Nothing half-finished speaks for a claim: each seed's record of every run a committed report reads says the run
+    finished, at the budget (its curves' length is load_curves' check). The only exception: records written before
+    records said so (97a527e, 2026-11-23 05:01), which carry no finished_at_step."""
+    from utils.compare.plan import plan_suite
+    from utils.compare.suite import load_suite
+
+    checked = 0
+    for folder, r in committed_reports():
+        entries, _, _ = plan_suite(load_suite(ROOT / r["suite"]["file"]))
+        for e in entries:
+            for stem in e.run.stems():
+                record = json.loads((e.run.folder(ROOT) / f"{stem}.json").read_text())
+                if "finished_at_step" not in record and record["started"] < "2026-11-23T05:01":
+                    continue
+                assert record["finished"] and record["finished_at_step"] == e.run.steps, (folder, stem)
+                checked += 1
+    assert checked > 100
+
+
 def test_every_shown_claim_has_its_interval_off_zero_and_p_below_0_05():
     for folder, r in committed_reports():
         for c in r["claims"]:
