@@ -248,6 +248,32 @@ def test_report_numbers_from_curves_written_by_hand(tmp_path, no_processes):
     assert "**Equal total budget**" in text and "| shared | DASE_TD3 | `--num_agents 3` | 3 | 200 | 600 |" in text
 
 
+def test_seeds_per_run_starts_a_process_per_batch_and_the_report_reads_every_seed(tmp_path, no_processes):
+    """seeds_per_run 2 over seeds 0-2: two processes per method and task ("--seeds 0 1", "--seeds 2"), listed by
+    --dry_run and in the report's commands; the report reads the three seeds as one run, the numbers of the same
+    curves read without the key."""
+    results = tmp_path / "r"
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: 20.0 * e + s + i)
+    code, out, _ = call([str(hand_suite(tmp_path, seeds_per_run=2)), "--results", str(results), "--dry_run"])
+    assert code == 0 and out.count("finished ") == 8 and "8 runs: 0 to run, 8 finished" in out
+    assert [line.split("--seeds ")[1].split(" --")[0] for line in out.splitlines()[:2]] == ["0 1", "2"]
+    reports = {}
+    for key, change in (("split", {"seeds_per_run": 2}), ("whole", {})):
+        code, out, err = call([str(hand_suite(tmp_path, **change)), "--results", str(results),
+                               "--out", str(tmp_path / key)])
+        assert code == 0, out + err
+        reports[key] = json.loads((tmp_path / key / "report.json").read_text())
+    split, whole = reports["split"], reports["whole"]
+    assert len(split["commands"]["runs"]) == 8 and len(whole["commands"]["runs"]) == 4
+    for name in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        for m in ("solo", "shared"):
+            assert split["tasks"][name]["methods"][m]["seeds"] == [0, 1, 2]
+            assert split["tasks"][name]["methods"][m]["final"] == whole["tasks"][name]["methods"][m]["final"]
+    assert split["paired_differences"] == whole["paired_differences"]
+
+
 def test_steps_table_with_seeds_of_its_own_references_and_paired_differences(tmp_path, no_processes):
     """at_steps: per seed the mean of the K evaluations ending at the step; a method with seeds of its own (solo
     0-4) is paired with another (shared 0-2) on the seeds both ran, with the exact sign-flip p; a published
@@ -559,6 +585,7 @@ BAD = [
     ({"at_steps": [150]}, "at_steps: 150 is not a multiple of eval_freq 100"),
     ({"at_steps": [700]}, "at_steps: 700 is not a multiple of eval_freq 100 within every task's budget"),
     ({"score": "best"}, "score: expected one of own, tasks"),
+    ({"seeds_per_run": 0}, "seeds_per_run: must be positive"),
     ({"methods": {"solo": {"policy": "TD3", "seeds": "x"}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo.seeds:"),
     ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1, "methods": ["solo", "nobody"]}]},
      "tasks (Pendulum-v1).methods: expected a list of two or more of the methods (solo, shared)"),
@@ -705,7 +732,7 @@ def test_the_docs_example_suite_is_a_good_suite(tmp_path, no_processes):
     path = tmp_path / "example.yaml"
     path.write_text(block)
     suite = compare.load_suite(path)
-    assert compare.suite.TOP_KEYS - set(yaml.safe_load(block)) == {"gpus_per_run", "device"}  # named in a comment
+    assert compare.suite.TOP_KEYS - set(yaml.safe_load(block)) == {"gpus_per_run", "device", "seeds_per_run"}  # in a comment
     code, out, err = call([str(path), "--dry_run", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "o")])
     assert code == 0, err
     assert out.splitlines()[-2] == f"{len(suite.tasks) * len(suite.methods)} runs: 6 to run, 0 finished"

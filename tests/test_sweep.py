@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from utils import sweep
+from utils.sweep.runs import joined
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_GUARD = 900  # seconds; only against hangs, generous for slow machines
@@ -202,6 +203,28 @@ def test_dry_run_prints_commands_and_starts_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_seeds_per_run_splits_each_run_into_processes_of_that_many_seeds(tmp_path):
+    """seeds_per_run 2 over seeds 0-2 5 7: processes of seeds (0, 1), (2, 5), (7,), in order, each the unsplit run's
+    command but for its --seeds; joined, they are the unsplit run exactly (a seed's files do not depend on the seeds
+    trained beside it: tests/test_seeds.py)."""
+    spec = {"envs": ["Pendulum-v1"], "policies": ["TD3", "DASE_SAC"], "seeds": "0-2 5 7", "steps": 5000,
+            "start_steps": 1000, "settings": {"a": {"results_dir": str(tmp_path / "a")}}}
+    whole = sweep.expand(sweep.load_experiment(write(tmp_path, spec)), threads=1)
+    split = sweep.expand(sweep.load_experiment(write(tmp_path, {**spec, "seeds_per_run": 2})), threads=1)
+    assert [(r.policy, r.seeds) for r in split] == [(p, s) for p in ("TD3", "DASE_SAC")
+                                                    for s in ((0, 1), (2, 5), (7,))]
+    for run in split:
+        unsplit = next(w for w in whole if w.policy == run.policy)
+        at = unsplit.args.index("--seeds") + 1
+        assert unsplit.args[at:at + 3] == ("0-2", "5", "7")
+        assert run.args == (*unsplit.args[:at], *map(str, run.seeds), *unsplit.args[at + 3:])
+        assert run.stems() == [s for s in unsplit.stems() if int(s.rsplit("_", 1)[1]) in run.seeds]
+    for policy in ("TD3", "DASE_SAC"):
+        assert joined([r for r in split if r.policy == policy]) == next(w for w in whole if w.policy == policy)
+    many = sweep.expand(sweep.load_experiment(write(tmp_path, {**spec, "seeds_per_run": 9})), threads=1)
+    assert many == whole  # more per run than there are seeds: one process, as without the key
+
+
 # ---- validation: one line, exit code 2, nothing started ------------------------------------------------
 GOOD = {"envs": ["Pendulum-v1"], "policies": ["TD3", "DASE_TD3"], "seeds": "0-1", "steps": 1000, "start_steps": 200,
         "settings": {"s": {"results_dir": "RESULTS"}}}
@@ -216,6 +239,8 @@ BAD = [
     ({"seeds": "3-1"}, "empty range"),
     ({"seeds": [0, 0]}, "0 named twice"),
     ({"threads_per_run": 0}, "threads_per_run: must be positive"),
+    ({"seeds_per_run": 0}, "seeds_per_run: must be positive"),
+    ({"seeds_per_run": "two"}, "seeds_per_run: expected an integer"),
     ({"gpus_per_run": -1}, "gpus_per_run"),
     ({"device": "tpu"}, "device"),
     ({"flags": {"max_time_steps": 5}}, "use the top-level 'steps'"),

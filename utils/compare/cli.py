@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     for notice in suite.notices:
         print(notice, file=sys.stderr)
-    runs = [e.run for e in entries]
+    runs = [run for e in entries for run in e.commands]
     states = [run_state(run) for run in runs]
     if args.plan:
         from .planner import plan_text
@@ -115,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
         todo = []
     else:
-        print(f"{args.suite}: {len(runs)} runs ({len(suite.tasks)} tasks x {len(suite.methods)} methods), "
+        split = f", {suite.seeds_per_run} seed(s) per run" if suite.seeds_per_run else ""
+        print(f"{args.suite}: {len(runs)} runs ({len(suite.tasks)} tasks x {len(suite.methods)} methods{split}), "
               f"{len(runs) - len(todo)} finished, {len(todo)} to run", flush=True)
     if todo:
         code, _ = run_missing(runs, todo, args, threads, workers, suite.gpus_per_run)

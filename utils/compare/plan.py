@@ -7,7 +7,7 @@ import argparse
 from ..naming import curve_length
 from ..sweep.cli import plan
 from ..sweep.experiment import ExperimentError, experiment_from_spec
-from ..sweep.runs import expand
+from ..sweep.runs import Run, expand, joined
 from .entry import Entry
 from .suite import Method, Suite, SuiteError, Task
 
@@ -21,7 +21,7 @@ def sweep_spec(suite: Suite, task: Task, steps: dict[str, int], methods: list[Me
     spec = {"envs": [task.env], "policies": [methods[0].policy], "seeds": list(methods[0].seeds),
             "steps": max(steps.values()), "start_steps": suite.start_steps, "eval_freq": suite.eval_freq,
             "gpus_per_run": suite.gpus_per_run, "settings": settings}
-    for key in ("eval_episodes", "threads_per_run", "device"):
+    for key in ("eval_episodes", "threads_per_run", "device", "seeds_per_run"):
         if getattr(suite, key) is not None:
             spec[key] = getattr(suite, key)
     return spec
@@ -74,9 +74,12 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
             raise
         except ExperimentError as e:
             raise _in_suite_terms(e) from None
-        order = list(suite.methods)
-        entries += [Entry(task, suite.methods[run.setting], run)
-                    for run in sorted(runs, key=lambda run: order.index(run.setting))]
+        by_method: dict[str, list[Run]] = {}
+        for run in runs:  # one run per method, or one per seeds_per_run of its seeds
+            by_method.setdefault(run.setting, []).append(run)
+        entries += [Entry(task, suite.methods[m], joined(by_method[m]),
+                          processes=tuple(by_method[m]) if len(by_method[m]) > 1 else ())
+                    for m in suite.methods if m in by_method]
     return entries, threads, local_workers
 
 

@@ -246,7 +246,7 @@ def write(suite: Suite, entries: list[Entry], out: Path, commands: list[str],
     (``utils.io.written_together``): a write that fails (a full disk: ``DiskFull``) leaves ``out`` and the docs page as
     they were, no file of the new report there."""
     report, curves = compute(suite, entries)
-    report["commands"] = {"report": commands, "runs": [e.run.command_line() for e in entries]}
+    report["commands"] = {"report": commands, "runs": [run.command_line() for e in entries for run in e.commands]}
     with written_together(out) as stage:
         _write(suite, report, curves, stage, docs)
     return out / "report.md"

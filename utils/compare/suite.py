@@ -17,7 +17,7 @@ from ..sweep.experiment import POLICIES, ROOT, ExperimentError, _flags, parse_se
 TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "budget", "budget_rule", "start_steps",
             "eval_freq", "eval_episodes", "final_evaluations", "efficiency_points", "bootstrap_reps",
             "bootstrap_seed", "pairs", "results_dir", "flags", "threads_per_run", "gpus_per_run", "device", "at_steps",
-            "score", "docs", "claims"}
+            "score", "docs", "claims", "seeds_per_run"}
 REQUIRED_KEYS = ("tasks", "methods", "baseline", "seeds", "budget")
 TASK_KEYS = {"env", "name", "random", "target", "budget", "flags", "references", "methods"}
 METHOD_KEYS = {"policy", "flags", "results_dir", "description", "seeds"}
@@ -137,6 +137,7 @@ class Suite:
     threads_per_run: int | None
     gpus_per_run: float
     device: str | None
+    seeds_per_run: int | None = None  # as the sweep's: seeds per process (None: all of a method's seeds in one)
     at_steps: list[int] = field(default_factory=list)  # besides the budget: windows ending at these steps
     score: str = "own"  # SCORES
     docs: tuple[str, str] | None = None  # (file, marker): where --write_docs puts the table
@@ -208,6 +209,7 @@ def load_suite(path: str | Path, results_dir: str | None = None, only_seeds: lis
         pairs=_pairs(spec.get("pairs", []), methods, baseline), flags=_flags(spec.get("flags"), "flags"),
         threads_per_run=positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None,
         gpus_per_run=spec.get("gpus_per_run", 0), device=spec.get("device"),
+        seeds_per_run=positive(spec["seeds_per_run"], "seeds_per_run") if "seeds_per_run" in spec else None,
         at_steps=_at_steps(spec.get("at_steps", []), tasks, eval_freq), score=score, docs=_docs(spec.get("docs")),
         claims=_claims(spec.get("claims", []), methods, tasks, eval_freq), notices=notices)
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent  # the repository: relative
 POLICIES = [p for policies in SCRIPT_POLICIES.values() for p in policies]
 
 TOP_KEYS = {"description", "envs", "policies", "seeds", "settings", "steps", "start_steps", "eval_freq",
-            "eval_episodes", "flags", "threads_per_run", "gpus_per_run", "device"}
+            "eval_episodes", "flags", "threads_per_run", "gpus_per_run", "device", "seeds_per_run"}
 REQUIRED_KEYS = ("envs", "policies", "seeds", "settings", "steps")
 SETTING_KEYS = {"description", "results_dir", "flags", "policies", "steps"}
 # flags the sweep sets itself: giving them in `flags` would contradict the grid or the skip logic
@@ -59,6 +59,9 @@ class Experiment:
     gpus_per_run: float
     device: str | None
     notices: list[str]
+    # seeds trained by one process (None: all of them): 1 makes each seed a run of its own, which finishes, and can
+    # be kept, on its own (a cluster's time limit, a machine lent for hours); a seed's curves are the same either way
+    seeds_per_run: int | None = None
     # per setting, what it overrides of the file's grid: "policies" (a list) and "steps" (per agent)
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -207,6 +210,7 @@ def experiment_from_spec(spec: dict, path: str | Path) -> Experiment:
     eval_episodes = positive(spec["eval_episodes"], "eval_episodes") if "eval_episodes" in spec else None
     threads = positive(spec["threads_per_run"], "threads_per_run") if "threads_per_run" in spec else None
     gpus, device = _gpus(spec.get("gpus_per_run", 0)), _device(spec.get("device"))
+    per_run = positive(spec["seeds_per_run"], "seeds_per_run") if "seeds_per_run" in spec else None
     settings = _settings(spec["settings"], _flags(spec.get("flags"), "flags"), policies)
     overrides: dict[str, dict[str, Any]] = {}
     for name, body in spec["settings"].items():
@@ -221,7 +225,7 @@ def experiment_from_spec(spec: dict, path: str | Path) -> Experiment:
     return Experiment(path=path, envs=envs, policies=policies, seeds=seeds, settings=settings, steps=steps,
                       start_steps=start_steps, eval_freq=eval_freq, eval_episodes=eval_episodes,
                       threads_per_run=threads, gpus_per_run=gpus, device=device, notices=notices,
-                      overrides=overrides)
+                      overrides=overrides, seeds_per_run=per_run)
 
 
 def _read(path: Path) -> Any:

@@ -31,7 +31,8 @@ LOG_SEEDS_BYTES = 96  # the seeds' part of a log file name; policy, environment 
 
 @dataclass(frozen=True)
 class Run:
-    """One process of the sweep: one policy on one environment in one setting, all seeds."""
+    """One process of the sweep: one policy on one environment in one setting, all its seeds (or seeds_per_run of
+    them)."""
 
     setting: str
     policy: str
@@ -98,7 +99,10 @@ class Run:
 
 
 def expand(exp: Experiment, threads: int | None) -> list[Run]:
-    """One Run per (setting, environment, policy), each training all seeds in one process."""
+    """One Run per (setting, environment, policy), each training all seeds in one process; with ``seeds_per_run`` K,
+    one Run per K of them (in order)."""
+    per_run = exp.seeds_per_run or len(exp.seeds)
+    batches = [tuple(exp.seeds[i:i + per_run]) for i in range(0, len(exp.seeds), per_run)]
     runs = []
     for setting, (base_dir, flags) in exp.settings.items():
         for env in exp.envs:
@@ -117,22 +121,36 @@ def expand(exp: Experiment, threads: int | None) -> list[Run]:
                 algo = algorithm_of(policy)
                 results_dir = (Path(base_dir) / algo / env).as_posix()
                 steps_flag, start_flag = flag_name(script, "max_time_steps"), flag_name(script, "start_time_steps")
-                args = ["--policy", policy, "--env", env, "--seeds", *seed_tokens(exp.seeds),
-                        "--results_dir", results_dir, steps_flag, str(exp.steps_of(setting)), start_flag, str(exp.start_steps),
-                        "--eval_freq", str(exp.eval_freq)]
-                if exp.eval_episodes is not None:
-                    args += ["--eval_episodes", str(exp.eval_episodes)]
-                if threads is not None:
-                    args += ["--threads", str(threads)]
-                if exp.device is not None:
-                    args += ["--device", exp.device]
-                args += ["--quiet", "--resume", *flag_args(flags)]
-                checkpoint_dir = flags.get("checkpoint_dir")
-                runs.append(Run(setting=setting, policy=policy, env=env, seeds=tuple(exp.seeds),
-                                results_dir=results_dir, script=script, args=tuple(args), num_agents=num_agents,
-                                steps=exp.steps_of(setting), eval_freq=exp.eval_freq, variant=sweep_variant(policy, flags),
-                                checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None))
+                variant, checkpoint_dir = sweep_variant(policy, flags), flags.get("checkpoint_dir")
+                for seeds in batches:
+                    args = ["--policy", policy, "--env", env, "--seeds", *seed_tokens(seeds),
+                            "--results_dir", results_dir, steps_flag, str(exp.steps_of(setting)), start_flag,
+                            str(exp.start_steps), "--eval_freq", str(exp.eval_freq)]
+                    if exp.eval_episodes is not None:
+                        args += ["--eval_episodes", str(exp.eval_episodes)]
+                    if threads is not None:
+                        args += ["--threads", str(threads)]
+                    if exp.device is not None:
+                        args += ["--device", exp.device]
+                    args += ["--quiet", "--resume", *flag_args(flags)]
+                    runs.append(Run(setting=setting, policy=policy, env=env, seeds=seeds,
+                                    results_dir=results_dir, script=script, args=tuple(args), num_agents=num_agents,
+                                    steps=exp.steps_of(setting), eval_freq=exp.eval_freq, variant=variant,
+                                    checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None))
     return runs
+
+
+def joined(runs: list[Run]) -> Run:
+    """The runs of one setting, policy and environment split by seeds_per_run, as the one run that would train all
+    their seeds in one process (its files are theirs: a seed's curves do not depend on the seeds beside it)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    seeds = tuple(seed for run in runs for seed in run.seeds)
+    at = first.args.index("--seeds") + 1
+    end = at + len(seed_tokens(first.seeds))
+    args = (*first.args[:at], *seed_tokens(seeds), *first.args[end:])
+    return replace(first, seeds=seeds, args=args)
 
 
 def sweep_variant(policy: str, flags: dict) -> str:
