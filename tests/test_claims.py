@@ -96,15 +96,30 @@ def test_shown_needs_the_interval_and_p_below_0_05():
     # Holm: the same differences beside two claims of p 1: 3 x 0.03125 > 0.05
     held = judged(claim(), up, others=2)
     assert held["p_holm"] == pytest.approx(3 / 32) and held["verdict"] == "not shown"
+    # contradicted is the mirror of shown: the same Holm-adjusted p
+    assert judged(claim(direction="less"), up, others=2)["verdict"] == "not shown"
 
 
-def test_contradicted_not_shown_and_the_published_size():
-    down = judged(claim(published=3.0), [-2.0, -3.0, -2.5, -1.5, -2.2])
-    assert down["difference"]["ci"][1] < 0 and down["verdict"] == "contradicted" and down["published_refuted"]
+def test_contradicted_and_refuted_need_the_test_as_shown_does():
+    down = [-2.0, -3.0, -2.5, -1.5, -2.2, -2.7]
+    six = judged(claim(published=3.0), down)
+    assert six["difference"]["ci"][1] < 0 and six["p_holm"] == pytest.approx(2 / 64)
+    assert six["verdict"] == "contradicted" and six["published_refuted"]
+    shifted = np.array(down) - 3.0  # the published size against an enumeration of every labelling
+    assert six["p_published"] == pytest.approx(np.mean(np.abs(every_labelling(shifted)) >= abs(shifted.sum()) - 1e-9))
+    # 5 seeds: the interval lies wholly below 0 and far below +3, yet no p of 5 seeds is below 0.0625
+    five = judged(claim(published=3.0), down[:5])
+    assert five["difference"]["ci"][1] < 0 and not five["difference"]["ci"][0] <= 3.0 <= five["difference"]["ci"][1]
+    assert five["p"] == pytest.approx(0.0625) and five["p_published"] == pytest.approx(0.0625)
+    assert five["verdict"] == "not shown" and not five["published_refuted"]
+    # the published size's test is Bonferroni-adjusted over the suite's claims: 2 x 0.03125 > 0.05
+    beside = judged(claim(published=3.0), down, others=1)
+    assert beside["p_published_adjusted"] == pytest.approx(2 * 2 / 64) and not beside["published_refuted"]
     mixed = judged(claim(published=0.5), [1.0, -0.5, 2.0, -1.0, 0.5, 0.3])
     assert mixed["verdict"] == "not shown" and not mixed["published_refuted"]
     small = judged(claim(published=10.0), [3.0, 2.5, 4.0, 3.2, 2.8, 3.9])  # shown, and far below the paper's size
     assert small["verdict"] == "shown" and small["published_refuted"]
+    assert judged(claim(), [3.0, 2.5, 4.0])["p_published"] is None  # no published size: no test of it
 
 
 def test_equivalence_is_two_one_sided_tests_inside_the_margin():
@@ -116,7 +131,15 @@ def test_equivalence_is_two_one_sided_tests_inside_the_margin():
     assert r["verdict"] == "equivalent"
     assert judged(claim(kind="equivalence", margin=0.05), d)["verdict"] == "not shown"  # the margin is too tight
     far = judged(claim(kind="equivalence", margin=1.0), [x + 5 for x in d])
+    beyond = np.array(d) + 5 - 1.0  # above +margin: the one-sided test against an enumeration
+    assert far["p_outside"] == pytest.approx(np.mean(every_labelling(beyond) >= beyond.sum() - 1e-9))
     assert far["verdict"] == "contradicted"
+    below = judged(claim(kind="equivalence", margin=1.0), [x - 5 for x in d])
+    assert below["p_outside"] == pytest.approx(1 / 256) and below["verdict"] == "contradicted"
+    # 4 seeds far outside: the interval is, but a one-sided p of 4 seeds is at least 1 / 16
+    few = judged(claim(kind="equivalence", margin=1.0), [x + 5 for x in d[:4]])
+    assert few["difference"]["ci"][0] > 1.0 and few["p_outside"] == pytest.approx(1 / 16)
+    assert few["verdict"] == "not shown"
 
 
 def test_the_planner_power_against_simulated_t_tests():

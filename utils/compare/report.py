@@ -388,9 +388,12 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
                   "paired 95 % percentile bootstrap interval excludes 0 on the claimed side and the two-sided "
                   "sign-flip p, Holm-adjusted over the suite's "
                   f"{len(r['claims'])} claim(s), is below 0.05; **equivalent** through two one-sided sign-flip tests "
-                  "inside the declared margin; **contradicted** when the interval lies wholly on the other side (an "
-                  "equivalence: wholly outside the margin); otherwise **not shown**, with the seeds the planner says "
-                  "80 % power needs; **published size refuted** when the interval excludes the source's effect.", "",
+                  "inside the declared margin; **contradicted**, the mirror of shown: the interval wholly on the other "
+                  "side and the same Holm-adjusted p below 0.05 (an equivalence: the interval wholly outside the "
+                  "margin and the one-sided test beyond it, Bonferroni-adjusted, below 0.05); otherwise **not "
+                  "shown**, with the seeds the planner says 80 % power needs; **published size refuted** when the "
+                  "interval excludes the source's effect and the two-sided sign-flip test of a mean difference equal "
+                  "to it, Bonferroni-adjusted, is below 0.05.", "",
                   claims_table(suite, r), ""]
     lines += ["## Budget", "", budget_text, ""]
     rows = []

@@ -7,10 +7,17 @@ all the claims of one suite (Holm's step-down correction):
   sign-flip p, Holm-adjusted, is below ALPHA (superiority claims);
 - **equivalent**: both one-sided sign-flip tests against the declared margin (TOST: the mean difference above -margin,
   and below +margin), the larger of their p Holm-adjusted, below ALPHA (equivalence claims);
-- **contradicted**: the interval lies wholly on the other side of 0 (superiority), or wholly outside the margin
-  (equivalence);
+- **contradicted**: the mirror of shown, as strict: the interval lies wholly on the other side of 0 and the same
+  Holm-adjusted p is below ALPHA (superiority); or the interval lies wholly outside the margin and the one-sided
+  sign-flip test of a mean beyond the margin on that side, Bonferroni-adjusted (Holm's strictest step), is below
+  ALPHA (equivalence);
 - **not shown**: anything else, with the seeds the planner says the claim needs;
-- and, beside any of these, **published size refuted** when the interval excludes the source's effect size.
+- and, beside any of these, **published size refuted** when the interval excludes the source's effect size and the
+  two-sided sign-flip test of a mean difference equal to it, Bonferroni-adjusted over the suite's claims, is below
+  ALPHA.
+
+A percentile interval is too narrow on few seeds, so no word that rejects a hypothesis rests on it alone: with 5
+seeds no sign-flip p falls below 0.0625, and no claim of 5 seeds is shown, contradicted or refuted.
 """
 from __future__ import annotations
 
@@ -54,20 +61,34 @@ def tests(claim, d: np.ndarray, seed: int) -> dict:
             "p_words": t.words()}
 
 
-def word(claim, ci: list[float], p_holm: float) -> str:
-    """The verdict word of the rule (the module's docstring) from the interval and the Holm-adjusted p."""
+def bonferroni(p: float, family: int) -> float:
+    """``p`` times the number of the suite's claims, at most 1 (Holm's strictest step)."""
+    return min(1.0, p * family)
+
+
+def outside_test(claim, d: np.ndarray, seed: int) -> float:
+    """An equivalence claim's test against it: the one-sided sign-flip p of a mean difference beyond the margin on
+    the side of the observed mean (above +margin, or below -margin)."""
+    if float(np.mean(d)) >= 0:
+        return sign_flip_test(d, "greater", shift=claim.margin, seed=seed).p
+    return sign_flip_test(d, "less", shift=-claim.margin, seed=seed).p
+
+
+def word(claim, ci: list[float], p_holm: float, p_outside: float | None = None) -> str:
+    """The verdict word of the rule (the module's docstring) from the interval, the Holm-adjusted p and, for an
+    equivalence, the adjusted p of its test against (``outside_test``)."""
     lo, hi = ci
     if claim.kind == "equivalence":
         if p_holm < ALPHA:
             return EQUIVALENT
-        if lo >= claim.margin or hi <= -claim.margin:
+        if (lo >= claim.margin or hi <= -claim.margin) and p_outside is not None and p_outside < ALPHA:
             return CONTRADICTED
         return NOT_SHOWN
     claimed_side = lo > 0 if claim.direction == "greater" else hi < 0
     other_side = hi < 0 if claim.direction == "greater" else lo > 0
     if claimed_side and p_holm < ALPHA:
         return SHOWN
-    if other_side:
+    if other_side and p_holm < ALPHA:
         return CONTRADICTED
     return NOT_SHOWN
 
@@ -75,8 +96,9 @@ def word(claim, ci: list[float], p_holm: float) -> str:
 def judge(claims: list, values: dict[str, tuple[list[int], np.ndarray, np.ndarray]], reps: int, seed: int) -> list[dict]:
     """Every claim of one suite judged by the rule: ``values`` maps a claim's name to (seeds, A's values, B's values)
     in the metric's unit. Per claim: the means, the paired difference with its interval, the test(s) with p and
-    whether it is exact, the Holm-adjusted p over the suite's claims, the word, whether the published size is refuted,
-    and the planner's answer."""
+    whether it is exact, the Holm-adjusted p over the suite's claims (an equivalence: also its test against, p_outside),
+    the word, the test of the published size (p_published, Bonferroni-adjusted) and whether it is refuted, and the
+    planner's answer."""
     out = []
     for c in claims:
         seeds, a, b = values[c.name]
@@ -89,10 +111,17 @@ def judge(claims: list, values: dict[str, tuple[list[int], np.ndarray, np.ndarra
                     **tests(c, d, seed)})
     for c, row, p_holm in zip(claims, out, holm([r["p"] for r in out])):
         ci = row["difference"]["ci"]
-        row["p_holm"] = p_holm
-        row["verdict"] = word(c, ci, p_holm)
-        row["published_refuted"] = c.published is not None and not ci[0] <= c.published <= ci[1]
         d = np.array(row["a_values"]) - np.array(row["b_values"])
+        row["p_holm"] = p_holm
+        if c.kind == "equivalence":
+            row["p_outside"] = outside_test(c, d, seed)
+            row["p_outside_adjusted"] = bonferroni(row["p_outside"], len(claims))
+        row["verdict"] = word(c, ci, p_holm, row.get("p_outside_adjusted"))
+        row["p_published"] = None if c.published is None else \
+            sign_flip_test(d, "two-sided", shift=c.published, seed=seed).p
+        row["p_published_adjusted"] = None if c.published is None else bonferroni(row["p_published"], len(claims))
+        row["published_refuted"] = c.published is not None and not ci[0] <= c.published <= ci[1] and \
+            row["p_published_adjusted"] < ALPHA
         row["plan"] = plan(c, d, len(claims))
     return out
 

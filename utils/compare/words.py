@@ -31,13 +31,19 @@ def claim_digits(c: dict, r: dict) -> int:
 
 def verdict_words(c: dict) -> str:
     """The verdict as the rule says it: its word, and "published size refuted" beside it when the interval excludes
-    the published effect."""
+    the published effect and the test of it rejects it."""
     return c["verdict"] + ("; published size refuted" if c["published_refuted"] else "")
 
 
 def p_words(c: dict) -> str:
-    """p as found (exact, or sampled with its number of patterns) and Holm-adjusted over the suite's claims."""
-    return f"{c['p']:.4g} ({c['p_words']}); Holm {c['p_holm']:.4g}"
+    """p as found (exact, or sampled with its number of patterns) and Holm-adjusted over the suite's claims; an
+    equivalence's test against it and the test of the published size, each with its Bonferroni-adjusted p."""
+    out = f"{c['p']:.4g} ({c['p_words']}); Holm {c['p_holm']:.4g}"
+    if c.get("p_outside") is not None:
+        out += f"; beyond the margin {c['p_outside']:.4g} (adjusted {c['p_outside_adjusted']:.4g})"
+    if c.get("p_published") is not None:
+        out += f"; at the published size {c['p_published']:.4g} (adjusted {c['p_published_adjusted']:.4g})"
+    return out
 
 
 def plan_words(c: dict) -> str:
