@@ -540,6 +540,38 @@ def test_so_far_without_curves_is_one_line_and_writes_nothing(length, message, t
     assert code == 2 and err.count("\n") == 1 and "--so_far already runs nothing" in err
 
 
+def test_so_far_with_seeds_not_started_names_them_and_the_seeds_to_read(tmp_path, no_processes):
+    """A suite run one seed per process stops part-way through its seeds: --so_far names the seeds that have no
+    curves and the --seeds that would read the others, in one line, and writes nothing."""
+    results = tmp_path / "r"
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: 1.0)
+    for path in (results / "shared/TD3/Pendulum-v1").glob("DASE_TD3_Pendulum-v1_2*"):  # seed 2 not started
+        path.unlink()
+    code, out, err = call([str(hand_suite(tmp_path)), "--so_far", "--results", str(results),
+                           "--out", str(tmp_path / "out")])
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--so_far: methods.shared on Pendulum-v1: seed(s) 2 have no curves yet in " in err
+    assert err.rstrip().endswith("; --seeds 0,1 reads those that have")
+    assert not (tmp_path / "out").exists()
+    code, out, err = call([str(hand_suite(tmp_path)), "--so_far", "--results", str(results), "--seeds", "0-1",
+                           "--out", str(tmp_path / "out")])
+    assert code == 0 and (tmp_path / "out" / "report.json").exists(), err
+
+
+def test_a_report_on_some_seeds_or_so_far_has_a_folder_of_its_own(tmp_path, no_processes):
+    """Without --out, --seeds and --so_far write beside the suite's report, never over it."""
+    from utils.compare.cli import default_folder
+
+    assert default_folder("s", None, False) == "s"
+    assert default_folder("s", [0, 1, 2, 3, 4], False) == "s_seeds_0-4"
+    assert default_folder("s", [0, 2, 5, 6, 7], True) == "s_seeds_0_2_5-7_so_far"
+    assert default_folder("s", None, True) == "s_so_far"
+    code, out, err = call([str(hand_suite(tmp_path)), "--dry_run", "--seeds", "0-2", "--results", str(tmp_path / "r")])
+    assert code == 0 and out.rstrip().endswith("the report would go to Figures/compare/hand_seeds_0-2"), out + err
+
+
 def test_the_total_rule_gives_each_agent_its_share(tmp_path, no_processes):
     code, out, err = call([str(hand_suite(tmp_path, budget_rule="total")), "--dry_run", "--results",
                            str(tmp_path / "r"), "--out", str(tmp_path / "o")])

@@ -25,7 +25,7 @@ from ..cli import EXIT_DISK_FULL, Parser, tool_disk_full_message
 from ..errors import DiskFull
 from ..io import folder_problem
 from ..sweep.cli import RAY_HINT, dry_run, has_ray, run_missing
-from ..sweep.experiment import ROOT, ExperimentError, parse_seeds
+from ..sweep.experiment import ROOT, ExperimentError, parse_seeds, seed_tokens
 from ..sweep.results import display_path
 from ..sweep.runs import run_state
 from .plan import plan_suite
@@ -46,7 +46,8 @@ def parse_args(argv: Sequence[str] | None):
                    help="run nothing: report on the runs as far as they have gone (each task read up to the furthest "
                         "step every seed of every method on it has reached; the report says so)")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="the report's folder (default: Figures/compare/<suite name> in the repository)")
+                   help="the report's folder (default: Figures/compare/<suite name> in the repository; with --seeds "
+                        "or --so_far, <suite name>_seeds_<seeds> or <suite name>_so_far)")
     p.add_argument("--results", default=None, metavar="DIR",
                    help="the runs' folder, in place of the suite's results_dir (methods with their own keep it)")
     p.add_argument("--seeds", default=None, metavar="SEEDS",
@@ -63,6 +64,14 @@ def parse_args(argv: Sequence[str] | None):
     return args
 
 
+def default_folder(name: str, seeds: list[int] | None, so_far: bool) -> str:
+    """The report's folder under Figures/compare without --out: the suite's name, and for a report on some seeds
+    or on runs under way a name of its own ("lunar_300k_seeds_0-4", "paper_sac_lunar_so_far"), so that it never
+    replaces the suite's report at its budget."""
+    return name + (f"_seeds_{'_'.join(seed_tokens(seeds))}" if seeds is not None else "") + \
+        ("_so_far" if so_far else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -72,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         suite = load_suite(args.suite, results, only)
         docs = docs_page(suite) if args.write_docs else None
         entries, threads, workers = plan_suite(suite, args.ray, args.workers)
-        out = Path(args.out).resolve() if args.out else ROOT / "Figures" / "compare" / suite.name
+        out = Path(args.out).resolve() if args.out else ROOT / "Figures" / "compare" / default_folder(suite.name, only,
+                                                                                               args.so_far)
         if (problem := folder_problem(out)) is not None:  # a file in the way, a read-only disk, no permission
             raise SuiteError(f"--out {args.out or out}: {problem}")
     except ExperimentError as e:  # SuiteError included

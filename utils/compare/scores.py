@@ -12,7 +12,7 @@ import numpy as np
 
 from ..naming import curve_length, curve_names
 from ..plot.tables import final_window
-from ..sweep.experiment import ROOT
+from ..sweep.experiment import ROOT, seed_tokens
 from .entry import Entry
 from .suite import Reference, Suite, SuiteError, Task
 
@@ -121,20 +121,31 @@ def load_curves(entry: Entry, rule: str, score: str = "own", start_steps: int = 
                   steps, run.eval_freq, entry, start_steps)
 
 
-def reached_steps(entry: Entry, score: str = "own") -> int | None:
-    """The steps per agent every agent of every seed of the run has evaluated at so far (its shortest curve file, as
-    written while it runs: one evaluation every eval_freq steps from step 0); None when a file is missing."""
+def curve_lengths(entry: Entry, score: str = "own") -> dict[int, int | None]:
+    """Seed -> the evaluations its shortest curve file holds so far (written while it runs: one every eval_freq
+    steps from step 0); None when one of its files is missing or unreadable."""
     run = entry.run
     suffix = TASKS_SUFFIX if score == "tasks" else ""
-    lengths = []
-    for stem in run.stems():
+    out: dict[int, int | None] = {}
+    for seed, stem in zip(run.seeds, run.stems()):
+        lengths = []
         for name in curve_names(stem, run.policy, run.num_agents):
             try:
-                curve = np.load(run.folder() / f"{name}{suffix}.npy", mmap_mode="r", allow_pickle=False)
+                lengths.append(np.load(run.folder() / f"{name}{suffix}.npy", mmap_mode="r", allow_pickle=False).shape[0])
             except (OSError, ValueError):
-                return None
-            lengths.append(curve.shape[0])
-    return (min(lengths) - 1) * run.eval_freq if lengths and min(lengths) > 0 else None
+                break
+        out[seed] = min(lengths) if lengths and len(lengths) == run.num_agents else None
+    return out
+
+
+def reached_steps(entry: Entry, score: str = "own") -> int | None:
+    """The steps per agent every agent of every seed of the run has evaluated at so far (its shortest curve file);
+    None when a file is missing."""
+    lengths = list(curve_lengths(entry, score).values())
+    if not lengths or any(n is None for n in lengths):
+        return None
+    shortest = min(n for n in lengths if n is not None)
+    return (shortest - 1) * entry.run.eval_freq if shortest > 0 else None
 
 
 def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
@@ -146,6 +157,13 @@ def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
     reached = []
     for e, k in zip(entries, scale):
         steps = reached_steps(e, suite.score)
+        lengths = curve_lengths(e, suite.score)
+        started = [seed for seed, n in lengths.items() if n is not None and n > 1]
+        if steps is None and started:  # some seeds under way or finished, others not started
+            waiting = [seed for seed, n in lengths.items() if n is None]
+            raise SuiteError(f"--so_far: methods.{e.method.name} on {e.task.name}: seed(s) "
+                             f"{' '.join(seed_tokens(waiting))} have no curves yet in {e.run.results_dir}; "
+                             f"--seeds {','.join(seed_tokens(started))} reads those that have")
         if not steps:
             raise SuiteError(f"--so_far: methods.{e.method.name} on {e.task.name} has "
                              f"{'only its step-0 evaluation' if steps == 0 else 'no curves yet'} in "
