@@ -107,6 +107,11 @@ def test_contradicted_and_refuted_need_the_test_as_shown_does():
     assert six["verdict"] == "contradicted" and six["published_refuted"]
     shifted = np.array(down) - 3.0  # the published size against an enumeration of every labelling
     assert six["p_published"] == pytest.approx(np.mean(np.abs(every_labelling(shifted)) >= abs(shifted.sum()) - 1e-9))
+    # a published size the differences straddle: the test at it, against an enumeration
+    straddled = judged(claim(published=-2.6), down)
+    at = np.array(down) + 2.6
+    expected = np.mean(np.abs(every_labelling(at)) >= abs(at.sum()) - 1e-9)
+    assert 2 / 64 < expected < 1 and straddled["p_published"] == pytest.approx(expected)
     # 5 seeds: the interval lies wholly below 0 and far below +3, yet no p of 5 seeds is below 0.0625
     five = judged(claim(published=3.0), down[:5])
     assert five["difference"]["ci"][1] < 0 and not five["difference"]["ci"][0] <= 3.0 <= five["difference"]["ci"][1]
@@ -131,14 +136,18 @@ def test_equivalence_is_two_one_sided_tests_inside_the_margin():
     assert r["verdict"] == "equivalent"
     assert judged(claim(kind="equivalence", margin=0.05), d)["verdict"] == "not shown"  # the margin is too tight
     far = judged(claim(kind="equivalence", margin=1.0), [x + 5 for x in d])
-    beyond = np.array(d) + 5 - 1.0  # above +margin: the one-sided test against an enumeration
-    assert far["p_outside"] == pytest.approx(np.mean(every_labelling(beyond) >= beyond.sum() - 1e-9))
-    assert far["verdict"] == "contradicted"
+    assert far["p_outside"] == pytest.approx(2 / 256) and far["verdict"] == "contradicted"
     below = judged(claim(kind="equivalence", margin=1.0), [x - 5 for x in d])
-    assert below["p_outside"] == pytest.approx(1 / 256) and below["verdict"] == "contradicted"
+    assert below["p_outside"] == pytest.approx(2 / 256) and below["verdict"] == "contradicted"
+    # just past the margin, some seeds inside it: twice the smaller one-sided p, each against an enumeration
+    near = np.array([1.6, 2.1, 0.8, 1.9, 1.4, 2.3, 0.9, 1.7])
+    r = judged(claim(kind="equivalence", margin=1.0), near)
+    above = np.mean(every_labelling(near - 1.0) >= np.sum(near - 1.0) - 1e-9)
+    under = np.mean(every_labelling(near + 1.0) <= np.sum(near + 1.0) + 1e-9)
+    assert 1 / 256 < above < 0.05 and under == 1.0 and r["p_outside"] == pytest.approx(2 * above)
     # 4 seeds far outside: the interval is, but a one-sided p of 4 seeds is at least 1 / 16
     few = judged(claim(kind="equivalence", margin=1.0), [x + 5 for x in d[:4]])
-    assert few["difference"]["ci"][0] > 1.0 and few["p_outside"] == pytest.approx(1 / 16)
+    assert few["difference"]["ci"][0] > 1.0 and few["p_outside"] == pytest.approx(2 / 16)
     assert few["verdict"] == "not shown"
 
 

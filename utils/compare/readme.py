@@ -25,7 +25,7 @@ ORDER = ("lunar_300k", "paper_sac_lunar", "paper_ddpg_lunar", "paper_mujoco", "p
          "paper_mujoco_hopper", "compare_cpu", "diff_dac_tasks", "diff_dac", "seac_cpu", "seac_lbf",
          "sparse_mountaincar", "pixel_pendulum", "replay")
 HEAD = ["published claim (source)", "published A − B", "ours: A vs B", "verdict", "A − B, paired [95 % CI]",
-        "p, two-sided (Holm-adjusted)", "seeds", "seeds for 80 % power", "report"]
+        "p (Holm-adjusted)", "seeds", "seeds for 80 % power", "report"]
 
 
 def reports(root: Path = ROOT) -> list[tuple[str, dict]]:
