@@ -240,6 +240,24 @@ def test_the_planner_prints_every_claim_and_runs_nothing(tmp_path, no_processes)
     assert code == 0 and "no spread yet" in out and "a pilot of 3 or more seeds" in out
 
 
+
+def test_the_planner_reads_the_seeds_every_run_finished_while_others_go_on(tmp_path, no_processes):
+    """One seed per process: seed 7 not started, seed 6 under way (a shorter curve) for one method; the planner reads
+    seeds 0-5 at the budget, the same numbers as --seeds 0-5, not every seed cut to the slowest one's step."""
+    results = runs_for_claims(tmp_path)
+    folder = results / "shared/TD3/Pendulum-v1"
+    for path in folder.glob("DASE_TD3_Pendulum-v1_7*"):
+        path.unlink()
+    for i in range(2):
+        np.save(folder / f"DASE_TD3_Pendulum-v1_6_Agent_{i}.npy", np.zeros(4))
+    claims = [{"name": "final", "statement": "s", "source": "p", "a": "shared", "b": "solo", "published": 100}]
+    code, out, err = call([str(claims_suite(tmp_path, claims)), "--results", str(results), "--plan"])
+    assert code == 0 and err == "", err
+    assert "curves read at the budget on the seeds every run has finished (0-5)" in out and "6 seeds" in out
+    code, same, err = call([str(claims_suite(tmp_path, claims)), "--results", str(results), "--plan", "--seeds", "0-5"])
+    assert code == 0 and same.splitlines()[2:] == out.splitlines()[2:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hand.yaml", "r"]  # nothing written
+
 GOOD = {"name": "c", "statement": "s", "source": "p", "a": "shared", "b": "solo"}
 BAD_CLAIMS = [
     ({**GOOD, "kind": "equivalence"}, "claims.c: an equivalence claim needs its margin"),

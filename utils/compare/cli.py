@@ -103,9 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = [run for e in entries for run in e.commands]
     states = [run_state(run) for run in runs]
     if args.plan:
-        from .planner import plan_text
+        from .planner import finished_seeds, plan_text
 
-        print(plan_text(suite, entries, all(state == "finished" for state in states)))
+        finished, where = all(state == "finished" for state in states), None
+        if not finished and only is None and len(done := finished_seeds(entries)) >= 2:
+            # runs still going, some seeds finished by every method (one seed per process): plan on those
+            suite = load_suite(args.suite, results, done)
+            entries, _, _ = plan_suite(suite)
+            finished, where = True, (f"at the budget on the seeds every run has finished ({','.join(seed_tokens(done))}"
+                                     "); the others are under way or not started")
+        print(plan_text(suite, entries, finished, where))
         return 0
     if args.dry_run:
         dry_run(runs, states)

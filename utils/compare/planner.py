@@ -3,8 +3,11 @@ power needs (``verdict.plan``), from the curves as far as they go, before any co
 written; no rliable, no figures: seconds."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from ..sweep.runs import run_state
 from .claims import claim_values
 from .entry import Entry
 from .scores import cut_so_far, final_k, load_curves, load_reference
@@ -12,10 +15,21 @@ from .suite import Suite, SuiteError
 from .verdict import ALPHA, POWER, plan, seeds_needed
 
 
-def read(suite: Suite, entries: list[Entry], finished: bool) -> tuple[Suite, dict, int, str]:
+def finished_seeds(entries: list[Entry]) -> list[int]:
+    """The seeds whose runs every method of the suite has finished (each of that seed's files complete), sorted."""
+    common: set[int] | None = None
+    for e in entries:
+        done = {s for s in e.run.seeds if run_state(replace(e.run, seeds=[s])) == "finished"}
+        common = done if common is None else common & done
+    return sorted(common or ())
+
+
+def read(suite: Suite, entries: list[Entry], finished: bool, where: str | None = None
+         ) -> tuple[Suite, dict, int, str]:
     """The suite's curves for the planner: at the budget when every run finished, else as far as every run has gone
-    (``cut_so_far``); (suite as read, curves by (task, method), K, where they were read in words)."""
-    where = "at the budget"
+    (``cut_so_far``); (suite as read, curves by (task, method), K, where they were read in words: ``where`` when
+    given)."""
+    where = where or "at the budget"
     if not finished:
         suite, entries = cut_so_far(suite, entries)
         where = "so far (runs under way): " + ", ".join(f"{name} at step {step:,} of {budget:,}"
@@ -25,8 +39,9 @@ def read(suite: Suite, entries: list[Entry], finished: bool) -> tuple[Suite, dic
     return suite, curves, final_k(suite, list(curves.values())), where
 
 
-def plan_text(suite: Suite, entries: list[Entry], finished: bool) -> str:
-    """The planner's answer for every claim of the suite, as printed."""
+def plan_text(suite: Suite, entries: list[Entry], finished: bool, where: str | None = None) -> str:
+    """The planner's answer for every claim of the suite, as printed (``where``: how its curves were chosen, when
+    not all of them)."""
     if not suite.claims:
         return f"{suite.name}: the suite declares no claims (claims: in docs/compare.md); nothing to plan"
     family = len(suite.claims)
@@ -35,7 +50,7 @@ def plan_text(suite: Suite, entries: list[Entry], finished: bool) -> str:
              "standard deviation over seeds), power of the paired t-test (noncentral t), never fewer seeds than the "
              "sign-flip test needs to reach that level"]
     try:
-        read_suite, curves, k, where = read(suite, entries, finished)
+        read_suite, curves, k, where = read(suite, entries, finished, where)
         lines.append(f"curves read {where}")
     except SuiteError as e:
         read_suite, curves, k = None, None, None
