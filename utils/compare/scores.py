@@ -138,14 +138,13 @@ def curve_lengths(entry: Entry, score: str = "own") -> dict[int, int | None]:
     return out
 
 
-def reached_steps(entry: Entry, score: str = "own") -> int | None:
-    """The steps per agent every agent of every seed of the run has evaluated at so far (its shortest curve file);
-    None when a file is missing."""
-    lengths = list(curve_lengths(entry, score).values())
-    if not lengths or any(n is None for n in lengths):
+def reached_steps(lengths: dict[int, int | None], eval_freq: int) -> int | None:
+    """The steps per agent every agent of every seed of a run has evaluated at so far, from its ``curve_lengths``
+    (its shortest curve file); None when a file is missing."""
+    found = [n for n in lengths.values() if n is not None]
+    if not found or len(found) < len(lengths):
         return None
-    shortest = min(n for n in lengths if n is not None)
-    return (shortest - 1) * entry.run.eval_freq if shortest > 0 else None
+    return (min(found) - 1) * eval_freq if min(found) > 0 else None
 
 
 def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
@@ -156,8 +155,8 @@ def cut_so_far(suite: Suite, entries: list[Entry]) -> tuple[Suite, list[Entry]]:
     scale = [e.agents if suite.budget_rule == "total" else 1 for e in entries]
     reached = []
     for e, k in zip(entries, scale):
-        steps = reached_steps(e, suite.score)
         lengths = curve_lengths(e, suite.score)
+        steps = reached_steps(lengths, e.run.eval_freq)
         started = [seed for seed, n in lengths.items() if n is not None and n > 1]
         if steps is None and started:  # some seeds under way or finished, others not started
             waiting = [seed for seed, n in lengths.items() if n is None]
