@@ -308,6 +308,28 @@ def test_readme_s_table_of_claims_is_written_from_the_reports():
     assert "holds" not in lowered and "matches" not in lowered
 
 
+def test_readme_s_p_column_gives_the_p_behind_a_refuted_mark_and_an_equivalence():
+    """A row's p cell gives the test of the published size (what "published size refuted" rests on) and an
+    equivalence's test beyond its margin (what "contradicted" rests on), each with its adjusted value, as report.md
+    does; a claim without them gets neither."""
+    from utils.compare.readme import row
+
+    r, c = report_with_references()
+    r["tasks"]["LunarLanderContinuous-v3"].update(random=-213.0, target=200.0)
+    base = {**c, "statement": "s", "source": "src", "metric_words": "the final score", "kind": "superiority",
+            "note": "", "p": 0.03125, "p_words": "exact", "p_holm": 0.0625, "a_mean": 150.0, "b_mean": 50.0,
+            "difference": {"estimate": 100.0, "ci": [20.0, 180.0], "better": 5, "pairs": 6},
+            "seeds": list(range(6)), "verdict": "not shown", "published_refuted": False,
+            "plan": {"words": "7"}, "p_outside": None, "p_published": 0.09375, "p_published_adjusted": 0.1875}
+    cell = row("x", r, base)[5]
+    assert cell == "0.0312 exact (0.0625); at the published size 0.0938 (0.188)", cell
+    cell = row("x", r, {**base, "published": None, "p_published": None})[5]
+    assert cell == "0.0312 exact (0.0625)", cell
+    cell = row("x", r, {**base, "published": None, "p_published": None, "kind": "equivalence", "margin": 10.0,
+                        "p_outside": 0.5, "p_outside_adjusted": 1.0})[5]
+    assert cell == "0.0312 exact (0.0625); beyond the margin 0.5 (1)", cell
+
+
 def report_with_references(**claim_change) -> tuple[dict, dict]:
     """A report of one task whose references are a paper's "TD3" and "DASE_TD3" files (their final scores 6.0 and
     205.0; 100.0 at 100k), and a claim of it."""
