@@ -240,7 +240,6 @@ def test_the_planner_prints_every_claim_and_runs_nothing(tmp_path, no_processes)
     assert code == 0 and "no spread yet" in out and "a pilot of 3 or more seeds" in out
 
 
-
 def test_the_planner_reads_the_seeds_every_run_finished_while_others_go_on(tmp_path, no_processes):
     """One seed per process: seed 7 not started, seed 6 under way (a shorter curve) for one method; the planner reads
     seeds 0-5 at the budget, the same numbers as --seeds 0-5, not every seed cut to the slowest one's step."""

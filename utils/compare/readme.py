@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..plot.tables import between_markers, markdown, write_between_markers
 from ..sweep.experiment import ROOT
-from .words import claim_digits, plan_words, steps_label, verdict_words
+from .words import claim_digits, plan_words, side_tests, steps_label, verdict_words
 
 MARKER = "claims_table"
 # the rows' order: the DASE paper's own claims first, then the other seed systems'; a suite not named here follows,
@@ -25,7 +25,8 @@ ORDER = ("lunar_300k", "paper_sac_lunar", "paper_ddpg_lunar", "paper_mujoco", "p
          "paper_mujoco_hopper", "compare_cpu", "diff_dac_tasks", "diff_dac", "seac_cpu", "seac_lbf",
          "sparse_mountaincar", "pixel_pendulum", "replay")
 HEAD = ["published claim (source)", "published A − B", "ours: A vs B", "verdict", "A − B, paired [95 % CI]",
-        "p (Holm-adjusted; at the published size or beyond the margin, Bonferroni-adjusted)", "seeds", "seeds for 80 % power", "report"]
+        "p (Holm-adjusted; at the published size or beyond the margin, Bonferroni-adjusted)", "seeds",
+        "seeds for 80 % power", "report"]
 
 
 def reports(root: Path = ROOT) -> list[tuple[str, dict]]:
@@ -69,10 +70,7 @@ def row(folder: str, r: dict, c: dict) -> list[str]:
     if c["note"]:
         statement += f". {c['note']}"
     p = f"{c['p']:.3g} {c['p_words']} ({c['p_holm']:.3g})"
-    if c.get("p_outside") is not None:
-        p += f"; beyond the margin {c['p_outside']:.3g} ({c['p_outside_adjusted']:.3g})"
-    if c.get("p_published") is not None:
-        p += f"; at the published size {c['p_published']:.3g} ({c['p_published_adjusted']:.3g})"
+    p += "".join(f"; {what} {side:.3g} ({adjusted:.3g})" for what, side, adjusted in side_tests(c))
     published = "—" if c["published"] is None else f"{c['published']:+.{d}f}"
     if (pair := published_means(c, r)) is not None:
         published += f" ({c['a']} {pair[0]:.{d}f} vs {c['b']} {pair[1]:.{d}f})"

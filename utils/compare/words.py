@@ -39,11 +39,16 @@ def p_words(c: dict) -> str:
     """p as found (exact, or sampled with its number of patterns) and Holm-adjusted over the suite's claims; an
     equivalence's test against it and the test of the published size, each with its Bonferroni-adjusted p."""
     out = f"{c['p']:.4g} ({c['p_words']}); Holm {c['p_holm']:.4g}"
-    if c.get("p_outside") is not None:
-        out += f"; beyond the margin {c['p_outside']:.4g} (adjusted {c['p_outside_adjusted']:.4g})"
-    if c.get("p_published") is not None:
-        out += f"; at the published size {c['p_published']:.4g} (adjusted {c['p_published_adjusted']:.4g})"
-    return out
+    return out + "".join(f"; {what} {p:.4g} (adjusted {adjusted:.4g})" for what, p, adjusted in side_tests(c))
+
+
+def side_tests(c: dict) -> list[tuple[str, float, float]]:
+    """The claim's tests beside its main p, each with its Bonferroni-adjusted value: an equivalence's test beyond its
+    margin (what "contradicted" rests on) and the test at the published size (what "published size refuted" rests on),
+    those the claim has."""
+    return [(what, c[key], c[f"{key}_adjusted"]) for what, key in (("beyond the margin", "p_outside"),
+                                                                   ("at the published size", "p_published"))
+            if c.get(key) is not None]
 
 
 def plan_words(c: dict) -> str:
