@@ -1,7 +1,7 @@
 """Compare methods on a suite of tasks: run what is missing, then write one report.
 
-    python -m utils.compare SUITE.yaml [--dry_run] [--so_far] [--plan] [--out DIR] [--results DIR] [--seeds SEEDS]
-                                       [--write_docs] [--workers K] [--ray [ADDRESS]]
+    python -m utils.compare SUITE.yaml [--dry_run] [--so_far] [--plan] [--agents] [--out DIR] [--results DIR]
+                                       [--seeds SEEDS] [--write_docs] [--workers K] [--ray [ADDRESS]]
 
 A suite (YAML; docs/compare.md) names tasks with a pair of reference scores each, methods (an entry script's policy
 and flags), seeds, a budget and its rule, and the evaluation protocol. Every (task, method) is one run of the sweep
@@ -42,6 +42,9 @@ def parse_args(argv: Sequence[str] | None):
     p.add_argument("--plan", action="store_true",
                    help="run nothing: per claim, the power of the seeds run so far and the seeds 80 %% power needs "
                         "(from the curves as far as they go)")
+    p.add_argument("--agents", action="store_true",
+                   help="run nothing: for each method of several agents, each agent's final score per seed and how "
+                        "far a run's agents share their fate (intraclass correlation and its permutation p)")
     p.add_argument("--so_far", action="store_true",
                    help="run nothing: report on the runs as far as they have gone (each task read up to the furthest "
                         "step every seed of every method on it has reached; the report says so)")
@@ -91,9 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.so_far and args.dry_run:
         print(f"{PROG}: --so_far and --dry_run: --so_far already runs nothing", file=sys.stderr)
         return EXIT_USAGE
-    if args.plan and (args.dry_run or args.so_far or args.write_docs or args.ray or args.out):
-        print(f"{PROG}: --plan runs and writes nothing: leave out --dry_run, --so_far, --write_docs, --ray and --out",
-              file=sys.stderr)
+    if args.plan and args.agents:
+        print(f"{PROG}: --plan and --agents: one at a time", file=sys.stderr)
+        return EXIT_USAGE
+    read_only = "--plan" if args.plan else "--agents" if args.agents else None
+    if read_only and (args.dry_run or args.so_far or args.write_docs or args.ray or args.out):
+        print(f"{PROG}: {read_only} runs and writes nothing: leave out --dry_run, --so_far, --write_docs, --ray and "
+              "--out", file=sys.stderr)
         return EXIT_USAGE
     if args.ray and not args.dry_run and not args.so_far and not has_ray():
         print(RAY_HINT, file=sys.stderr)
@@ -102,16 +109,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(notice, file=sys.stderr)
     runs = [run for e in entries for run in e.commands]
     states = [run_state(run) for run in runs]
-    if args.plan:
+    if read_only:
         from .planner import finished_seeds, plan_text
 
         finished, where = all(state == "finished" for state in states), None
         if not finished and only is None and len(done := finished_seeds(entries)) >= 2:
-            # runs still going, some seeds finished by every method (one seed per process): plan on those
+            # runs still going, some seeds finished by every method (one seed per process): read those
             suite = load_suite(args.suite, results, done)
             entries, _, _ = plan_suite(suite)
             finished, where = True, (f"at the budget on the seeds every run has finished ({','.join(seed_tokens(done))}"
                                      "); the others are under way or not started")
+        if args.agents:
+            from .agents import agents_text
+
+            try:
+                print(agents_text(suite, entries, finished, where))
+            except SuiteError as e:
+                print(f"{args.suite}: {e}", file=sys.stderr)
+                return EXIT_USAGE
+            return 0
         print(plan_text(suite, entries, finished, where))
         return 0
     if args.dry_run:

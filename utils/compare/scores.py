@@ -93,8 +93,17 @@ def load_curves(entry: Entry, rule: str, score: str = "own", start_steps: int = 
     "tasks": the agents' all-variant files ({curve}_tasks.npy), averaged over the variants, in their place;
     ``start_steps``: the suite's, the random warm-up its windows leave out."""
     run = entry.run
-    steps = entry.steps_per_agent
-    length = curve_length(steps, run.eval_freq)
+    rows = [np.mean(agents, axis=0) for agents in agent_curves(entry, score)]
+    scale = run.num_agents if rule == "total" else 1
+    length = rows[0].shape[0]
+    return Curves(np.stack(rows), np.arange(length) * run.eval_freq * scale, tuple(run.seeds), run.num_agents,
+                  entry.steps_per_agent, run.eval_freq, entry, start_steps)
+
+
+def agent_curves(entry: Entry, score: str = "own") -> list[list[np.ndarray]]:
+    """Per seed of the run (ascending), each agent's curve as ``load_curves`` reads it, not yet averaged."""
+    run = entry.run
+    length = curve_length(entry.steps_per_agent, run.eval_freq)
     suffix = TASKS_SUFFIX if score == "tasks" else ""
     rows = []
     for stem in run.stems():
@@ -115,10 +124,8 @@ def load_curves(entry: Entry, rule: str, score: str = "own", start_steps: int = 
                                  f"expected {length} ({run.steps} steps, one every {run.eval_freq}); a run that "
                                  "stopped early (--solved_at, --max_episodes) has no final score at the budget")
             agents.append(curve.astype(np.float64))
-        rows.append(np.mean(agents, axis=0))
-    scale = run.num_agents if rule == "total" else 1
-    return Curves(np.stack(rows), np.arange(length) * run.eval_freq * scale, tuple(run.seeds), run.num_agents,
-                  steps, run.eval_freq, entry, start_steps)
+        rows.append(agents)
+    return rows
 
 
 def curve_lengths(entry: Entry, score: str = "own") -> dict[int, int | None]:
