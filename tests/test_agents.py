@@ -92,7 +92,7 @@ def test_agents_of_a_suite_without_several_agents_says_so(tmp_path, no_processes
     suite = hand_suite(tmp_path, tasks=[{"env": "Pendulum-v1", "random": -1000, "target": 0}],
                        methods={"solo": {"policy": "TD3"}, "other": {"policy": "TD3"}}, baseline="solo")
     code, out, err = call([str(suite), "--results", str(results), "--agents"])
-    assert code == 0 and "hand: no method has more than one agent; nothing to read" in out
+    assert code == 0 and "hand: no method or published reference has more than one agent; nothing to read" in out
 
 
 @pytest.mark.parametrize("extra, message", [(["--plan"], "--plan and --agents: one at a time"),
@@ -142,6 +142,13 @@ def test_agents_reads_a_published_reference_of_several_agents_on_the_suite_s_gri
     seeds, finals = reference_finals(task.references[0], task, read, 2)
     assert seeds == (0, 1, 2, 3) and finals.tolist() == x.tolist()
     assert finals.mean(axis=1) == pytest.approx(load_reference(task.references[0], task, read).final(2))
+    for path in (results / "shared").rglob("*"):  # our runs not started: the published reference answers alone
+        if path.is_file():
+            path.unlink()
+    code, out, err = call([str(suite), "--results", str(results), "--agents"])
+    assert code == 0 and err == "", err
+    assert "- our runs: methods.shared on Pendulum-v1 has no curves yet in" in out
+    assert f"- paper (published, 2 agents) on Pendulum-v1, seeds 0-3: ICC {icc1(x):.3f}" in out
 
 
 def test_experiments_md_holds_the_agents_lines_as_the_tool_prints_them():

@@ -87,29 +87,36 @@ def lines_for(name: str, task: str, seeds: tuple[int, ...] | list[int], x: np.nd
 
 
 def agents_text(suite: Suite, entries: list[Entry], finished: bool, where: str | None = None) -> str:
-    """The answer, as printed: per method of several agents and task, the ICC, its p and every seed's agents
-    (``where``: how its curves were chosen, when not all of them)."""
+    """The answer, as printed: per method of several agents and task, then per published reference of several agents
+    per seed, the ICC, its p and every seed's agents (``where``: how its curves were chosen, when not all of them).
+    Runs with no curves yet leave the references to answer alone, and say so; with no reference either, SuiteError."""
     many = [e for e in entries if e.agents > 1]
-    if not many:
-        return f"{suite.name}: no method has more than one agent; nothing to read"
-    where = where or "at the budget"
-    if not finished:
+    refs = [(ref, task) for task in suite.tasks for ref in task.references
+            if max((len(v) for v in seed_files(ROOT / ref.folder, ref.prefix).values()), default=0) > 1]
+    if not many and not refs:
+        return f"{suite.name}: no method or published reference has more than one agent; nothing to read"
+    where, waiting = where or "at the budget", None
+    if many and not finished:
         try:
             suite, many = cut_so_far(suite, many)
+            where = "so far (runs under way): " + ", ".join(f"{name} at step {step:,} of {budget:,}"
+                                                            for name, (step, budget) in (suite.so_far or {}).items())
         except SuiteError as err:  # its words name --so_far, whose reading --agents shares
-            raise SuiteError("--agents: " + str(err).removeprefix("--so_far: ")) from None
-        where = "so far (runs under way): " + ", ".join(f"{name} at step {step:,} of {budget:,}"
-                                                        for name, (step, budget) in (suite.so_far or {}).items())
-    k = final_k(suite, [load_curves(e, suite.budget_rule, suite.score, suite.start_steps) for e in many])
+            if not refs:
+                raise SuiteError("--agents: " + str(err).removeprefix("--so_far: ")) from None
+            waiting, many = str(err).removeprefix("--so_far: "), []
+    curves = ([load_curves(e, suite.budget_rule, suite.score, suite.start_steps) for e in many]
+              or [load_reference(ref, task, suite) for ref, task in refs])
+    k = final_k(suite, curves)
     lines = [f"{suite.name}: the final score of each agent (mean of its last {k} evaluations), curves read {where}; "
              "ICC(1): the share of the agents' variance that lies between runs; p: one-sided, of "
              f"{ARRANGEMENTS:,} random deals of the scores into runs (generator seed 0) and the observed one, the "
              "share with an ICC at least as high (each line's p on its own, not adjusted for the others)"]
+    if waiting:
+        lines.append(f"- our runs: {waiting}: only the published references are read")
     for e in many:
         lines += lines_for(e.method.name, e.task.name, e.run.seeds, agent_finals(suite, e, k))
-    for task in suite.tasks:
-        for ref in task.references:
-            if (found := reference_finals(ref, task, suite, k)) is not None:
-                lines += lines_for(ref.name, task.name, *found, what="published, ")
+    for ref, task in refs:
+        if (found := reference_finals(ref, task, suite, k)) is not None:
+            lines += lines_for(ref.name, task.name, *found, what="published, ")
     return "\n".join(lines)
-
