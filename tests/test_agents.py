@@ -36,7 +36,7 @@ def test_icc_at_its_ends():
     assert icc1(np.repeat(runs, 3, axis=1)) == pytest.approx(1.0)  # a run's agents equal: all variance between runs
     # every run's agents spread alike around one mean: no variance between runs, ICC -1 / (k - 1)
     assert icc1(np.array([[0.0, 2.0, 4.0], [4.0, 0.0, 2.0], [2.0, 4.0, 0.0]])) == pytest.approx(-0.5)
-    assert np.isnan(icc1(np.full((3, 2), 4.0)))
+    assert np.isnan(icc1(np.full((3, 2), 4.0))) and np.isnan(icc_p(np.full((3, 2), 4.0)))
 
 
 def every_deal(values: list[float], k: int):

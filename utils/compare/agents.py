@@ -33,8 +33,10 @@ def icc1(x: np.ndarray) -> float:
 
 def icc_p(x: np.ndarray, samples: int = ARRANGEMENTS, seed: int = 0) -> float:
     """One-sided p of ``icc1(x)``: of ``samples`` random rearrangements of every score into runs of the same size
-    (and the observed one), the share whose ICC is at least the observed one."""
+    (and the observed one), the share whose ICC is at least the observed one; NaN where the ICC is."""
     observed = icc1(x)
+    if np.isnan(observed):
+        return float("nan")
     rng = np.random.default_rng(seed)
     flat = x.ravel()
     shuffled = np.stack([rng.permutation(flat) for _ in range(samples)]).reshape(samples, *x.shape)
@@ -78,8 +80,8 @@ def lines_for(name: str, task: str, seeds: tuple[int, ...] | list[int], x: np.nd
     """One method's (or reference's: ``what`` "published, ") answer on a task: its ICC line, then every seed's
     agents."""
     head = f"- {name} ({what}{x.shape[1]} agents) on {task}, seeds {','.join(seed_tokens(list(seeds)))}: "
-    if x.shape[0] < 2:
-        return [head + "one seed: no ICC"]
+    if x.shape[0] < 2 or np.isnan(icc1(x)):
+        return [head + ("one seed" if x.shape[0] < 2 else "every agent scores the same") + ": no ICC"]
     within = float(np.sqrt(((x - x.mean(axis=1, keepdims=True)) ** 2).sum() / (x.size - x.shape[0])))
     return [head + f"ICC {icc1(x):.3f}, p {icc_p(x):.4f}; standard deviation within a run {within:.4g}, of all "
             f"agents {float(x.std(ddof=1)):.4g}"] + \
