@@ -31,12 +31,20 @@ def test_icc_against_the_sums_of_squares_by_loops(shape):
         assert icc1(x) == pytest.approx(plain_icc(x.tolist()), rel=1e-12, abs=1e-12)
 
 
+def test_icc_against_shrout_and_fleiss_published_example():
+    """Shrout and Fleiss (1979), Psychological Bulletin 86(2), Table 2: 6 targets rated by 4 judges; their ICC(1,1),
+    the one-way random-effects ICC, is 0.17 (0.166 unrounded)."""
+    ratings = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]], float)
+    assert icc1(ratings) == pytest.approx(0.1657, abs=5e-4)
+
+
 def test_icc_at_its_ends():
     runs = np.array([[1.0], [5.0], [-2.0], [7.0]])
     assert icc1(np.repeat(runs, 3, axis=1)) == pytest.approx(1.0)  # a run's agents equal: all variance between runs
     # every run's agents spread alike around one mean: no variance between runs, ICC -1 / (k - 1)
     assert icc1(np.array([[0.0, 2.0, 4.0], [4.0, 0.0, 2.0], [2.0, 4.0, 0.0]])) == pytest.approx(-0.5)
     assert np.isnan(icc1(np.full((3, 2), 4.0))) and np.isnan(icc_p(np.full((3, 2), 4.0)))
+    assert np.isnan(icc1(np.array([[1.0, 2.0]]))) and np.isnan(icc1(np.array([[1.0], [2.0]])))  # one run, one agent
 
 
 def every_deal(values: list[float], k: int):
@@ -152,8 +160,9 @@ def test_agents_reads_a_published_reference_of_several_agents_on_the_suite_s_gri
 
 
 def test_experiments_md_holds_the_agents_lines_as_the_tool_prints_them():
-    """docs/experiments.md's block of --agents lines: each suite's lines as `--agents` prints them from the committed
-    curves, and the no-sharing control's line as its command prints it."""
+    """docs/experiments.md's block of --agents answers: under each "SUITE [--seeds S]:" every line `--agents` prints
+    from the committed curves (per-seed rows left out), no more and no fewer; and the no-sharing control's line as its
+    command prints it."""
     import re
     import subprocess
     import sys
@@ -164,16 +173,19 @@ def test_experiments_md_holds_the_agents_lines_as_the_tool_prints_them():
     page = (ROOT / "docs" / "experiments.md").read_text()
     assert has_markers(page, "agents_lines")
     block = page.split("<!-- agents_lines -->")[1].split("<!-- /agents_lines -->")[0]
-    suite, checked = None, 0
-    for line in block.splitlines():
-        if line.endswith(":") and not line.startswith("-"):
-            suite = line[:-1]
-            code, out, err = call([str(ROOT / "experiments" / f"{suite}.yaml"), "--agents"])
-            assert code == 0, err
-        elif line.startswith("- "):
-            assert line in out.splitlines(), f"{suite}: {line}"
-            checked += 1
-    assert checked >= 7
+    answers: dict[str, list[str]] = {}
+    for line in block.strip().strip("`").strip().splitlines():
+        if line.startswith("- "):
+            answers[header].append(line)
+        else:
+            header = line.removesuffix(":")
+            answers[header] = []
+    assert len(answers) >= 5
+    for header, lines in answers.items():
+        name, *extra = header.split()
+        code, out, err = call([str(ROOT / "experiments" / f"{name}.yaml"), "--agents", *extra])
+        assert code == 0, err
+        assert lines == [x for x in out.splitlines() if x.startswith("- ")], header
     command = re.search(r'```bash\n(python -c "import numpy as np; from utils\.compare\.agents.*?)\n```', page, re.S)
     assert command is not None
     code = command.group(1).replace("\\\n", "").split('python -c "', 1)[1].rsplit('"', 1)[0]
@@ -181,3 +193,21 @@ def test_experiments_md_holds_the_agents_lines_as_the_tool_prints_them():
     assert done.returncode == 0, done.stderr
     icc, p = done.stdout.split()[1].rstrip(","), done.stdout.split()[3]  # "ICC 0.529, p 0.0759"
     assert f"gives ICC {icc} (p {p})" in page
+
+
+def test_agents_on_runs_under_way_reads_them_so_far_and_one_seed_has_no_icc(tmp_path, no_processes):
+    """Runs under way (shared's curves 5 evaluations of 7): read up to step 400 as --so_far reads them, the final score
+    the mean of evaluations 3 and 4; one seed (--seeds 2): its agents listed, no ICC."""
+    results = tmp_path / "r"
+    env = "Pendulum-v1"
+    fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s, seeds=range(8))
+    fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 2, 5, lambda s, i, e: 20.0 * e + 10 * s + i,
+              seeds=range(8))
+    suite = claims_suite(tmp_path, [])
+    code, out, err = call([str(suite), "--results", str(results), "--agents"])
+    assert code == 0 and err == "", err
+    assert "curves read so far (runs under way): Pendulum-v1 at step 400 of 600" in out
+    assert "    seed 3: 100.0, 101.0" in out  # (60 + 80) / 2 + 30 + agent
+    code, out, err = call([str(suite), "--results", str(results), "--agents", "--seeds", "2"])
+    assert code == 0 and "- shared (2 agents) on Pendulum-v1, seeds 2: one seed: no ICC" in out
+    assert "    seed 2: 90.0, 91.0" in out

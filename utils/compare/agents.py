@@ -21,8 +21,11 @@ ARRANGEMENTS = 10_000  # rearrangements sampled for the p (generator seeded 0), 
 
 def icc1(x: np.ndarray) -> float:
     """One-way random-effects intraclass correlation ICC(1) of ``x`` [runs, agents]: (MSB - MSW) / (MSB + (k - 1)
-    MSW), MSB the mean square between runs and MSW within them; NaN where all scores are equal."""
+    MSW), MSB the mean square between runs and MSW within them; NaN where all scores are equal or there are fewer than
+    2 runs or 2 agents."""
     n, k = x.shape
+    if n < 2 or k < 2:
+        return float("nan")
     grand = x.mean()
     means = x.mean(axis=1)
     msb = k * float(((means - grand) ** 2).sum()) / (n - 1)
@@ -80,12 +83,14 @@ def lines_for(name: str, task: str, seeds: tuple[int, ...] | list[int], x: np.nd
     """One method's (or reference's: ``what`` "published, ") answer on a task: its ICC line, then every seed's
     agents."""
     head = f"- {name} ({what}{x.shape[1]} agents) on {task}, seeds {','.join(seed_tokens(list(seeds)))}: "
+    rows = [f"    seed {seed}: " + ", ".join(f"{v:.1f}" for v in row) for seed, row in zip(seeds, x)]
     if x.shape[0] < 2 or np.isnan(icc1(x)):
-        return [head + ("one seed" if x.shape[0] < 2 else "every agent scores the same") + ": no ICC"]
+        why = "one seed" if x.shape[0] < 2 else "a score is not a number" if np.isnan(x).any() else \
+            "every agent scores the same"
+        return [head + why + ": no ICC"] + rows
     within = float(np.sqrt(((x - x.mean(axis=1, keepdims=True)) ** 2).sum() / (x.size - x.shape[0])))
     return [head + f"ICC {icc1(x):.3f}, p {icc_p(x):.4f}; standard deviation within a run {within:.4g}, of all "
-            f"agents {float(x.std(ddof=1)):.4g}"] + \
-        [f"    seed {seed}: " + ", ".join(f"{v:.1f}" for v in row) for seed, row in zip(seeds, x)]
+            f"agents {float(x.std(ddof=1)):.4g}"] + rows
 
 
 def agents_text(suite: Suite, entries: list[Entry], finished: bool, where: str | None = None) -> str:
@@ -111,7 +116,8 @@ def agents_text(suite: Suite, entries: list[Entry], finished: bool, where: str |
               or [load_reference(ref, task, suite) for ref, task in refs])
     k = final_k(suite, curves)
     lines = [f"{suite.name}: the final score of each agent (mean of its last {k} evaluations), curves read {where}; "
-             "ICC(1): the share of the agents' variance that lies between runs; p: one-sided, of "
+             "ICC(1): the estimated share of the agents' variance that lies between runs (below 0: runs differ less "
+             "than agents dealt at random would); p: one-sided, of "
              f"{ARRANGEMENTS:,} random deals of the scores into runs (generator seed 0) and the observed one, the "
              "share with an ICC at least as high (each line's p on its own, not adjusted for the others)"]
     if waiting:

@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         entries, threads, workers = plan_suite(suite, args.ray, args.workers)
         out = Path(args.out).resolve() if args.out else ROOT / "Figures" / "compare" / default_folder(suite.name, only,
                                                                                                args.so_far)
-        if (problem := folder_problem(out)) is not None:  # a file in the way, a read-only disk, no permission
+        # a file in the way, a read-only disk, no permission (--plan and --agents write nothing: no folder to check)
+        if not (args.plan or args.agents) and (problem := folder_problem(out)) is not None:
             raise SuiteError(f"--out {args.out or out}: {problem}")
     except ExperimentError as e:  # SuiteError included
         print(f"{args.suite}: {e}", file=sys.stderr)
