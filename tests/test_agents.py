@@ -176,10 +176,9 @@ def test_experiments_md_holds_the_agents_lines_as_the_tool_prints_them():
     answers: dict[str, list[str]] = {}
     for line in block.strip().strip("`").strip().splitlines():
         if line.startswith("- "):
-            answers[header].append(line)
+            answers[list(answers)[-1]].append(line)  # under the last header
         else:
-            header = line.removesuffix(":")
-            answers[header] = []
+            answers[line.removesuffix(":")] = []
     assert len(answers) >= 5
     for header, lines in answers.items():
         name, *extra = header.split()
