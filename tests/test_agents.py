@@ -74,14 +74,21 @@ def test_the_permutation_p_against_every_deal(x):
     assert icc_p(x) == icc_p(x)  # generator seeded: the same p every call
 
 
-def test_agents_reads_each_agent_s_final_score_and_writes_nothing(tmp_path, no_processes):
-    """8 seeds, 7 evaluations, the final score the mean of the last 2 (5 and 6). solo has one agent and is not read;
-    shared's agent i of seed s scores 20 e + s + i: its finals 110 + s + i, coupled by the seed."""
+def coupled_runs(tmp_path, length: int):
+    """solo (TD3) 7 evaluations, seeds 0-7, 10 e + s; shared (DASE_TD3, 2 agents) ``length`` evaluations, agent i of
+    seed s scoring 20 e + 10 s + i: its agents coupled by the seed. The runs' folder."""
     results = tmp_path / "r"
     env = "Pendulum-v1"
     fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s, seeds=range(8))
-    fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 2, 7, lambda s, i, e: 20.0 * e + 10 * s + i,
+    fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 2, length, lambda s, i, e: 20.0 * e + 10 * s + i,
               seeds=range(8))
+    return results
+
+
+def test_agents_reads_each_agent_s_final_score_and_writes_nothing(tmp_path, no_processes):
+    """8 seeds, 7 evaluations, the final score the mean of the last 2 (5 and 6). solo has one agent and is not read;
+    shared's agent i of seed s scores 20 e + s + i: its finals 110 + s + i, coupled by the seed."""
+    results = coupled_runs(tmp_path, 7)
     suite = claims_suite(tmp_path, [])
     code, out, err = call([str(suite), "--results", str(results), "--agents"])
     assert code == 0 and err == "", err
@@ -197,11 +204,7 @@ def test_experiments_md_holds_the_agents_lines_as_the_tool_prints_them():
 def test_agents_on_runs_under_way_reads_them_so_far_and_one_seed_has_no_icc(tmp_path, no_processes):
     """Runs under way (shared's curves 5 evaluations of 7): read up to step 400 as --so_far reads them, the final score
     the mean of evaluations 3 and 4; one seed (--seeds 2): its agents listed, no ICC."""
-    results = tmp_path / "r"
-    env = "Pendulum-v1"
-    fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s, seeds=range(8))
-    fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 2, 5, lambda s, i, e: 20.0 * e + 10 * s + i,
-              seeds=range(8))
+    results = coupled_runs(tmp_path, 5)
     suite = claims_suite(tmp_path, [])
     code, out, err = call([str(suite), "--results", str(results), "--agents"])
     assert code == 0 and err == "", err
