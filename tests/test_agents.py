@@ -129,7 +129,7 @@ def test_agents_reads_a_published_reference_of_several_agents_on_the_suite_s_gri
     """A reference evaluated every 50 steps, 2 agents per seed, read on the suite's grid (every 100 steps) up to the
     budget (600): agent a of seed s scores step / 10 + 7 s + 3 a, so its final (evaluations at 500 and 600) is
     55 + 7 s + 3 a; a reference of one curve per seed is not read; the agents' mean is the report's reference score."""
-    from utils.compare.agents import reference_finals
+    from utils.compare.agents import reference_agents, reference_finals
     from utils.compare.scores import load_reference
     from utils.compare.suite import load_suite
 
@@ -154,9 +154,11 @@ def test_agents_reads_a_published_reference_of_several_agents_on_the_suite_s_gri
     assert "    seed 2: 69.0, 72.0" in out and "paper_solo" not in out
     read = load_suite(suite, str(results))
     task = read.tasks[0]
-    seeds, finals = reference_finals(task.references[0], task, read, 2)
+    ref = task.references[0]
+    assert reference_agents(task.references[1]) == {}  # one curve per seed: no agents to read
+    seeds, finals = reference_finals(ref, reference_agents(ref), mean := load_reference(ref, task, read), read, 2)
     assert seeds == (0, 1, 2, 3) and finals.tolist() == x.tolist()
-    assert finals.mean(axis=1) == pytest.approx(load_reference(task.references[0], task, read).final(2))
+    assert finals.mean(axis=1) == pytest.approx(mean.final(2))
     for path in (results / "shared").rglob("*"):  # our runs not started: the published reference answers alone
         if path.is_file():
             path.unlink()

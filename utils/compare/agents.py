@@ -8,13 +8,14 @@ the share of arrangements whose ICC reaches the observed one. Read only: nothing
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from ..sweep.experiment import ROOT, seed_tokens
 from .entry import Entry
 from .scores import Curves, agent_curves, cut_so_far, final_k, load_curves, load_reference, seed_files
-from .suite import Reference, Suite, SuiteError, Task
+from .suite import Reference, Suite, SuiteError
 
 ARRANGEMENTS = 10_000  # rearrangements sampled for the p (generator seeded 0), plus the observed one
 
@@ -65,14 +66,17 @@ def agent_finals(suite: Suite, entry: Entry, k: int) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-def reference_finals(ref: Reference, task: Task, suite: Suite, k: int) -> tuple[tuple[int, ...], np.ndarray] | None:
-    """A task's published reference of several agents per seed: its seeds and [seeds, agents] final scores, on the
-    grid and seeds the report reads it on (``load_reference``); None for a reference of one curve per seed."""
+def reference_agents(ref: Reference) -> dict[int, list[Path]]:
+    """A published reference's files per seed when it holds several agents per seed, else an empty dict."""
     files = seed_files(ROOT / ref.folder, ref.prefix)
-    agents = max((len(v) for v in files.values()), default=0)
-    if agents < 2:
-        return None
-    mean = load_reference(ref, task, suite)
+    return files if max((len(v) for v in files.values()), default=0) > 1 else {}
+
+
+def reference_finals(ref: Reference, files: dict[int, list[Path]], mean: Curves, suite: Suite,
+                     k: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """A published reference of several agents per seed (its ``files``, and ``mean``: its curves as the report reads
+    them, ``load_reference``): its seeds and [seeds, agents] final scores on that grid and those seeds."""
+    agents = max(len(v) for v in files.values())
     every, length = suite.eval_freq // ref.eval_freq, mean.matrix.shape[1]
     columns = [replace(mean, matrix=np.stack([np.load(files[s][a], allow_pickle=False).astype(np.float64)[::every]
                                               [:length] for s in mean.seeds])).final(k) for a in range(agents)]
@@ -98,8 +102,7 @@ def agents_text(suite: Suite, entries: list[Entry], finished: bool, where: str |
     per seed, the ICC, its p and every seed's agents (``where``: how its curves were chosen, when not all of them).
     Runs with no curves yet leave the references to answer alone, and say so; with no reference either, SuiteError."""
     many = [e for e in entries if e.agents > 1]
-    refs = [(ref, task) for task in suite.tasks for ref in task.references
-            if max((len(v) for v in seed_files(ROOT / ref.folder, ref.prefix).values()), default=0) > 1]
+    refs = [(ref, task, files) for task in suite.tasks for ref in task.references if (files := reference_agents(ref))]
     if not many and not refs:
         return f"{suite.name}: no method or published reference has more than one agent; nothing to read"
     where, waiting = where or "at the budget", None
@@ -112,8 +115,8 @@ def agents_text(suite: Suite, entries: list[Entry], finished: bool, where: str |
             if not refs:
                 raise SuiteError("--agents: " + str(err).removeprefix("--so_far: ")) from None
             waiting, many = str(err).removeprefix("--so_far: "), []
-    curves = ([load_curves(e, suite.budget_rule, suite.score, suite.start_steps) for e in many]
-              or [load_reference(ref, task, suite) for ref, task in refs])
+    means = [load_reference(ref, task, suite) for ref, task, _ in refs]
+    curves = [load_curves(e, suite.budget_rule, suite.score, suite.start_steps) for e in many] or means
     k = final_k(suite, curves)
     lines = [f"{suite.name}: the final score of each agent (mean of its last {k} evaluations), curves read {where}; "
              "ICC(1): the estimated share of the agents' variance that lies between runs (below 0: runs differ less "
@@ -124,7 +127,6 @@ def agents_text(suite: Suite, entries: list[Entry], finished: bool, where: str |
         lines.append(f"- our runs: {waiting}: only the published references are read")
     for e in many:
         lines += lines_for(e.method.name, e.task.name, e.run.seeds, agent_finals(suite, e, k))
-    for ref, task in refs:
-        if (found := reference_finals(ref, task, suite, k)) is not None:
-            lines += lines_for(ref.name, task.name, *found, what="published, ")
+    for (ref, task, files), mean in zip(refs, means):
+        lines += lines_for(ref.name, task.name, *reference_finals(ref, files, mean, suite, k), what="published, ")
     return "\n".join(lines)
