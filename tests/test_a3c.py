@@ -229,6 +229,19 @@ def test_a3c_runs_on_cpu_when_a_gpu_is_present_and_no_device_is_given(monkeypatc
         check_a3c(ac_main.build_config(ac_main.parse(["--policy", "A3C", "--env", "CartPole-v1", "--device", "cuda"])))
 
 
+def test_a3c_refuses_flush_denormals_which_its_spawned_actor_learners_would_not_take(tmp_path, capsys):
+    """--flush_denormals is the training process's setting; A3C trains in spawned processes that would not have it,
+    so it is refused on one line (exit 2) before anything is written, not silently ignored."""
+    import ac_main
+    from utils.cli import main_guard
+
+    code = main_guard(ac_main.run, ["--policy", "A3C", "--env", "CartPole-v1", "--max_time_steps", "400", "--eval_freq", "200",
+                                    "--results_dir", str(tmp_path / "r"), "--flush_denormals"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--flush_denormals" in err, err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_killed_worker_stops_the_run_with_worker_died(tmp_path):
     trainer = AsyncTrainer(a3c_config(tmp_path, max_time_steps=500_000))
     after_first_evaluations(tmp_path / f"{STEM}.npy", 1, lambda: os.kill(trainer.processes[1].pid, signal.SIGKILL))

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import ac_main
 import DASE_main
 import sac_main
-from benchmarks import evaluation, gpu_graphs_check, ops, peers, recurrent, throughput, twin_critic
+from benchmarks import denormals, evaluation, gpu_graphs_check, ops, peers, recurrent, throughput, twin_critic
 from utils import play
 from utils.cli import Parser, count, main_guard, real
 from utils.plot import cli as plot_cli
@@ -129,6 +129,8 @@ ENTRIES = {
                                     ["--steps", "40", "--policies", "DASE_TD3", "--json", "{tmp}/out.json"]),
     "benchmarks.twin_critic": (twin_critic.main, lambda: twin_critic.main([]),
                                ["--seeds", "1", "--hidden", "4", "--batch", "2", "--rounds", "1"]),
+    "benchmarks.denormals": (denormals.main, lambda: denormals.main([]),
+                             ["--fraction", "0.5", "--batch", "2", "--rounds", "1"]),
     # a run record whose models were never saved: every accepted value ends at "no model file" (exit 2, one line)
     "utils.play": (play.main, lambda: play.parse([]), ["{record}", "--episodes", "1"]),
     "benchmarks.peers": (peers_without_sb3, lambda: peers.main([]), ["--jobs", "td3", "--runs", "1"]),

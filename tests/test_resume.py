@@ -435,6 +435,46 @@ def test_a_resume_on_another_processor_with_the_same_instruction_set_is_noticed_
     assert record["cpu_model"] == "AMD EPYC"
 
 
+def denormals_flushed() -> bool:
+    """Whether this thread's CPU reads float32 denormals as zero now: the smallest one (bits 0x00000001, made
+    without arithmetic) times 2 has the bits 0x00000002 (2.8e-45) when denormals are kept and 0 when they are
+    flushed (read as bits: even a conversion to a Python float would flush it)."""
+    twice = (torch.tensor([1], dtype=torch.int32).view(torch.float32) * 2).view(torch.int32).item()
+    assert twice in (0, 2)
+    return twice == 0
+
+
+def test_flush_denormals_zeroes_them_for_the_run_is_recorded_and_a_resume_that_changes_it_says_so(tmp_path, capsys):
+    """--flush_denormals: the run computes with denormals read and written as zero (a DDPG critic's weight decay
+    drives unused weights there, which Intel CPUs compute slowly: docs/performance.md), a run without it with them
+    kept, whatever the process did before; the record says so, each resume's entry too, and a resume that changes
+    it says so on one line (the curves' last bits change from there)."""
+    piece = run_in_pieces(tmp_path)
+    try:
+        assert not denormals_flushed()
+        piece(300, "--flush_denormals")
+        assert denormals_flushed()
+        capsys.readouterr()
+        piece(600, "--resume")  # flushed -> kept
+        assert not denormals_flushed()
+        notes = [line for line in capsys.readouterr().err.splitlines() if "flush_denormals" in line]
+        assert len(notes) == 1 and "checkpointed with --flush_denormals and resumes without --flush_denormals" \
+            in notes[0], notes
+        piece(None, "--resume")  # kept -> kept: nothing to say
+        assert "flush_denormals" not in capsys.readouterr().err
+    finally:
+        torch.set_flush_denormal(False)
+    record = json.loads((tmp_path / f"{STEM}.json").read_text())
+    assert [(r["step"], r["flush_denormals"]) for r in record["resumes"]] == [(300, False), (600, False)]
+    assert record["config"]["flush_denormals"] is False and record["finished_at_step"] == 900
+    other = run_in_pieces(tmp_path / "flushed")
+    try:
+        other(None, "--flush_denormals")
+    finally:
+        torch.set_flush_denormal(False)
+    assert json.loads((tmp_path / "flushed" / f"{STEM}.json").read_text())["config"]["flush_denormals"] is True
+
+
 def test_the_processor_is_named_as_the_system_names_it():
     """On Linux the record's processor is /proc/cpuinfo's first model name, read independently here."""
     from utils.run.files import cpu_model

@@ -173,6 +173,8 @@ def test_each_script_takes_the_flags_it_took_before_the_settings_were_typed(name
                           "--rnd_n_sample"]}
     for script in ("DASE_main", "sac_main"):  # 2026-11-29, issue 67 item 5: replay learners on images
         added[script] += ["--image_features", "--siamese", "--siamese_use_q"]
+    for script in added:  # 2026-12-06: float32 denormals as zero (docs/performance.md)
+        added[script] += ["--flush_denormals"]
     parser = parser_of(importlib.import_module(name))
     flags = sorted(o for a in parser._actions for o in a.option_strings)
     assert flags == sorted(json.loads((ROOT / "tests" / "script_flags.json").read_text())[name] + added.get(name, []))

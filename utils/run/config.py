@@ -143,6 +143,8 @@ class RunConfig:
     stop_at: int | None = RUN["stop_at"]
     threads: int | None = RUN["threads"]  # torch CPU threads; None: all cores on the CPU, 1 beside a GPU
     compile: bool = RUN["compile"]  # torch.compile the networks
+    # float32 denormals read and written as zero on the CPU (not agreed: a resume with the other value says so)
+    flush_denormals: bool = RUN["flush_denormals"]
     tensorboard: bool = RUN["tensorboard"]  # also write TensorBoard logs under {results_dir}/tensorboard/{stem}
     cuda_graphs: bool = False  # replay the update from CUDA graphs (GPU only)
     env_workers: int | None = 0  # environment worker processes (0: in this process, evaluation blocks; None: auto)

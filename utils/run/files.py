@@ -138,13 +138,15 @@ class RunFiles:
                      tasks: list[dict | None] | None = None) -> None:
         """The run's JSON record: every flag, versions, device, commit, command line, and each agent's task
         (``tasks``: its physical parameters, for task variants; None entries otherwise); a resumed run (``t`` > 0)
-        adds itself to the list of every resume so far, ``resumes``: [{step, threads, at}, ...]."""
+        adds itself to the list of every resume so far, ``resumes``: [{step, threads, cpu, cpu_model,
+        flush_denormals, at}, ...]."""
         resumes = self.recorded("resumes", list, []) if t else []
         # who this run is: kept over resumes, so that its --save_model files can be told from another run's
         self.run_id = (self.recorded("run_id", str) if t else None) or uuid.uuid4().hex
         if t:
             resumes.append({"step": t, "threads": torch.get_num_threads(), "cpu": cpu_capability(),
-                            "cpu_model": cpu_model(), "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                            "cpu_model": cpu_model(), "flush_denormals": self.cfg.flush_denormals,
+                            "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
         record = {"config": asdict(self.cfg), "versions": software_versions(), "device": str(device),
                   "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else
                   f"{platform.machine()} {cpu_capability()}", "cpu_model": cpu_model(),

@@ -49,10 +49,11 @@ def prepare(tr: RunState) -> bool:
 
 
 def note_thread_change(tr: RunState, states: list[dict]) -> None:
-    """One line on stderr when a CPU run resumes with another torch thread count, or on a CPU with another
-    instruction set (AVX2 / AVX-512: float32 rounds otherwise) or, with the same one, another processor (an Intel
-    Xeon and an AMD EPYC, both AVX-512, rounded otherwise), than its checkpoint's: the rest of the run is then not
-    bit for bit the run that would not have stopped (matrix products' last bits)."""
+    """One line on stderr when a CPU run resumes with another torch thread count, with --flush_denormals where its
+    checkpoint had not it or without it where it had, or on a CPU with another instruction set (AVX2 / AVX-512:
+    float32 rounds otherwise) or, with the same one, another processor (an Intel Xeon and an AMD EPYC, both
+    AVX-512, rounded otherwise), than its checkpoint's: the rest of the run is then not bit for bit the run that
+    would not have stopped (matrix products' last bits)."""
     if tr.device.type != "cpu" or tr.cfg.quiet:
         return
     before = sorted({s["torch_threads"] for s in states if s.get("torch_threads")})  # older checkpoints: unknown
@@ -61,6 +62,12 @@ def note_thread_change(tr: RunState, states: list[dict]) -> None:
         print(f"note: {tr.cfg.name} was checkpointed with {' / '.join(map(str, before))} torch thread(s) and "
               f"resumes with {now} (--threads): the curves from step {tr.t} on may differ in the last bits from "
               f"an uninterrupted run; the record's 'resumes' lists each resume's threads", file=sys.stderr)
+    flushed = sorted({bool(s.get("config", {}).get("flush_denormals", False)) for s in states})
+    if flushed and flushed != [tr.cfg.flush_denormals]:
+        said = {True: "with --flush_denormals", False: "without --flush_denormals"}
+        print(f"note: {tr.cfg.name} was checkpointed {said[flushed[0]]} and resumes {said[tr.cfg.flush_denormals]}: "
+              f"the curves from step {tr.t} on may differ in the last bits from an uninterrupted run; the record's "
+              f"'resumes' lists each resume's setting", file=sys.stderr)
     cpus = sorted({s["cpu_capability"] for s in states if s.get("cpu_capability")})
     models = sorted({s["cpu_model"] for s in states if s.get("cpu_model")})  # checkpoints before 2026-12-05: none
     if cpus and cpus != [cpu_capability()]:

@@ -57,6 +57,10 @@ class RunSettings(Settings):
     threads: int | None = setting(None, "torch CPU threads; 1 when several runs share a machine. On a GPU the "
                                      "default is 1, so the environment workers get the cores", parse=int,
                                      default_text="all cores on the CPU, 1 on a GPU")
+    flush_denormals: bool = setting(
+        False, "treat float32 numbers below 1.2e-38 (denormals) as zero on the CPU (torch.set_flush_denormal): on "
+        "Intel CPUs a DDPG critic whose weight decay drives unused weights there runs its products many times faster "
+        "(docs/performance.md); the curves then differ in the last bits from a run without it")
     compile: bool = setting(False, "torch.compile the networks (slow start: tens of seconds)")
     checkpoint_freq: int = setting(50_000, "write a checkpoint every this many steps and on SIGINT/SIGTERM; 0 "
                                    "disables; a finished run deletes it", parse=count)

@@ -200,7 +200,10 @@ def set_up(cfg: RunConfig, device: torch.device, seeds: list[int]) -> Setup:
 
 
 def set_threads(cfg: RunConfig, device: torch.device) -> None:
-    """torch's CPU threads: --threads, else 1 on a GPU, else the cores nothing else keeps busy now."""
+    """torch's CPU threads: --threads, else 1 on a GPU, else the cores nothing else keeps busy now; and whether the
+    CPU reads and writes float32 denormals as zero (--flush_denormals; set either way, as the state is the
+    process's)."""
+    torch.set_flush_denormal(cfg.flush_denormals)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     elif device.type == "cuda":

@@ -103,6 +103,8 @@ def check_a3c(cfg: RunConfig) -> None:
                          "--num_processes")
     if not cfg.device.startswith("cpu"):
         raise UsageError(f"--device {cfg.device}: A3C's actor-learners run on CPU cores; drop --device")
+    if cfg.flush_denormals:  # its actor-learners are spawned processes, each with the CPU's own default
+        raise UsageError("--flush_denormals: A3C's actor-learner processes do not take it; drop it")
     if cfg.seeds is not None and (not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds)):
         raise UsageError(f"--seeds {cfg.seeds}: give one or more different seeds")
     workers = a3c_settings(cfg.algo)["num_processes"]
