@@ -65,8 +65,8 @@ def note_thread_change(tr: RunState, states: list[dict]) -> None:
     flushed = sorted({bool(s.get("config", {}).get("flush_denormals", False)) for s in states})
     if flushed and flushed != [tr.cfg.flush_denormals]:
         said = {True: "with --flush_denormals", False: "without --flush_denormals"}
-        before = " and ".join(said[f] for f in flushed)  # seeds of one process checkpointed both ways: both
-        print(f"note: {tr.cfg.name} was checkpointed {before} and resumes {said[tr.cfg.flush_denormals]}: "
+        was = " and ".join(said[f] for f in flushed)  # seeds of one process checkpointed both ways: both
+        print(f"note: {tr.cfg.name} was checkpointed {was} and resumes {said[tr.cfg.flush_denormals]}: "
               f"the curves from step {tr.t} on may differ in the last bits from an uninterrupted run; the record's "
               f"'resumes' lists each resume's setting", file=sys.stderr)
     cpus = sorted({s["cpu_capability"] for s in states if s.get("cpu_capability")})
