@@ -274,6 +274,53 @@ def test_seeds_per_run_starts_a_process_per_batch_and_the_report_reads_every_see
     assert split["paired_differences"] == whole["paired_differences"]
 
 
+def test_seed_flags_give_some_seeds_of_a_method_their_own_arithmetic_flag(tmp_path, no_processes):
+    """seed_flags {"1": {flush_denormals: true}} on solo over seeds 0-2: the runs started are solo's seeds 0 and 2
+    without the flag, seed 1 with it (seeds_per_run or not), shared's as before; the report reads solo's three seeds as
+    one run (the numbers of the same curves read without the key) and its methods entry says which seeds had the
+    flag; --seeds 0 leaves the flagged seed out of the runs."""
+    results = tmp_path / "r"
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        fake_runs(results / "solo/TD3" / env, "TD3", env, 1, 7, lambda s, i, e: 10.0 * e + s)
+        fake_runs(results / "shared/TD3" / env, "DASE_TD3", env, 3, 7, lambda s, i, e: 20.0 * e + s + i)
+    flagged = {"solo": {"policy": "TD3", "seed_flags": {"1": {"flush_denormals": True}}},
+               "shared": {"policy": "DASE_TD3", "flags": {"num_agents": 3}}}
+
+    def commands(out: str) -> list[tuple[str, str, bool]]:
+        rows = [line.split("python ", 1)[1] for line in out.splitlines() if line.startswith("finished ")]
+        return [(r.split("--policy ")[1].split()[0], r.split("--seeds ")[1].split(" --")[0], "--flush_denormals" in r)
+                for r in rows]
+
+    for change in ({}, {"seeds_per_run": 1}):
+        code, out, err = call([str(hand_suite(tmp_path, methods=flagged, **change)), "--results", str(results),
+                               "--dry_run"])
+        assert code == 0, out + err
+        solo = [(seeds, flag) for policy, seeds, flag in commands(out) if policy == "TD3"]
+        shared = [(seeds, flag) for policy, seeds, flag in commands(out) if policy == "DASE_TD3"]
+        if change:
+            assert solo == [("0", False), ("1", True), ("2", False)] * 2 and not any(f for _, f in shared)
+        else:
+            assert solo == [("0 2", False), ("1", True)] * 2 and shared == [("0-2", False)] * 2
+    code, out, err = call([str(hand_suite(tmp_path, methods=flagged)), "--results", str(results), "--dry_run",
+                           "--seeds", "0"])
+    assert code == 0 and [c for c in commands(out) if c[0] == "TD3"] == [("TD3", "0", False)] * 2, out + err
+    reports = {}
+    for key, methods in (("flagged", flagged), ("plain", None)):
+        change = {"methods": methods} if methods else {}
+        code, out, err = call([str(hand_suite(tmp_path, **change)), "--results", str(results),
+                               "--out", str(tmp_path / key)])
+        assert code == 0, out + err
+        reports[key] = json.loads((tmp_path / key / "report.json").read_text())
+    flagged_r, plain = reports["flagged"], reports["plain"]
+    assert flagged_r["methods"]["solo"]["seed_flags"] == {"1": {"flush_denormals": True}}
+    assert "seed_flags" not in plain["methods"]["solo"]
+    assert sum("--flush_denormals" in c for c in flagged_r["commands"]["runs"]) == 2
+    for name in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        assert flagged_r["tasks"][name]["methods"]["solo"]["seeds"] == [0, 1, 2]
+        assert flagged_r["tasks"][name]["methods"]["solo"]["final"] == plain["tasks"][name]["methods"]["solo"]["final"]
+    assert flagged_r["paired_differences"] == plain["paired_differences"]
+
+
 def test_steps_table_with_seeds_of_its_own_references_and_paired_differences(tmp_path, no_processes):
     """at_steps: per seed the mean of the K evaluations ending at the step; a method with seeds of its own (solo
     0-4) is paired with another (shared 0-2) on the seeds both ran, with the exact sign-flip p; a published
@@ -619,6 +666,14 @@ BAD = [
     ({"score": "best"}, "score: expected one of own, tasks"),
     ({"seeds_per_run": 0}, "seeds_per_run: must be positive"),
     ({"methods": {"solo": {"policy": "TD3", "seeds": "x"}, "shared": {"policy": "DASE_TD3"}}}, "methods.solo.seeds:"),
+    ({"methods": {"solo": {"policy": "TD3", "seed_flags": {"1": {"batch_size": 64}}}, "shared": {"policy": "DASE_TD3"}}},
+     "methods.solo.seed_flags.1: only --flush_denormals may differ between a method's seeds"),
+    ({"methods": {"solo": {"policy": "TD3", "seed_flags": {"2-3": {"flush_denormals": True}}},
+                  "shared": {"policy": "DASE_TD3"}}}, "methods.solo.seed_flags.2-3: seed(s) 3 not among"),
+    ({"methods": {"solo": {"policy": "TD3", "seed_flags": {"0-1": {"flush_denormals": True}, "1": {
+        "flush_denormals": False}}}, "shared": {"policy": "DASE_TD3"}}}, "seed(s) 1 already in another entry"),
+    ({"methods": {"solo": {"policy": "TD3", "seed_flags": [1]}, "shared": {"policy": "DASE_TD3"}}},
+     "methods.solo.seed_flags: expected a mapping of seeds"),
     ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1, "methods": ["solo", "nobody"]}]},
      "tasks (Pendulum-v1).methods: expected a list of two or more of the methods (solo, shared)"),
     ({"tasks": [{"env": "Pendulum-v1", "random": 0, "target": 1, "methods": ["solo", "shared"]},

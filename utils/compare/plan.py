@@ -75,8 +75,8 @@ def plan_suite(suite: Suite, ray: str | None = None, workers: int | None = None
         except ExperimentError as e:
             raise _in_suite_terms(e) from None
         by_method: dict[str, list[Run]] = {}
-        for run in runs:  # one run per method, or one per seeds_per_run of its seeds
-            by_method.setdefault(run.setting, []).append(run)
+        for run in sorted(runs, key=lambda r: r.seeds):  # per method: one run, or one per seeds_per_run of its seeds
+            by_method.setdefault(run.setting, []).append(run)  # or of its seed_flags' parts, in the order of seeds
         entries += [Entry(task, suite.methods[m], joined(by_method[m]),
                           processes=tuple(by_method[m]) if len(by_method[m]) > 1 else ())
                     for m in suite.methods if m in by_method]
@@ -106,8 +106,11 @@ def _final_fits(suite: Suite, task: Task, steps: dict[str, int]) -> None:
 
 
 def seed_groups(suite: Suite, names: list[str]) -> list[list[Method]]:
-    """The methods ``names`` grouped by their seed lists, in the suite's order of first appearance."""
+    """The methods ``names`` grouped by their seed lists, in the suite's order of first appearance; a method with
+    seed_flags as its parts (``Method.parts``), each in the group of its seeds, so that the sweep gives each part's
+    processes its flags and no group holds a method twice."""
     groups: dict[tuple[int, ...], list[Method]] = {}
     for m in names:
-        groups.setdefault(suite.methods[m].seeds, []).append(suite.methods[m])
+        for part in suite.methods[m].parts():
+            groups.setdefault(part.seeds, []).append(part)
     return list(groups.values())

@@ -194,7 +194,9 @@ def per_task(suite: Suite, entries: list[Entry]):
                   "efficiency_points": suite.efficiency_points, "score": suite.score, "columns": labels,
                   "text": suite.text, "fractions": fractions.tolist()},
         "methods": {m.name: {"policy": m.policy, "flags": m.flags, "results_dir": m.results_dir,
-                             "description": m.description, "seeds": list(m.seeds)}
+                             "description": m.description, "seeds": list(m.seeds),
+                             **({"seed_flags": {" ".join(seed_tokens(seeds)): flags for seeds, flags in m.seed_flags}}
+                                if m.seed_flags else {})}
                     for m in suite.methods.values()},
         "tasks": tasks,
         "paired_differences": pairs,

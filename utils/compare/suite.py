@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,9 @@ TOP_KEYS = {"name", "description", "tasks", "methods", "baseline", "seeds", "bud
             "score", "docs", "claims", "seeds_per_run"}
 REQUIRED_KEYS = ("tasks", "methods", "baseline", "seeds", "budget")
 TASK_KEYS = {"env", "name", "random", "target", "budget", "flags", "references", "methods"}
-METHOD_KEYS = {"policy", "flags", "results_dir", "description", "seeds"}
+METHOD_KEYS = {"policy", "flags", "results_dir", "description", "seeds", "seed_flags"}
+# flags that may differ between a method's seeds: they change how the CPU rounds, not what the method is
+SEED_FLAGS = ("flush_denormals",)
 REFERENCE_KEYS = {"folder", "prefix", "eval_freq", "description"}
 DOCS_KEYS = {"file", "marker"}
 CLAIM_KEYS = {"name", "statement", "source", "a", "b", "tasks", "metric", "direction", "published", "kind", "margin",
@@ -84,6 +86,22 @@ class Method:
     results_dir: str  # as the sweep takes it: relative paths are relative to the repository
     description: str = ""
     seeds: tuple[int, ...] = ()  # the suite's unless the method names its own
+    # some of its seeds with flags of their own (SEED_FLAGS only): ((seeds, flags), ...), disjoint, among its seeds
+    seed_flags: tuple[tuple[tuple[int, ...], dict[str, Any]], ...] = ()
+
+    def parts(self) -> list[Method]:
+        """The method as its processes' seed lists: each seed_flags entry's seeds (those of its seeds still listed)
+        with its flags, then the rest with the method's own; a method without seed_flags is one part, itself."""
+        if not self.seed_flags:
+            return [self]
+        parts, flagged = [], set()
+        for seeds, flags in self.seed_flags:
+            own = tuple(s for s in self.seeds if s in seeds)
+            flagged.update(seeds)
+            if own:
+                parts.append(replace(self, seeds=own, flags={**self.flags, **flags}, seed_flags=()))
+        rest = tuple(s for s in self.seeds if s not in flagged)
+        return ([replace(self, seeds=rest, seed_flags=())] if rest else []) + parts
 
 
 @dataclass(frozen=True)
@@ -301,8 +319,38 @@ def _methods(raw: Any, root: str, seeds: list[int]) -> dict[str, Method]:
         except ExperimentError as e:
             raise SuiteError(f"{where}.{e}") from None
         methods[name] = Method(name, policy, _flags(body.get("flags"), f"{where}.flags"), folder,
-                               str(body.get("description", "")).strip(), tuple(own))
+                               str(body.get("description", "")).strip(), tuple(own),
+                               _seed_flags(body.get("seed_flags"), own, f"{where}.seed_flags"))
     return methods
+
+
+def _seed_flags(raw: Any, seeds: list[int], where: str) -> tuple[tuple[tuple[int, ...], dict[str, Any]], ...]:
+    """{seeds: {flag: value}}: some of a method's seeds run with flags of their own, only those of SEED_FLAGS (a
+    setting of the CPU's arithmetic, recorded in each run's record), each seed in one entry at most."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise SuiteError(f"{where}: expected a mapping of seeds (\"8-9\") to flags, got {raw!r}")
+    out, seen = [], set()
+    for key, body in raw.items():
+        try:
+            these = parse_seeds(key)
+        except ExperimentError as e:
+            raise SuiteError(f"{where}.{e}") from None
+        flags = _flags(body, f"{where}.{key}")
+        if not flags or set(flags) - set(SEED_FLAGS):
+            raise SuiteError(f"{where}.{key}: only {', '.join('--' + f for f in SEED_FLAGS)} may differ between a "
+                             f"method's seeds (how the CPU rounds, not what the method is); got "
+                             f"{', '.join('--' + f for f in flags) or 'no flag'}")
+        outside = [s for s in these if s not in seeds]
+        if outside:
+            raise SuiteError(f"{where}.{key}: seed(s) {', '.join(map(str, outside))} not among the method's seeds")
+        again = [s for s in these if s in seen]
+        if again:
+            raise SuiteError(f"{where}.{key}: seed(s) {', '.join(map(str, again))} already in another entry")
+        seen.update(these)
+        out.append((tuple(these), flags))
+    return tuple(out)
 
 
 def _pairs(raw: Any, methods: dict[str, Method], baseline: str) -> list[tuple[str, str]]:

@@ -146,7 +146,7 @@ def joined(runs: list[Run]) -> Run:
     first = runs[0]
     if len(runs) == 1:
         return first
-    seeds = tuple(seed for run in runs for seed in run.seeds)
+    seeds = tuple(sorted(seed for run in runs for seed in run.seeds))
     at = first.args.index("--seeds") + 1
     end = at + len(seed_tokens(first.seeds))
     args = (*first.args[:at], *seed_tokens(seeds), *first.args[end:])
