@@ -314,6 +314,7 @@ def test_seed_flags_give_some_seeds_of_a_method_their_own_arithmetic_flag(tmp_pa
     flagged_r, plain = reports["flagged"], reports["plain"]
     assert flagged_r["methods"]["solo"]["seed_flags"] == {"1": {"flush_denormals": True}}
     assert "seed_flags" not in plain["methods"]["solo"]
+    assert "| solo | TD3 | seeds 1: `--flush_denormals` | 1 |" in (tmp_path / "flagged" / "report.md").read_text()
     assert sum("--flush_denormals" in c for c in flagged_r["commands"]["runs"]) == 2
     for name in ("Pendulum-v1", "MountainCarContinuous-v0"):
         assert flagged_r["tasks"][name]["methods"]["solo"]["seeds"] == [0, 1, 2]

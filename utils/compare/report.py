@@ -402,7 +402,9 @@ def markdown_report(suite: Suite, r: dict, budget_text: str, names: dict) -> str
     for m, info in r["methods"].items():
         per_task = [r["tasks"][t.name]["methods"][m] for t in suite.tasks_of(m)]
         steps = sorted({(v["steps_per_agent"], v["total_steps"]) for v in per_task})
-        rows.append([m, info["policy"], f"`{' '.join(flag_args(info['flags']))}`" if info["flags"] else "",
+        flags = [f"`{' '.join(flag_args(info['flags']))}`"] if info["flags"] else []
+        flags += [f"seeds {seeds}: `{' '.join(flag_args(own))}`" for seeds, own in info.get("seed_flags", {}).items()]
+        rows.append([m, info["policy"], "; ".join(flags),
                      str(per_task[0]["agents"]), ", ".join(f"{a:,}" for a, _ in steps),
                      ", ".join(f"{b:,}" for _, b in steps), ", ".join(t.name for t in suite.tasks_of(m))])
     lines += [markdown(["method", "policy", "flags", "agents", "steps per agent", "total steps", "tasks"], rows)]
