@@ -316,6 +316,24 @@ def test_the_actors_n_step_targets_follow_the_learners_rule():
                 assert not_done[s, w] == (0.0 if block["terminated"][s + j, w] else 1.0)
 
 
+@pytest.mark.parametrize("flush", [True, False])
+def test_an_actor_rounds_denormals_as_its_learner_does(tmp_path, flush):
+    """--flush_denormals reaches the Ray actors (processes of their own): an actor built from the run's settings reads
+    and writes float32 numbers below 1.2e-38 as zero exactly when the flag is given, as the learner's process does."""
+    from utils.distributed.actor import EnvActor
+
+    flags = [*FLAGS, "--num_steps", "500", "--results_dir", str(tmp_path / "r")] + (["--flush_denormals"] * flush)
+    _, (cfg,) = cli.build(flags)
+    if not torch.set_flush_denormal(not flush):  # the opposite state first, so that the actor must change it
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        EnvActor(cfg, 0, 1, 0.1, 25, 0)
+        tiny = torch.tensor([1e-39], dtype=torch.float32)
+        assert ((tiny * 1.0).item() == 0.0) is flush
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def test_the_learner_stores_the_actors_initial_priorities(tmp_path):
     """A block with the actor's |TD errors| [S, members, writers]: each stored row's priority under each member is
     (|td| + eps) ** alpha, not the learner's largest priority."""

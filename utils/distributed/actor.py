@@ -38,6 +38,8 @@ class EnvActor:
         from utils.run.setup import member_tasks
 
         torch.set_num_threads(1)
+        # the learner's rounding (a Ray worker is a process of its own, with the CPU's default otherwise)
+        torch.set_flush_denormal(bool(cfg.flush_denormals))
         self.index, self.block = int(index), int(block)
         spec = ALGORITHM[cfg.algorithm]
         member_seeds = cfg.agent_seeds()
