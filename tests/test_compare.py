@@ -443,17 +443,68 @@ def test_score_tasks_reads_every_agents_all_variant_curves(tmp_path, no_processe
     assert "--eval_tasks all" in err and not (tmp_path / "out3").exists()
 
 
+def test_write_docs_puts_every_seed_and_the_mean_weights_in_the_pages_seeds_block(tmp_path, no_processes):
+    """A page with a <!-- marker_seeds --> block gets each seed's final score per method (a seed's agents averaged),
+    each pair's difference by seed ('—' where one method lacks the seed) and, for a method with DASE weight traces,
+    the mean weight of an external sample in each column's span: per seed the mean over its agents of their traces'
+    means over the span's periods (the first after the warm-up), then mean (lowest-highest) over seeds; numbers
+    against plain loops over the files; report.json carries the same weights."""
+    results, page = tmp_path / "r", tmp_path / "page.md"
+    page.write_text("# a page\n\n<!-- t -->\nold\n<!-- /t -->\n\ntext\n\n<!-- t_seeds -->\nold\n<!-- /t_seeds -->\n")
+    suite = hand_suite(tmp_path, at_steps=[300], tasks=[{"env": "Pendulum-v1", "random": -1000, "target": 0}],
+                       methods={"solo": {"policy": "TD3", "seeds": "0-4"},
+                                "shared": {"policy": "DASE_TD3", "flags": {"num_agents": 3}}},
+                       docs={"file": str(page), "marker": "t"})
+    folder = results / "shared/TD3/Pendulum-v1"
+    fake_runs(results / "solo/TD3/Pendulum-v1", "TD3", "Pendulum-v1", 1, 7, lambda s, i, e: 10.0 * e + s, range(5))
+    fake_runs(folder, "DASE_TD3", "Pendulum-v1", 3, 7, lambda s, i, e: 20.0 * e + s + i)
+    rng, traces = np.random.default_rng(3), {}
+    for seed in range(3):
+        for agent in range(3):
+            w = np.concatenate([[np.nan, np.nan], rng.uniform(0, 0.2, 5)])  # periods 0-1: the warm-up, no update
+            w[4 + agent % 2] = np.nan if agent == 2 else w[4 + agent % 2]  # a period without a shared sample
+            traces[seed, agent] = w
+            np.save(folder / f"DASE_TD3_Pendulum-v1_{seed}_Agent_{agent}_weights.npy", w)
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out"), "--write_docs"])
+    assert code == 0, out + err
+    expected = {}
+    for label, (lo, hi) in (("300", (2, 3)), ("600", (4, 6))):  # evaluation periods 2-3 and 4-6
+        per_seed = []
+        for seed in range(3):
+            agents = []
+            for agent in range(3):
+                known = [x for x in traces[seed, agent][lo:hi + 1] if not np.isnan(x)]
+                agents.append(sum(known) / len(known))
+            per_seed.append(sum(agents) / 3)
+        expected[label] = per_seed
+    w = json.loads((tmp_path / "out" / "report.json").read_text())["tasks"]["Pendulum-v1"]["methods"]["shared"]
+    for label, per_seed in expected.items():
+        assert w["external_weights"][label]["values"] == pytest.approx(per_seed)
+        assert w["external_weights"][label]["mean"] == pytest.approx(np.mean(per_seed))
+    block = page.read_text().split("<!-- t_seeds -->\n")[1].split("<!-- /t_seeds -->")[0].splitlines()
+    assert block[0] == "| final score by seed (the mean of its 2 evaluations ending at 600) | 0 | 1 | 2 | 3 | 4 |"
+    assert block[2] == "| solo | 55.0 | 56.0 | 57.0 | 58.0 | 59.0 |"  # evaluations 5 and 6: 10 x 5.5 + s
+    assert block[3] == "| shared (its 3 agents averaged) | 111.0 | 112.0 | 113.0 | — | — |"
+    assert block[4] == "| shared − solo | +56.0 | +56.0 | +56.0 | — | — |"  # 20 x 5.5 + s + 1 (agents 0-2)
+    cells = [f"{np.mean(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in expected.values()]
+    assert block[-1] == f"| shared | {cells[0]} | {cells[1]} |" and "solo |" not in block[-1]
+    assert "<!-- t -->\n| mean of the 2 evaluations up to the step" in page.read_text()  # the steps table too
+    (folder / "DASE_TD3_Pendulum-v1_1_Agent_2_weights.npy").unlink()  # one trace missing: no weights, no row
+    code, out, err = call([str(suite), "--results", str(results), "--out", str(tmp_path / "out2"), "--write_docs"])
+    assert code == 0 and "mean weight" not in page.read_text(), out + err
+
+
 def test_the_docs_tables_of_the_committed_suites_are_their_curves():
-    """Every committed suite that names a docs page: the page's table between its markers is what utils.compare
-    computes from the committed curves (``--write_docs``; with ``--so_far`` where runs are under way), line for
-    line."""
+    """Every committed suite that names a docs page: the page's table between its markers, and its seeds table where
+    the page has that block, are what utils.compare computes from the committed curves (``--write_docs``; with
+    ``--so_far`` where runs are under way), line for line."""
     from utils.compare.plan import plan_suite
-    from utils.compare.report import per_task, steps_table
+    from utils.compare.report import per_task, seeds_table, steps_table
     from utils.compare.scores import cut_so_far
-    from utils.plot.tables import between_markers
+    from utils.plot.tables import between_markers, has_markers
     from utils.sweep.runs import run_state
 
-    found = 0
+    found = seeded = 0
     for path in sorted((ROOT / "experiments").glob("*.yaml")):
         spec = yaml.safe_load(path.read_text())
         if not (isinstance(spec, dict) and "methods" in spec and "docs" in spec):
@@ -466,7 +517,11 @@ def test_the_docs_tables_of_the_committed_suites_are_their_curves():
         page = (ROOT / suite.docs[0]).read_text()
         assert between_markers(page, suite.docs[1]).splitlines() == steps_table(suite, report).splitlines(), path.name
         found += 1
-    assert found >= 2
+        if has_markers(page, suite.docs[1] + "_seeds"):
+            assert between_markers(page, suite.docs[1] + "_seeds").splitlines() == \
+                seeds_table(suite, report).splitlines(), path.name
+            seeded += 1
+    assert found >= 2 and seeded >= 2
 
 
 def test_so_far_reads_runs_under_way_up_to_the_step_every_seed_reached(tmp_path, no_processes):

@@ -10,15 +10,16 @@ import numpy as np
 
 from ..io import written_together
 from ..plot.stats import METRICS, bootstrap_ci, efficiency, mean_band, paired_difference, sign_flip_test, statistics
-from ..plot.tables import markdown, write_between_markers
+from ..plot.tables import has_markers, markdown, write_between_markers
 from ..sweep.experiment import flag_args, seed_tokens
 from . import figures
 from .claims import judged
 from .entry import Entry
-from .scores import Curves, final_k, load_curves, load_reference, score_arrays, trained_fractions
+from .scores import Curves, final_k, load_curves, load_reference, score_arrays, trained_fractions, weight_traces
 from .suite import Suite
 from .words import claim_digits, digits_for, p_words, plan_words, steps_label, verdict_words
 
+SEEDS_BLOCK = "_seeds"  # <!-- {marker}_seeds -->: where --write_docs puts seeds_table, where the page has it
 PACKAGES = ("numpy", "torch", "rliable", "scipy", "matplotlib", "gymnasium")
 
 
@@ -84,6 +85,32 @@ def _windows(c: Curves, task, suite: Suite, k: int) -> list[tuple[np.ndarray | N
         else:
             end = step // (c.agents if suite.budget_rule == "total" else 1) // c.eval_freq
         out.append((None, 0) if end is None else (c.window(end, k), c.window_size(end, k)))
+    return out
+
+
+def _ends(c: Curves, task, suite: Suite) -> list[int]:
+    """The index of the evaluation each column of a method's row ends at."""
+    return [c.last if step is None else c.end_at(step / task.budget) for _, step in columns(suite)]
+
+
+def external_weights(c: Curves, task, suite: Suite) -> dict | None:
+    """A sharing method's mean weight of the other agents' samples in each column's span: the evaluation periods
+    after the previous column (the first: after the warm-up) up to the column's step; per seed the mean over its
+    agents of their traces' means there, then the mean, lowest and highest over seeds. None where the method writes
+    no weight traces (or one is missing); a span with no update: None."""
+    traces = weight_traces(c.entry, c.matrix.shape[1]) if c.entry is not None else None
+    if traces is None:
+        return None
+    out, start = {}, c.trained - 1
+    for (label, _), end in zip(columns(suite), _ends(c, task, suite)):
+        span = traces[:, :, start + 1:end + 1]
+        if span.size == 0 or np.isnan(span).all(axis=2).any():
+            out[label] = None
+        else:
+            values = np.nanmean(span, axis=2).mean(axis=1)
+            out[label] = {"seeds": list(c.seeds), "values": values.tolist(), "mean": float(values.mean()),
+                          "lowest": float(values.min()), "highest": float(values.max())}
+        start = max(start, end)
     return out
 
 
@@ -154,6 +181,8 @@ def per_task(suite: Suite, entries: list[Entry]):
                        "at_steps": {label: _cell(v, n, c.seeds, reps, seed) for label, (v, n) in zip(labels, cells)},
                        "curve": {"steps": c.budget_steps.tolist(), "mean": mean.tolist(), "lower": lo.tolist(),
                                  "upper": hi.tolist()}}
+            if (weights := external_weights(c, t, suite)) is not None:
+                rows[m]["external_weights"] = weights
         refs = {}
         for ref in t.references:
             c = references[t.name, ref.name]
@@ -277,7 +306,7 @@ def _write(suite: Suite, report: dict, curves: dict, out: Path, docs: tuple[Path
                                                     colors)
     (out / "report.md").write_text(markdown_report(suite, report, budget_text, names))
     if docs is not None:  # last: the docs page is replaced whole (atomically), once every file of the report is there
-        write_between_markers(docs[0], docs[1], steps_table(suite, report))
+        write_between_markers(docs[0], docs_blocks(docs[0].read_text(), docs[1], suite, report))
 
 
 def _at(cell: dict | None, k: int, digits: int = 1) -> str:
@@ -350,6 +379,57 @@ def steps_table(suite: Suite, r: dict) -> str:
             prefix = f"{t.name} " if several else ""
             lines.append(f"| {prefix}{p['a']} − {p['b']}, paired by seed | "
                          + " | ".join(_difference(p["tasks"][t.name][c], digits_for(t)) for c in labels) + " |")
+    return "\n".join(lines)
+
+
+def docs_blocks(page: str, marker: str, suite: Suite, r: dict) -> dict[str, str]:
+    """What ``--write_docs`` puts on the page: ``steps_table`` between ``<!-- marker -->`` and ``<!-- /marker -->``
+    and, where the page holds a ``<!-- marker_seeds -->`` block, ``seeds_table`` there."""
+    blocks = {marker: steps_table(suite, r)}
+    if has_markers(page, marker + SEEDS_BLOCK):
+        blocks[marker + SEEDS_BLOCK] = seeds_table(suite, r)
+    return blocks
+
+
+def _weight(w: float) -> str:
+    """0.025 as 0.025; a weight below 0.001 in two significant digits, not as 0.000."""
+    return f"{w:.3f}" if w >= 1e-3 else f"{w:.1e}"
+
+
+def seeds_table(suite: Suite, r: dict) -> str:
+    """Every seed's final score per method and task (a seed's agents averaged) and each pair's difference by seed;
+    then, for the methods that write DASE weight traces, the mean weight of an external sample in each column's span
+    (lowest and highest seed): the numbers a write-up reads seed by seed (``--write_docs``, the page's
+    ``<!-- marker_seeds -->`` block)."""
+    k, labels = r["suite"]["final_evaluations"], r["suite"]["columns"]
+    several = len(suite.tasks) > 1
+    seeds = sorted({s for task in r["tasks"].values() for row in task["methods"].values() for s in row["seeds"]})
+    lines = [f"| final score by seed (the mean of its {k} evaluations ending at {labels[-1]}) | "
+             + " | ".join(map(str, seeds)) + " |", "|" + "---|" * (len(seeds) + 1)]
+    weights = []
+    for t in suite.tasks:
+        task, d = r["tasks"][t.name], digits_for(t)
+        prefix = f"{t.name} " if several else ""
+        finals = {m: dict(zip(row["seeds"], row["final"])) for m, row in task["methods"].items()}
+        for m, row in task["methods"].items():
+            averaged = f" (its {row['agents']} agents averaged)" if row["agents"] > 1 else ""
+            lines.append(f"| {prefix}{m}{averaged} | "
+                         + " | ".join(f"{finals[m][s]:.{d}f}" if s in finals[m] else "—" for s in seeds) + " |")
+            if row.get("external_weights"):
+                weights.append((f"{prefix}{m}", row["external_weights"]))
+        for p in r["paired_differences"]:
+            if t.name in p["tasks"]:
+                a, b = finals[p["a"]], finals[p["b"]]
+                lines.append(f"| {prefix}{p['a']} − {p['b']} | " + " | ".join(
+                    f"{a[s] - b[s]:+.{d}f}" if s in a and s in b else "—" for s in seeds) + " |")
+    if weights:
+        lines += ["", "| mean weight of an external sample since the previous column (the first: since the warm-up), "
+                  "lowest-highest seed | " + " | ".join(labels) + " |",
+                  "|" + "---|" * (len(labels) + 1)]
+        for name, w in weights:
+            lines.append(f"| {name} | " + " | ".join(
+                "—" if w[c] is None else f"{_weight(w[c]['mean'])} ({_weight(w[c]['lowest'])}-"
+                f"{_weight(w[c]['highest'])})" for c in labels) + " |")
     return "\n".join(lines)
 
 

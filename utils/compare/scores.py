@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..naming import curve_length, curve_names
+from ..naming import WEIGHTS_SUFFIX, curve_length, curve_names
 from ..plot.tables import final_window
 from ..sweep.experiment import ROOT, seed_tokens
 from .entry import Entry
@@ -126,6 +126,26 @@ def agent_curves(entry: Entry, score: str = "own") -> list[list[np.ndarray]]:
             agents.append(curve.astype(np.float64))
         rows.append(agents)
     return rows
+
+
+def weight_traces(entry: Entry, length: int) -> np.ndarray | None:
+    """[seeds, agents, evaluations]: each agent's DASE weight trace ({curve}_weights.npy: entry k the mean weight of
+    the other agents' samples in its updates of evaluation period k, NaN before the first update), cut to ``length``
+    evaluations; None where the method writes none, or a seed's trace is missing, unreadable or shorter."""
+    run = entry.run
+    rows = []
+    for stem in run.stems():
+        agents = []
+        for name in curve_names(stem, run.policy, run.num_agents):
+            try:
+                trace = np.load(run.folder() / f"{name}{WEIGHTS_SUFFIX}.npy", allow_pickle=False)
+            except (OSError, ValueError):
+                return None
+            if trace.ndim != 1 or trace.shape[0] < length:
+                return None
+            agents.append(trace[:length].astype(np.float64))
+        rows.append(agents)
+    return np.array(rows)
 
 
 def curve_lengths(entry: Entry, score: str = "own") -> dict[int, int | None]:

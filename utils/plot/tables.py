@@ -45,16 +45,18 @@ def between_markers(body: str, mark: str) -> str:
     return body.split(f"<!-- {mark} -->\n", 1)[1].split(f"<!-- /{mark} -->", 1)[0].strip("\n")
 
 
-def write_between_markers(doc: Path, mark: str, text: str) -> None:
+def write_between_markers(doc: Path, mark: str | dict[str, str], text: str = "") -> None:
     """Replace what lies between ``<!-- mark -->`` and ``<!-- /mark -->`` in ``doc`` by ``text`` (on lines of its
-    own); a document without both markers is left untouched and raises ValueError."""
+    own), or every block of a ``{mark: text}`` at once; a document without both markers of each is left untouched
+    and raises ValueError."""
     body = doc.read_text()
-    start, end = f"<!-- {mark} -->", f"<!-- /{mark} -->"
-    a, b = body.find(start), body.find(end)
-    if a < 0 or b < a:
-        raise ValueError(f"{doc}: no {start} ... {end} block")
-    new = body[:a + len(start)] + "\n" + text + "\n" + body[b:]
-    atomic_write(doc, lambda f: f.write(new), mode="w")  # whole or as it was (a full disk: DiskFull)
+    for name, block in (mark if isinstance(mark, dict) else {mark: text}).items():
+        start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+        a, b = body.find(start), body.find(end)
+        if a < 0 or b < a:
+            raise ValueError(f"{doc}: no {start} ... {end} block")
+        body = body[:a + len(start)] + "\n" + block + "\n" + body[b:]
+    atomic_write(doc, lambda f: f.write(body), mode="w")  # whole or as it was (a full disk: DiskFull)
 
 
 def markdown(head: list[str], rows: list[list[str]]) -> str:
