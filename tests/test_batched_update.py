@@ -19,6 +19,8 @@ CASES = {
     "TD3": (TD3, {"hidden": (32, 32)}),
     "SAC-Gaussian": (SAC, {"policy_type": "Gaussian", "hidden_size": 32, "automatic_entropy_tuning": True}),
     "SAC-Deterministic": (SAC, {"policy_type": "Deterministic", "hidden_size": 32}),
+    # the paper's code's noise: each member's one draw per call comes from its own stream too
+    "SAC-Deterministic-paper-noise": (SAC, {"hidden_size": 32, "deterministic_noise": "paper_code"}),
     # noisy networks: each member's noise comes from its own stream, so stacked members still equal separate ones
     "TD3-noisy": (TD3, {"hidden": (32, 32), "noisy": True}),
     "SAC-Gaussian-noisy": (SAC, {"policy_type": "Gaussian", "hidden_size": 32, "noisy": True}),

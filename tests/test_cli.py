@@ -95,6 +95,8 @@ ERRORS = [
     (DASE_main, ["--policy", "TD3", "--kl_div_var", "matched"], "DASE_ policy"),
     (DASE_main, ["--kl_div_var", "matched", "--expl_noise", "0"], "--expl_noise"),
     (sac_main, ["--policy_type", "Gaussian", "--kl_div_var", "matched"], "Gaussian"),
+    (sac_main, ["--policy_type", "Gaussian", "--deterministic_noise", "paper_code"], "only the Deterministic policy"),
+    (sac_main, ["--deterministic_noise", "per_batch"], "--deterministic_noise"),
     (DASE_main, ["--kl_div_var", "wide"], "'matched'"),
     (DASE_main, ["--seed", "3", "--seeds", "1", "2"], "give one of them"),
     (DASE_main, ["--policy", "DPD_TD3", "--similarity", "kl"], "DPD_TD3"),

@@ -31,6 +31,8 @@ TODAY = [
     ({"noisy": True, "noisy_sigma0": 0.5}, None, "noisy"),
     ({"noisy": True, "noisy_sigma0": 0.3}, None, "noisy0.3"),
     ({"normalize_obs": True, "action_noise": (0.1, 0.3)}, None, "norm_noise0.1-0.3"),
+    ({"deterministic_noise": "paper_code", "normalize_obs": True}, "SAC", "norm_papernoise"),
+    ({"deterministic_noise": "per_sample"}, "SAC", ""),
     ({"curiosity": "forward", "curiosity_strength": 0.5}, None, "icmforward0.5"),
     ({"rnd": True, "rnd_strength": 2.0, "rnd_n_sample": 4}, None, "rnd2k4"),
     ({"seac_lambda": 0.0, "shared_network": True}, "SEAC", "lambda0_snac"),

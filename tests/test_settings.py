@@ -175,6 +175,7 @@ def test_each_script_takes_the_flags_it_took_before_the_settings_were_typed(name
         added[script] += ["--image_features", "--siamese", "--siamese_use_q"]
     for script in added:  # 2026-12-06: float32 denormals as zero (docs/performance.md)
         added[script] += ["--flush_denormals"]
+    added["sac_main"] += ["--deterministic_noise"]  # 2026-12-06: the paper's SAC code's noise (docs/experiments.md)
     parser = parser_of(importlib.import_module(name))
     flags = sorted(o for a in parser._actions for o in a.option_strings)
     assert flags == sorted(json.loads((ROOT / "tests" / "script_flags.json").read_text())[name] + added.get(name, []))

@@ -24,7 +24,7 @@ from ..common.nets import (
     squared_errors,
     weighted_mean,
 )
-from ..sharing.weights import clipped_normal_variance
+from ..sharing.weights import BatchDivergence, clipped_normal_variance
 from .base import Batch, StackedAgents
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -106,10 +106,14 @@ class SAC(StackedAgents):
     def __init__(self, obs_dim, act_dim, low, high, seeds, device="cpu", *, policy_type="Deterministic",
                  gamma=0.99, tau=0.005, lr=3e-4, alpha=0.2, automatic_entropy_tuning=False, reward_scale=5.0,
                  hidden_size=256, target_update_interval=1, vtrace=None, ensemble_q=2, ensemble_q_sample=2,
-                 noisy=False, noisy_sigma0=0.5):
+                 noisy=False, noisy_sigma0=0.5, deterministic_noise="per_sample"):
         super().__init__(seeds, low, high, device, expl_noise=DETERMINISTIC_NOISE)
         gens = init_generators(self.seeds)
         self.gaussian = policy_type == "Gaussian"
+        # --deterministic_noise paper_code: the DASE paper's SAC code's use of the Deterministic policy's noise
+        self.paper_noise = deterministic_noise == "paper_code"
+        if self.paper_noise and self.gaussian:
+            raise ValueError("deterministic_noise paper_code: only the Deterministic policy adds this noise")
         self.gaussian_behaviour = self.gaussian
         if self.gaussian:
             self.actor = GaussianActor(obs_dim, act_dim, hidden_size, gens, low, high)
@@ -130,14 +134,21 @@ class SAC(StackedAgents):
 
     def exploration_variance(self) -> torch.Tensor:
         """The deterministic policy's clipped Gaussian noise (``sample``), per action dimension, in action units."""
-        return clipped_normal_variance(DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP) * self.scale.pow(2)
+        var = clipped_normal_variance(DETERMINISTIC_NOISE, DETERMINISTIC_NOISE_CLIP)
+        return var * torch.ones_like(self.scale) if self.paper_noise else var * self.scale.pow(2)
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Training action and log-probability; the deterministic policy adds clipped noise, log pi = 0."""
         if self.gaussian:
             return self.actor.sample(obs, eps)
-        noise = (eps * DETERMINISTIC_NOISE).clamp(-DETERMINISTIC_NOISE_CLIP, DETERMINISTIC_NOISE_CLIP) * self.scale
-        action = torch.clamp(self.actor(obs) + noise, self.low, self.high)
+        if self.paper_noise:  # each agent's first draw for every row of the call, as the paper's code draws one
+            n, a = eps.shape[0], eps.shape[-1]
+            eps = eps.reshape(n, -1, a)[:, :1].view(n, *(1,) * (eps.dim() - 2), a)
+        noise = (eps * DETERMINISTIC_NOISE).clamp(-DETERMINISTIC_NOISE_CLIP, DETERMINISTIC_NOISE_CLIP)
+        if self.paper_noise:  # the paper's code: in absolute units, and an action up to the clip outside the bounds
+            action = self.actor(obs) + noise  # is sent to the environment, stored and learnt from
+        else:
+            action = torch.clamp(self.actor(obs) + noise * self.scale, self.low, self.high)
         return action, torch.zeros_like(action[..., :1])
 
     @torch.no_grad()
@@ -226,7 +237,11 @@ class SAC(StackedAgents):
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step for all N agents; losses are means weighted by ``self.weights``."""
-        w = self.weights(batch)
+        if self.paper_noise and isinstance(self.weighting, BatchDivergence):  # the paper's DASE_SAC weighs against
+            with torch.no_grad():  # the learner's noisy action (one draw for the batch)
+                w = self.weights(batch, self.sample(batch.obs, self.update_rng.normal(*batch.action.shape[1:]))[0])
+        else:
+            w = self.weights(batch)
         lw = batch.loss_weights(w)
         target = self.target(batch)
 

@@ -182,10 +182,26 @@ class SoftSettings(Settings):
                                           low=1)
 
 
+DETERMINISTIC_NOISES = ("per_sample", "paper_code")
+
+
 @dataclass
 class SACSettings(SoftSettings, EnsembleSettings, NoisySettings, NormalizationSettings, IntrinsicSettings):
     policy_type: str = setting("Deterministic", "policy family on a continuous action space", parse=str,
                                choices=("Deterministic", "Gaussian"))
+    deterministic_noise: str = setting(
+        "per_sample", "how the Deterministic policy's noise, N(0, 0.1) clipped at 0.25, is drawn and used: per_sample, "
+        "one draw per sample and action dimension, the noisy action clipped to the bounds; paper_code, as the DASE "
+        "paper's SAC code: one draw per call shared by the whole batch (the target's next actions, the actor loss, "
+        "and DASE's weights, taken against pi(s) plus such a draw), noisy actions never clipped to the bounds "
+        "(exploration sends and stores actions up to 0.25 outside them); files named {policy}_papernoise_...",
+        parse=str, choices=DETERMINISTIC_NOISES, recorded="given",
+        token=Token(115, lambda v, s, p: "papernoise" if v == "paper_code" else None, "papernoise"))
+
+    def check_together(self) -> None:
+        if self.deterministic_noise != "per_sample" and self.policy_type != "Deterministic":
+            raise UsageError(f"--deterministic_noise {self.deterministic_noise}: only the Deterministic policy adds "
+                             "this noise; drop it or use --policy_type Deterministic")
 
 
 @dataclass
