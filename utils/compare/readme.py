@@ -22,7 +22,7 @@ MARKER = "claims_table"
 # the rows' order: the DASE paper's own claims first, then the other seed systems'; a suite not named here follows,
 # by name
 ORDER = ("lunar_300k", "paper_sac_lunar", "paper_ddpg_lunar", "paper_mujoco", "paper_sac_halfcheetah",
-         "paper_mujoco_hopper", "compare_cpu", "diff_dac_tasks", "diff_dac", "seac_cpu", "seac_lbf",
+         "sac_noise_halfcheetah", "paper_mujoco_hopper", "compare_cpu", "diff_dac_tasks", "diff_dac", "seac_cpu", "seac_lbf",
          "sparse_mountaincar", "pixel_pendulum", "replay")
 HEAD = ["published claim (source)", "published A − B", "ours: A vs B", "verdict", "A − B, paired [95 % CI]",
         "p (Holm-adjusted; at the published size or beyond the margin, Bonferroni-adjusted)", "seeds",
