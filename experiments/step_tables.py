@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from utils.compare.report import weight_text as weight
 from utils.compare.scores import seed_curves, window_mean
 from utils.plot.stats import bootstrap_ci, permutation_p, sign_flip_p
 from utils.plot.tables import write_between_markers
@@ -316,11 +317,6 @@ def no_sharing_runs(folder: Path, prefix: str) -> Runs:
         n = min(len(c) for c in agents)
         out[seed] = np.mean([c[:n] for c in agents], axis=0)
     return out
-
-
-def weight(w: float) -> str:
-    """0.025 as 0.025; a weight below 0.001 (matched variance's ~1e-10) in two significant digits, not as 0.000."""
-    return f"{w:.3f}" if w >= 1e-3 else f"{w:.1e}"
 
 
 def mean_weights(folder: Path, prefix: str, seeds: tuple[int, ...]) -> list[str]:

@@ -391,8 +391,8 @@ def docs_blocks(page: str, marker: str, suite: Suite, r: dict) -> dict[str, str]
     return blocks
 
 
-def _weight(w: float) -> str:
-    """0.025 as 0.025; a weight below 0.001 in two significant digits, not as 0.000."""
+def weight_text(w: float) -> str:
+    """0.025 as 0.025; a weight below 0.001 (matched variance's ~1e-10) in two significant digits, not as 0.000."""
     return f"{w:.3f}" if w >= 1e-3 else f"{w:.1e}"
 
 
@@ -428,8 +428,8 @@ def seeds_table(suite: Suite, r: dict) -> str:
                   "|" + "---|" * (len(labels) + 1)]
         for name, w in weights:
             lines.append(f"| {name} | " + " | ".join(
-                "—" if w[c] is None else f"{_weight(w[c]['mean'])} ({_weight(w[c]['lowest'])}-"
-                f"{_weight(w[c]['highest'])})" for c in labels) + " |")
+                "—" if w[c] is None else f"{weight_text(w[c]['mean'])} ({weight_text(w[c]['lowest'])}-"
+                f"{weight_text(w[c]['highest'])})" for c in labels) + " |")
     return "\n".join(lines)
 
 
