@@ -487,6 +487,7 @@ def test_write_docs_puts_every_seed_and_the_mean_weights_in_the_pages_seeds_bloc
     assert block[3] == "| shared (its 3 agents averaged) | 111.0 | 112.0 | 113.0 | — | — |"
     assert block[4] == "| shared − solo | +56.0 | +56.0 | +56.0 | — | — |"  # 20 x 5.5 + s + 1 (agents 0-2)
     cells = [f"{np.mean(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in expected.values()]
+    assert block[-3].endswith("lowest-highest seed | 100-300 | 300-600 |")  # start_steps 100, then the columns
     assert block[-1] == f"| shared | {cells[0]} | {cells[1]} |" and "solo |" not in block[-1]
     assert "<!-- t -->\n| mean of the 2 evaluations up to the step" in page.read_text()  # the steps table too
     (folder / "DASE_TD3_Pendulum-v1_1_Agent_2_weights.npy").unlink()  # one trace missing: no weights, no row

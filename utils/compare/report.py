@@ -422,10 +422,11 @@ def seeds_table(suite: Suite, r: dict) -> str:
                 a, b = finals[p["a"]], finals[p["b"]]
                 lines.append(f"| {prefix}{p['a']} − {p['b']} | " + " | ".join(
                     f"{a[s] - b[s]:+.{d}f}" if s in a and s in b else "—" for s in seeds) + " |")
-    if weights:
-        lines += ["", "| mean weight of an external sample since the previous column (the first: since the warm-up), "
-                  "lowest-highest seed | " + " | ".join(labels) + " |",
-                  "|" + "---|" * (len(labels) + 1)]
+    if weights:  # each column a span: from the previous column's step (the first: the warm-up's end) to its own
+        first = steps_label(suite.start_steps) if suite.budget_rule == "per_agent" else "warm-up"
+        spans = [f"{a}-{b}" for a, b in zip([first] + labels[:-1], labels)]
+        lines += ["", "| mean weight of an external sample over the span (its own agent's samples weigh 1), "
+                  "lowest-highest seed | " + " | ".join(spans) + " |", "|" + "---|" * (len(labels) + 1)]
         for name, w in weights:
             lines.append(f"| {name} | " + " | ".join(
                 "—" if w[c] is None else f"{weight_text(w[c]['mean'])} ({weight_text(w[c]['lowest'])}-"
