@@ -76,20 +76,16 @@ def _cell(values: np.ndarray | None, evaluations: int, seeds: tuple[int, ...], r
 def _windows(c: Curves, task, suite: Suite, k: int) -> list[tuple[np.ndarray | None, int]]:
     """A method's (or reference's) per-seed scores at each column and how many evaluations they average: the k
     ending at the step, none made before training started ((None, 0) where there are none)."""
-    out = []
-    for _, step in columns(suite):
-        if step is None:  # tasks' budgets differ: the final score
-            end = c.last if c.entry is not None else None
-        elif c.entry is not None:
-            end = c.end_at(step / task.budget)
-        else:
-            end = step // (c.agents if suite.budget_rule == "total" else 1) // c.eval_freq
-        out.append((None, 0) if end is None else (c.window(end, k), c.window_size(end, k)))
-    return out
+    if c.entry is not None:
+        ends: list[int | None] = list(_ends(c, task, suite))
+    else:  # a reference: on the suite's grid; where tasks' budgets differ, no final score
+        ends = [None if step is None else step // (c.agents if suite.budget_rule == "total" else 1) // c.eval_freq
+                for _, step in columns(suite)]
+    return [(None, 0) if end is None else (c.window(end, k), c.window_size(end, k)) for end in ends]
 
 
 def _ends(c: Curves, task, suite: Suite) -> list[int]:
-    """The index of the evaluation each column of a method's row ends at."""
+    """The index of the evaluation each column of a method's row ends at (the last where tasks' budgets differ)."""
     return [c.last if step is None else c.end_at(step / task.budget) for _, step in columns(suite)]
 
 
