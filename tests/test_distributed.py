@@ -528,6 +528,45 @@ def test_ctrl_c_stops_every_learner_with_a_checkpoint_and_resume_finishes(tmp_pa
         assert json.loads((out / f"SAC_Pendulum-v1_{s}.json").read_text())["finished"]
 
 
+class DrainingQueue(ListQueue):
+    """A Ray queue's learner side that runs dry: ``get`` waits in vain (``Empty``) once its blocks are taken."""
+
+    def get(self, block: bool = True, timeout: float | None = None):
+        from ray.util.queue import Empty
+
+        if not self.blocks:
+            raise Empty
+        return super().get(block, timeout)
+
+
+def test_a_learner_stopped_before_its_first_step_resumes_with_one_step_0_evaluation(tmp_path):
+    """A learner told to stop before any actor's block came (the CI's Ctrl-C test on a slow start) checkpoints at
+    step 0 with step 0's evaluation; resumed, it does not evaluate step 0 again: one evaluation per eval_freq."""
+    from utils.distributed.learner import DistributedTrainer
+    from utils.errors import Interrupted
+
+    out = tmp_path / "r"
+    flags = [*FLAGS, "--num_steps", "500", "--results_dir", str(out), "--checkpoint_freq", "250"]
+    _, (cfg,) = cli.build(flags)
+    trainer = DistributedTrainer(cfg, DrainingQueue([]), refresh_every=100, actors=1)
+    trainer.stopper.signum = int(signal.SIGTERM)
+    try:
+        with pytest.raises(Interrupted):
+            trainer.run()
+    finally:
+        trainer.close()
+    assert len(np.load(out / "SAC_Pendulum-v1_0.npy")) == 1
+    _, (cfg,) = cli.build([*flags, "--resume"])
+    trainer = DistributedTrainer(cfg, DrainingQueue([block_of(0, 500)]), refresh_every=100, actors=1)
+    try:
+        (curve,) = trainer.run()
+    finally:
+        trainer.close()
+    saved = np.load(out / "SAC_Pendulum-v1_0.npy")
+    assert len(curve) == len(saved) == 3 and saved[0] == saved[1]  # steps 0, 250 (no update before 250), 500
+    assert len(np.load(out / "SAC_Pendulum-v1_0_distributed.npy")) == 3
+
+
 def session_processes(sid: int) -> list[tuple[int, str]]:
     """(pid, command line) of every living (not zombie) process of session ``sid``."""
     found = []

@@ -117,8 +117,8 @@ class Trainer:
             seed_files.open_outputs(self)
             self.clock, self.eval_seconds = time.perf_counter(), 0.0  # the loop starts (or resumes) here
             with self.stop_signals() as stop:
-                if self.t == 0:
-                    self.start_evaluation()
+                if self.t == 0 and not len(self.curves[0]):  # a checkpoint at step 0 (a learner stopped before
+                    self.start_evaluation()  # its actors' first block) holds step 0's evaluation already
                 evaluated = len(self.curves[0])
                 while self.t < cfg.max_time_steps:
                     self.step()
